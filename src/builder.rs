@@ -1,0 +1,380 @@
+//! `Builder` and the frozen `Config` it produces; every default lives here.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backoff::Backoff;
+use crate::keys::{self, KeySpace};
+use crate::locker::Locker;
+use crate::pool::{Connector, DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT};
+use crate::time;
+use crate::Error;
+
+/// Lease length when none is set: 30 s.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+
+/// The longest TTL accepted: 2^47 ms, about 4,400 years. Redis itself refuses
+/// an expiry that overflows a signed 64-bit millisecond clock.
+pub const MAX_TTL: Duration = Duration::from_millis(1 << 47);
+
+/// Configures a [`Locker`]. Start with [`Locker::builder`], chain the
+/// setters (each consumes and returns the builder), finish with
+/// [`build`](Builder::build).
+///
+/// ```no_run
+/// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+/// use std::time::Duration;
+/// let locker = redmutex::Locker::builder(pool)
+///     .prefix("billing")
+///     .ttl(Duration::from_secs(10))
+///     .acquire_timeout(Duration::from_secs(30))
+///     .build()?;
+/// # let _ = locker;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct Builder {
+    connector: Arc<dyn Connector>,
+    prefix: Option<String>,
+    ttl: Duration,
+    acquire_timeout: Option<Duration>,
+    backoff: Backoff,
+    watchdog: bool,
+    metadata: Option<String>,
+    checkout_timeout: Duration,
+    io_timeout: Duration,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("prefix", &self.prefix)
+            .field("ttl", &self.ttl)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("backoff", &self.backoff)
+            .field("watchdog", &self.watchdog)
+            .field("metadata", &self.metadata)
+            .field("checkout_timeout", &self.checkout_timeout)
+            .field("io_timeout", &self.io_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Builder {
+    pub(crate) fn new(connector: Arc<dyn Connector>) -> Self {
+        Builder {
+            connector,
+            prefix: None,
+            ttl: DEFAULT_TTL,
+            acquire_timeout: None,
+            backoff: Backoff::default(),
+            watchdog: true,
+            metadata: None,
+            checkout_timeout: DEFAULT_CHECKOUT_TIMEOUT,
+            io_timeout: DEFAULT_IO_TIMEOUT,
+        }
+    }
+
+    /// Namespace for this locker's keys: a lock on `key` lives at
+    /// `<prefix>:<key>` in Redis, and the fencing counter is shared by the
+    /// prefix. Lockers that must exclude each other need the same prefix.
+    ///
+    /// Defaults to no prefix: keys are used as given.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// // The lock on "deploy" lives at "locks:deploy".
+    /// let locker = redmutex::Locker::builder(pool).prefix("locks").build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = Some(prefix.into());
+        self
+    }
+
+    /// Lease length. A holder that dies loses the lock after at most this
+    /// long; while a guard lives its watchdog renews the lease every `ttl / 3`.
+    /// Must be at least 1 ms, longer than its drift allowance (1 % + 2 ms),
+    /// and at most [`MAX_TTL`].
+    ///
+    /// Defaults to [`DEFAULT_TTL`] (30 s).
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// // Others take over 5 s after this process dies.
+    /// let locker = redmutex::Locker::builder(pool).ttl(Duration::from_secs(5)).build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How long [`Locker::lock`] and [`Locker::lock_all`] wait for a busy
+    /// lock before [`Error::Timeout`].
+    ///
+    /// Defaults to no limit, like a mutex.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .acquire_timeout(Duration::from_secs(10))
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn acquire_timeout(mut self, wait: Duration) -> Self {
+        self.acquire_timeout = Some(wait);
+        self
+    }
+
+    /// Pauses between attempts while waiting, and an optional attempt limit.
+    ///
+    /// Defaults to [`Backoff::default`]: exponential from 8 ms to 256 ms.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .backoff(redmutex::Backoff::fixed(Duration::from_millis(20)))
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Whether each guard keeps its lease alive with a watchdog thread.
+    /// Without it the lease ends `ttl` after acquisition unless you call
+    /// [`Guard::extend`](crate::Guard::extend).
+    ///
+    /// Defaults to `true`.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// // A fixed one-minute lease, bsm/redislock style.
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .watchdog(false)
+    ///     .ttl(Duration::from_secs(60))
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn watchdog(mut self, on: bool) -> Self {
+        self.watchdog = on;
+        self
+    }
+
+    /// Free text stored with every lock this locker takes, shown by
+    /// [`Locker::holder`] to whoever wonders who holds a key.
+    ///
+    /// Defaults to `<hostname>:<process id>`.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .metadata("nightly-report on build-03")
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn metadata(mut self, metadata: impl Into<String>) -> Self {
+        self.metadata = Some(metadata.into());
+        self
+    }
+
+    /// The longest wait for a pooled connection, on every operation (the
+    /// pool's own `connection_timeout` is not used: r2d2's default is 30 s).
+    ///
+    /// Defaults to [`DEFAULT_CHECKOUT_TIMEOUT`] (2 s).
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .checkout_timeout(Duration::from_millis(500))
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn checkout_timeout(mut self, wait: Duration) -> Self {
+        self.checkout_timeout = wait;
+        self
+    }
+
+    /// Read and write timeout the locker puts on each plain redis-rs
+    /// connection the first time it uses it, so that even a pool built with
+    /// r2d2's defaults cannot hang a lock call on a stalled server.
+    ///
+    /// Defaults to [`DEFAULT_IO_TIMEOUT`] (2 s).
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .io_timeout(Duration::from_millis(500))
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn io_timeout(mut self, timeout: Duration) -> Self {
+        self.io_timeout = timeout;
+        self
+    }
+
+    /// Checks the settings and makes the [`Locker`]. Nothing is sent to Redis.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a TTL below 1 ms, not above its drift
+    /// allowance, or above [`MAX_TTL`]; a zero or unrepresentable acquire,
+    /// checkout or I/O timeout; an empty prefix; an invalid backoff.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// let bad = redmutex::Locker::builder(pool).ttl(std::time::Duration::ZERO).build();
+    /// assert!(matches!(bad, Err(redmutex::Error::InvalidInput(_))));
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn build(self) -> Result<Locker, Error> {
+        validate_ttl(self.ttl)?;
+        if let Some(p) = &self.prefix {
+            keys::validate_prefix(p)?;
+        }
+        if let Some(wait) = self.acquire_timeout {
+            validate_wait("acquire timeout", wait)?;
+        }
+        validate_wait("checkout timeout", self.checkout_timeout)?;
+        validate_wait("io timeout", self.io_timeout)?;
+        if self.checkout_timeout.is_zero() || self.io_timeout.is_zero() {
+            return Err(Error::InvalidInput(
+                "checkout and io timeouts must be above zero".into(),
+            ));
+        }
+        self.backoff.validate()?;
+        Ok(self.build_unchecked())
+    }
+
+    /// The locker for these settings, unchecked: used by `build` after its
+    /// checks and by `Locker::new`, whose defaults are valid (a unit test
+    /// below holds that).
+    pub(crate) fn build_unchecked(self) -> Locker {
+        let config = Config {
+            keys: KeySpace::new(self.prefix),
+            ttl: self.ttl,
+            acquire_timeout: self.acquire_timeout,
+            backoff: self.backoff,
+            watchdog: self.watchdog,
+            metadata: self.metadata.unwrap_or_else(default_metadata),
+            checkout_timeout: self.checkout_timeout,
+            io_timeout: self.io_timeout,
+        };
+        Locker::from_parts(self.connector, config)
+    }
+}
+
+/// The settings of a built locker, frozen.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) keys: KeySpace,
+    pub(crate) ttl: Duration,
+    pub(crate) acquire_timeout: Option<Duration>,
+    pub(crate) backoff: Backoff,
+    pub(crate) watchdog: bool,
+    pub(crate) metadata: String,
+    pub(crate) checkout_timeout: Duration,
+    pub(crate) io_timeout: Duration,
+}
+
+/// A lease length must be at least 1 ms, leave something after the drift
+/// allowance, and fit Redis and `Instant`.
+pub(crate) fn validate_ttl(ttl: Duration) -> Result<(), Error> {
+    if ttl < Duration::from_millis(1) {
+        return Err(Error::InvalidInput(format!(
+            "ttl {ttl:?} is below one millisecond"
+        )));
+    }
+    if ttl <= time::drift(ttl) {
+        return Err(Error::InvalidInput(format!(
+            "ttl {ttl:?} does not exceed its clock-drift allowance of {:?}",
+            time::drift(ttl)
+        )));
+    }
+    if ttl > MAX_TTL {
+        return Err(Error::InvalidInput(format!(
+            "ttl {ttl:?} is above the maximum of {MAX_TTL:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// A wait must be representable as a deadline from now.
+pub(crate) fn validate_wait(what: &str, wait: Duration) -> Result<(), Error> {
+    match time::deadline(Instant::now(), wait) {
+        Some(_) => Ok(()),
+        None => Err(Error::InvalidInput(format!(
+            "{what} {wait:?} is too large to represent"
+        ))),
+    }
+}
+
+/// `<hostname>:<pid>`, with "unknown-host" where no name can be read.
+fn default_metadata() -> String {
+    let host = ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok())
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    format!("{host}:{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_bounds() {
+        assert!(validate_ttl(Duration::ZERO).is_err());
+        assert!(validate_ttl(Duration::from_micros(999)).is_err());
+        // 1 ms and 2 ms do not outlast the 2 ms drift allowance.
+        assert!(validate_ttl(Duration::from_millis(2)).is_err());
+        assert!(validate_ttl(Duration::from_millis(3)).is_ok());
+        assert!(validate_ttl(DEFAULT_TTL).is_ok());
+        assert!(validate_ttl(MAX_TTL).is_ok());
+        assert!(validate_ttl(MAX_TTL + Duration::from_millis(1)).is_err());
+        assert!(validate_ttl(Duration::MAX).is_err());
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        validate_ttl(DEFAULT_TTL).unwrap();
+        validate_wait("checkout", DEFAULT_CHECKOUT_TIMEOUT).unwrap();
+        validate_wait("io", DEFAULT_IO_TIMEOUT).unwrap();
+        assert!(!DEFAULT_CHECKOUT_TIMEOUT.is_zero() && !DEFAULT_IO_TIMEOUT.is_zero());
+        Backoff::default().validate().unwrap();
+    }
+
+    #[test]
+    fn waits_must_be_representable() {
+        assert!(validate_wait("x", Duration::from_secs(3600)).is_ok());
+        assert!(validate_wait("x", Duration::MAX).is_err());
+    }
+
+    #[test]
+    fn metadata_names_host_and_pid() {
+        let m = default_metadata();
+        assert!(m.ends_with(&format!(":{}", std::process::id())), "{m}");
+        assert!(m.len() > 2);
+    }
+}

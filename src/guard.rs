@@ -1,0 +1,317 @@
+//! `Guard`: proof of a held lock, released on drop.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::builder::validate_ttl;
+use crate::lease::Lease;
+use crate::locker::Shared;
+use crate::token::Token;
+use crate::watchdog::{Renewal, Watchdog};
+use crate::Error;
+
+/// A held lock. The lock is released when the guard is dropped, or checked
+/// with [`unlock`](Guard::unlock).
+///
+/// While the guard lives, its watchdog thread (unless turned off in the
+/// builder) renews the lease every `ttl / 3`, checking ownership each time.
+/// The moment the lease can no longer be promised, [`is_lost`](Guard::is_lost)
+/// turns true for good; check it with [`ensure_held`](Guard::ensure_held)
+/// before each step whose safety depends on the lock, and pass
+/// [`fencing_token`](Guard::fencing_token) to the resource you protect so it
+/// can refuse a stale holder.
+///
+/// # Dropping
+///
+/// `Drop` stops and joins the watchdog, then deletes the keys that are still
+/// ours. It never panics and never deletes another owner's key. Its blocking
+/// is bounded: one checkout plus one round trip, each within the locker's
+/// timeouts (2 s each by default). Errors are ignored: the lease then runs
+/// out within its TTL. Use [`unlock`](Guard::unlock) to see them.
+///
+/// # Resource leaking
+///
+/// A guard that is never dropped (`std::mem::forget`, a process killed, an
+/// abort on panic) leaves its key in Redis; with no watchdog renewing it, it
+/// expires after at most one TTL, and others get the lock then.
+///
+/// ```no_run
+/// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+/// let guard = locker.lock("payroll")?;
+/// for batch in 0..10 {
+///     guard.ensure_held()?; // stop writing the moment the lock is gone
+///     println!("batch {batch} under token {}", guard.fencing_token());
+/// }
+/// guard.unlock()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "the lock is released as soon as the guard is dropped"]
+#[clippy::has_significant_drop]
+pub struct Guard {
+    keys: Vec<String>,
+    fence: u64,
+    lease: Arc<Lease>,
+    /// Taken by `unlock` or `Drop`; always `Some` before that.
+    held: Option<Held>,
+}
+
+/// What a guard needs to talk to Redis.
+struct Held {
+    shared: Arc<Shared>,
+    redis_keys: Arc<[String]>,
+    token: Token,
+    watchdog: Option<Watchdog>,
+}
+
+// `Guard` is `Send + Sync`: every field is (`Arc`s of `Send + Sync` data, a
+// watchdog handle made of an `mpsc::Sender` and a `JoinHandle`). Its `&self`
+// methods only touch the lease, whose state sits behind a mutex.
+
+impl fmt::Debug for Guard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The owner token is left out on purpose: it is what releases the lock.
+        f.debug_struct("Guard")
+            .field("keys", &self.keys)
+            .field("fencing_token", &self.fence)
+            .field("valid_until", &self.lease.valid_until())
+            .field("lost", &self.lease.is_lost())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Guard {
+    /// Builds the guard the moment the lock is held (so any later error
+    /// releases it through `Drop`), then starts its watchdog.
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        keys: Vec<String>,
+        redis_keys: Arc<[String]>,
+        token: Token,
+        fence: u64,
+        lease: Arc<Lease>,
+    ) -> Result<Guard, Error> {
+        let watchdog_on = shared.config.watchdog;
+        let mut guard = Guard {
+            keys,
+            fence,
+            lease,
+            held: Some(Held {
+                shared,
+                redis_keys,
+                token,
+                watchdog: None,
+            }),
+        };
+        if watchdog_on {
+            if let Some(held) = guard.held.as_mut() {
+                let (shared, keys, token) = (
+                    Arc::clone(&held.shared),
+                    Arc::clone(&held.redis_keys),
+                    held.token.clone(),
+                );
+                let lease = Arc::clone(&guard.lease);
+                let dog = Watchdog::start(Arc::clone(&guard.lease), move |ttl| {
+                    shared
+                        .renew(&lease, &keys, &token, ttl)
+                        .unwrap_or(Renewal::Failed)
+                })
+                .map_err(Error::Thread)?;
+                held.watchdog = Some(dog);
+            }
+        }
+        Ok(guard)
+    }
+
+    /// The keys this guard holds, as the caller gave them (without prefix).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let guard = locker.lock_all(&["a", "b"])?;
+    /// assert_eq!(guard.keys(), ["a", "b"]);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// The fencing token of this grant: strictly greater than the token of
+    /// every earlier grant of the same key by lockers with the same prefix
+    /// (multi-key grants included). Send it with every write to the resource
+    /// you protect, and have the resource refuse tokens lower than the
+    /// highest it has seen: that stops a holder that lost its lease without
+    /// knowing it (a long GC pause, a stopped VM).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let guard = locker.lock("ledger")?;
+    /// let token = guard.fencing_token();
+    /// // UPDATE ledger SET ..., fence = $token WHERE fence < $token
+    /// # let _ = token;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn fencing_token(&self) -> u64 {
+        self.fence
+    }
+
+    /// The local deadline of the lease: the moment the acquire (or the last
+    /// confirmed renewal) was *sent*, plus the TTL, minus a drift allowance of
+    /// 1 % of the TTL plus 2 ms. Renewals and [`extend`](Guard::extend) move it
+    /// forward.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let guard = locker.lock("k")?;
+    /// let left = guard.valid_until().saturating_duration_since(std::time::Instant::now());
+    /// println!("promised for another {left:?}");
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn valid_until(&self) -> Instant {
+        self.lease.valid_until()
+    }
+
+    /// True once the lease can no longer be promised: its deadline passed
+    /// without a confirmed renewal, or Redis showed the key deleted, taken by
+    /// another owner, or overwritten with another type. Once true, always
+    /// true. Costs no round trip.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let guard = locker.lock("k")?;
+    /// if guard.is_lost() {
+    ///     eprintln!("lock lost: stop and roll back");
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.lease.is_lost()
+    }
+
+    /// `Ok(())` while the lease can be promised, [`Error::Lost`] once
+    /// [`is_lost`](Guard::is_lost) is true. Costs no round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Lost`] once the lease is lost.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let guard = locker.lock("k")?;
+    /// guard.ensure_held()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn ensure_held(&self) -> Result<(), Error> {
+        if self.lease.is_lost() {
+            Err(self.lost())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Sets the lease to `ttl` from now, if the keys are still ours. The
+    /// watchdog, if on, renews with this TTL from then on.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Lost`] when a key is no longer ours (nothing is extended);
+    /// - [`Error::InvalidInput`] for a TTL the builder would refuse;
+    /// - [`Error::Redis`], [`Error::Pool`] when Redis fails: the lease keeps
+    ///   its old deadline.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let guard = locker.lock("migration")?;
+    /// guard.extend(Duration::from_secs(600))?; // the slow part
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn extend(&self, ttl: Duration) -> Result<(), Error> {
+        validate_ttl(ttl)?;
+        let Some(held) = &self.held else {
+            return Err(self.lost());
+        };
+        match held
+            .shared
+            .renew(&self.lease, &held.redis_keys, &held.token, ttl)?
+        {
+            Renewal::Confirmed => {
+                if let Some(dog) = &held.watchdog {
+                    dog.reschedule();
+                }
+                Ok(())
+            }
+            Renewal::Lost | Renewal::Failed => Err(self.lost()),
+        }
+    }
+
+    /// Releases the lock and reports how it went.
+    ///
+    /// Stops the watchdog, then deletes every key still owned by this guard;
+    /// a key taken over by someone else is left alone.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Lost`] when the lease was lost at some point (a key was no
+    ///   longer ours, or the lease ran out unrenewed): the critical section
+    ///   may have overlapped another holder. Keys still ours are deleted
+    ///   anyway.
+    /// - [`Error::Redis`], [`Error::Pool`] when Redis fails: the keys stay
+    ///   until their TTL runs out (the watchdog is stopped either way).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let guard = locker.lock("nightly-report")?;
+    /// // ... write the report ...
+    /// if let Err(redmutex::Error::Lost { .. }) = guard.unlock() {
+    ///     eprintln!("another host may have run concurrently: check the output");
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn unlock(mut self) -> Result<(), Error> {
+        let Some(held) = self.held.take() else {
+            return Err(self.lost());
+        };
+        let deleted = held.release()?;
+        if deleted < self.keys.len() {
+            self.lease.mark_lost();
+        }
+        if self.lease.is_lost() {
+            Err(self.lost())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn lost(&self) -> Error {
+        Error::Lost {
+            key: self.keys.first().cloned().unwrap_or_default(),
+        }
+    }
+}
+
+impl Held {
+    /// Signals the watchdog to stop, deletes the keys still ours, joins the
+    /// watchdog, and wakes this locker's waiters. The watchdog is joined
+    /// after the delete so the two bounded waits overlap; a renewal still in
+    /// flight is owner-checked and cannot revive a deleted key.
+    fn release(mut self) -> Result<usize, Error> {
+        if let Some(dog) = self.watchdog.as_mut() {
+            dog.signal_stop();
+        }
+        let result = self.shared.release(&self.redis_keys, &self.token);
+        if let Some(dog) = self.watchdog.take() {
+            dog.join();
+        }
+        self.shared.notify_released();
+        result
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(held) = self.held.take() {
+            // Errors are documented as ignored here; `unlock` reports them.
+            let _ = held.release();
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The local view of one lease, shared by a guard and its watchdog.
+//!
+//! "Lost" is final and monotonic: once any reader has seen the deadline pass,
+//! or Redis has said the key is not ours, no later renewal can bring it back.
+//! Every read and update goes through one mutex so that holds without races.
+
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::time;
+
+#[derive(Debug)]
+pub(crate) struct Lease {
+    state: Mutex<State>,
+    /// Held across a renewal round trip and its confirmation, so that
+    /// `extend` and the watchdog never confirm out of order.
+    renewing: Mutex<()>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct State {
+    valid_until: Instant,
+    /// When the request behind `valid_until` was sent.
+    confirmed_at: Instant,
+    ttl: Duration,
+    lost: bool,
+}
+
+impl Lease {
+    /// A lease granted by a request sent at `sent` for `ttl`.
+    pub(crate) fn new(sent: Instant, ttl: Duration) -> Self {
+        Lease {
+            state: Mutex::new(State {
+                valid_until: end(sent, ttl),
+                confirmed_at: sent,
+                ttl,
+                lost: false,
+            }),
+            renewing: Mutex::new(()),
+        }
+    }
+
+    /// True once the lease can no longer be promised; marks it lost for good
+    /// when the deadline has passed.
+    pub(crate) fn is_lost(&self) -> bool {
+        let mut s = self.state.lock();
+        if !s.lost && Instant::now() >= s.valid_until {
+            s.lost = true;
+        }
+        s.lost
+    }
+
+    /// Redis said the key is not ours: lost for good.
+    pub(crate) fn mark_lost(&self) {
+        self.state.lock().lost = true;
+    }
+
+    /// A renewal for `ttl`, sent at `sent`, was confirmed. Returns false (and
+    /// changes nothing) when the lease was already lost or its deadline passed
+    /// before the confirmation arrived.
+    pub(crate) fn confirm(&self, sent: Instant, ttl: Duration) -> bool {
+        let mut s = self.state.lock();
+        if s.lost || Instant::now() >= s.valid_until {
+            s.lost = true;
+            return false;
+        }
+        s.valid_until = end(sent, ttl);
+        s.confirmed_at = sent;
+        s.ttl = ttl;
+        true
+    }
+
+    pub(crate) fn valid_until(&self) -> Instant {
+        self.state.lock().valid_until
+    }
+
+    /// The TTL renewals should use, and when the last confirmed request was sent.
+    pub(crate) fn schedule(&self) -> (Duration, Instant) {
+        let s = self.state.lock();
+        (s.ttl, s.confirmed_at)
+    }
+
+    /// Serializes renewals of this lease (see the field's doc).
+    pub(crate) fn renewing(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.renewing.lock()
+    }
+}
+
+/// The local end of a lease granted at `sent`: `sent + ttl - drift`. An end
+/// that cannot be represented becomes `sent`, i.e. already expired: the safe
+/// side.
+fn end(sent: Instant, ttl: Duration) -> Instant {
+    time::deadline(sent, ttl.saturating_sub(time::drift(ttl))).unwrap_or(sent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_is_counted_from_sending_minus_drift() {
+        let sent = Instant::now();
+        let lease = Lease::new(sent, Duration::from_secs(30));
+        assert_eq!(
+            lease.valid_until(),
+            sent + Duration::from_secs(30) - Duration::from_millis(302)
+        );
+        assert!(!lease.is_lost());
+    }
+
+    #[test]
+    fn passing_the_deadline_is_final() {
+        let long_ago = Instant::now() - Duration::from_secs(10);
+        let lease = Lease::new(long_ago, Duration::from_secs(1));
+        assert!(lease.is_lost());
+        // A late confirmation does not revive it.
+        assert!(!lease.confirm(Instant::now(), Duration::from_secs(60)));
+        assert!(lease.is_lost());
+    }
+
+    #[test]
+    fn confirmation_moves_the_deadline() {
+        let sent = Instant::now();
+        let lease = Lease::new(sent, Duration::from_secs(1));
+        let later = sent + Duration::from_millis(500);
+        assert!(lease.confirm(later, Duration::from_secs(10)));
+        assert_eq!(lease.schedule(), (Duration::from_secs(10), later));
+        assert!(lease.valid_until() > sent + Duration::from_secs(9));
+    }
+
+    #[test]
+    fn mark_lost_is_final() {
+        let lease = Lease::new(Instant::now(), Duration::from_secs(60));
+        lease.mark_lost();
+        assert!(lease.is_lost());
+        assert!(!lease.confirm(Instant::now(), Duration::from_secs(60)));
+    }
+}

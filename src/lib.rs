@@ -1,0 +1,132 @@
+//! Mutex-like locks for plain threads across machines, on Redis.
+//!
+//! A blocking call, an RAII guard, and a watchdog thread that keeps the lease
+//! alive while the guard lives. No async runtime.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! let locker = redmutex::Locker::open("redis://127.0.0.1:6379/")?;
+//! let guard = locker.lock("nightly-report")?; // blocks until it is ours
+//! // ... one process on one host at a time runs this ...
+//! guard.ensure_held()?;                         // still ours? (no round trip)
+//! drop(guard);                                  // released here
+//! # Ok::<(), redmutex::Error>(())
+//! ```
+//!
+//! A cron job that must not run twice does not wait; it skips:
+//!
+//! ```no_run
+//! # let locker = redmutex::Locker::open("redis://127.0.0.1:6379/")?;
+//! let Some(_guard) = locker.try_lock("backup")? else {
+//!     return Ok(()); // another host has it
+//! };
+//! // ... run the backup ...
+//! # Ok::<(), redmutex::Error>(())
+//! ```
+//!
+//! # Guarantees and limits
+//!
+//! What the lock promises, with one Redis server:
+//!
+//! - **One holder at a time**, as long as Redis keeps its data and its clock.
+//!   A lock is a key with a random 128-bit owner token and a TTL; only the
+//!   owner extends or deletes it, in Lua scripts that check the token first.
+//! - **The holder is told.** [`Guard::is_lost`] turns true, for good, the
+//!   moment the lease can no longer be promised: its local deadline
+//!   ([`Guard::valid_until`], counted from when the request was *sent*, minus
+//!   a drift allowance) passed without a confirmed renewal, or Redis showed
+//!   the key gone or someone else's.
+//! - **Fencing tokens.** Every grant carries a number strictly greater than
+//!   every earlier grant of the same key ([`Guard::fencing_token`]).
+//! - **Nothing hangs.** Every Redis call is bounded by a checkout timeout and
+//!   socket timeouts (2 s each by default).
+//!
+//! What it cannot promise, and what to do about it:
+//!
+//! - **Pauses.** A holder frozen (GC, swap, `SIGSTOP`, a suspended VM) past
+//!   its deadline wakes up still believing in a lease that another holder now
+//!   has. Only the protected resource can stop its writes: check fencing
+//!   tokens there.
+//! - **Failover.** Redis replicates asynchronously; a replica promoted after a
+//!   crash may not have the lock, and hands it to a second holder.
+//! - **Clocks.** Redis expires keys by wall-clock time; a server clock jump
+//!   expires a lock early. Lost data (`FLUSHALL`, a restart without
+//!   persistence) loses every lock; fencing tokens then restart from the
+//!   server's clock in microseconds, so they keep rising unless that clock
+//!   went back too.
+//!
+//! # Threads
+//!
+//! [`Locker`] is `Clone + Send + Sync`: clone it into every thread. [`Guard`]
+//! is `Send + Sync`: it can be released on another thread, and `&Guard` can
+//! be shared. Each guard owns one watchdog thread while it lives (turn it off
+//! with [`Builder::watchdog`]); no other thread is started.
+//!
+//! # Dropping a guard
+//!
+//! Dropping a guard stops and joins its watchdog, then deletes the keys that
+//! are still its own: no renewal happens after the guard is gone, and another
+//! owner's key is never touched. It never panics and blocks for at most one
+//! checkout and one round trip. A panic in the critical section unwinds
+//! through the guard and releases the lock (no poisoning).
+//! [`Guard::unlock`] is the checked release.
+//!
+//! # Waiting
+//!
+//! [`Locker::lock`] retries with a [`Backoff`] (exponential, 8 to 256 ms, by
+//! default), up to the builder's acquire timeout (none by default). A waiter
+//! retries at once when a guard of the same locker is released in this
+//! process, and never sleeps past the moment the holder's lease would run
+//! out. [`Locker::try_lock`] makes one attempt and returns `Ok(None)` when the
+//! key is busy.
+//!
+//! # Redlock
+//!
+//! The [`Error::NoQuorum`] variant is reserved for Redlock over several
+//! independent masters, which is not in this release: a locker talks to one
+//! server (or to whatever one r2d2 pool connects to).
+//!
+//! # Differences from `std::sync::Mutex`
+//!
+//! - A lock is named by a string, not tied to data; it protects whatever its
+//!   users agree it protects.
+//! - A lease can be lost while the guard is alive (see above): check
+//!   [`Guard::ensure_held`] and use fencing tokens.
+//! - No poisoning: a panic releases the lock.
+//! - Not reentrant: a second `try_lock` of a key this locker holds returns
+//!   `None`, and a second `lock` waits (until the acquire timeout).
+//! - Locking can fail: every call returns a `Result`.
+//!
+//! # Connections
+//!
+//! [`pool()`] builds an r2d2 pool with what a lock needs: socket timeouts on
+//! every connection from the moment it is made, no `PING` at checkout, and
+//! a bounded checkout. A pool built with r2d2's defaults works too, but pays
+//! a `PING` round trip on every operation, and its connections have no read
+//! timeout until this crate first uses them (it sets one then).
+
+mod backoff;
+mod builder;
+mod error;
+mod guard;
+mod info;
+mod keys;
+mod lease;
+mod locker;
+mod pool;
+mod scripts;
+mod time;
+mod token;
+mod wait;
+mod watchdog;
+
+pub use backoff::Backoff;
+pub use builder::{Builder, DEFAULT_TTL, MAX_TTL};
+pub use error::Error;
+pub use guard::Guard;
+pub use info::LockInfo;
+pub use locker::Locker;
+pub use pool::{
+    pool, SocketTimeouts, DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE,
+};

@@ -1,0 +1,175 @@
+//! Connections: the pool a lock needs, the customizer that bounds every
+//! socket call, and the type-erased checkout the rest of the crate uses.
+
+use std::any::Any;
+use std::fmt;
+use std::time::Duration;
+
+use r2d2::{CustomizeConnection, ManageConnection, Pool, PooledConnection};
+use redis::{ConnectionLike, RedisError, RedisResult};
+
+use crate::Error;
+
+/// Read and write timeout set on every connection by [`pool`]: 2 s.
+pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long [`pool`]'s connections may take to be checked out: 2 s.
+pub const DEFAULT_CHECKOUT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Most connections [`pool`] opens to the server: 16.
+pub const DEFAULT_POOL_SIZE: u32 = 16;
+
+/// Builds a connection pool with the settings a lock needs.
+///
+/// - every connection gets read and write timeouts of [`DEFAULT_IO_TIMEOUT`]
+///   the moment it is made (through [`SocketTimeouts`]), so a stalled server
+///   costs a bounded wait, not a hung thread;
+/// - no `PING` at checkout: r2d2's default test costs a full round trip on
+///   every lock operation, and a broken connection is discarded anyway when
+///   it fails;
+/// - checkout waits at most [`DEFAULT_CHECKOUT_TIMEOUT`];
+/// - at most [`DEFAULT_POOL_SIZE`] connections, one kept open when idle.
+///
+/// Nothing is sent to the server yet: an unreachable server shows up as
+/// [`Error::Pool`] on the first lock operation, after the checkout timeout.
+///
+/// # Errors
+///
+/// [`Error::Redis`] when `url` is not a valid Redis URL.
+///
+/// # Examples
+///
+/// ```no_run
+/// let pool = redmutex::pool("redis://127.0.0.1:6379/")?;
+/// let locker = redmutex::Locker::new(pool);
+/// # let _ = locker;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+pub fn pool(url: &str) -> Result<Pool<redis::Client>, Error> {
+    let client = redis::Client::open(url)?;
+    Ok(Pool::builder()
+        .max_size(DEFAULT_POOL_SIZE)
+        .min_idle(Some(1))
+        .test_on_check_out(false)
+        .connection_timeout(DEFAULT_CHECKOUT_TIMEOUT)
+        .connection_customizer(Box::new(SocketTimeouts::new(DEFAULT_IO_TIMEOUT)))
+        .build_unchecked(client))
+}
+
+/// An r2d2 connection customizer that sets read and write timeouts on every
+/// new connection, for pools you build yourself.
+///
+/// A sync redis-rs connection has no read timeout once connected: without
+/// one, a command to a stalled server blocks forever. [`pool`] installs this
+/// customizer; add it to your own pool the same way.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let pool = r2d2::Pool::builder()
+///     .max_size(32)
+///     .test_on_check_out(false)
+///     .connection_customizer(Box::new(redmutex::SocketTimeouts::new(Duration::from_secs(1))))
+///     .build(redis::Client::open("redis://127.0.0.1/")?)?;
+/// let locker = redmutex::Locker::new(pool);
+/// # let _ = locker;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct SocketTimeouts {
+    timeout: Duration,
+}
+
+impl SocketTimeouts {
+    /// Read and write timeouts of `timeout` (a zero duration means
+    /// [`DEFAULT_IO_TIMEOUT`], since sockets cannot take a zero timeout).
+    ///
+    /// ```
+    /// let t = redmutex::SocketTimeouts::new(std::time::Duration::from_millis(500));
+    /// # let _ = t;
+    /// ```
+    pub fn new(timeout: Duration) -> Self {
+        let timeout = if timeout.is_zero() {
+            DEFAULT_IO_TIMEOUT
+        } else {
+            timeout
+        };
+        SocketTimeouts { timeout }
+    }
+}
+
+impl CustomizeConnection<redis::Connection, RedisError> for SocketTimeouts {
+    fn on_acquire(&self, conn: &mut redis::Connection) -> Result<(), RedisError> {
+        conn.set_read_timeout(Some(self.timeout))?;
+        conn.set_write_timeout(Some(self.timeout))
+    }
+}
+
+/// One Redis server (or cluster, or sentinel group) behind a pool, with the
+/// pool's manager type erased so that `Locker` and `Guard` are not generic.
+pub(crate) trait Connector: Send + Sync + 'static {
+    /// Checks out a connection within `checkout` and runs `op` on it.
+    fn run(
+        &self,
+        checkout: Duration,
+        io: Duration,
+        op: &mut dyn FnMut(&mut dyn ConnectionLike) -> RedisResult<redis::Value>,
+    ) -> Result<redis::Value, Error>;
+
+    /// A short description for `Debug`.
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+}
+
+/// Marks, in a pooled connection's extensions, that the locker has already
+/// given it socket timeouts.
+struct TimeoutsSet;
+
+impl<M> Connector for Pool<M>
+where
+    M: ManageConnection,
+    M::Connection: ConnectionLike,
+{
+    fn run(
+        &self,
+        checkout: Duration,
+        io: Duration,
+        op: &mut dyn FnMut(&mut dyn ConnectionLike) -> RedisResult<redis::Value>,
+    ) -> Result<redis::Value, Error> {
+        let mut conn = self.get_timeout(checkout)?;
+        bound_io(&mut conn, io)?;
+        Ok(op(&mut *conn)?)
+    }
+
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state();
+        write!(
+            f,
+            "Pool {{ connections: {}, idle: {}, max_size: {} }}",
+            state.connections,
+            state.idle_connections,
+            self.max_size()
+        )
+    }
+}
+
+/// Gives a plain redis-rs connection the locker's socket timeouts the first
+/// time the locker uses it, so a pool built without [`SocketTimeouts`] is
+/// bounded from then on. One `setsockopt` pair per connection, not per
+/// operation: the pooled connection's extensions remember it was done.
+fn bound_io<M>(conn: &mut PooledConnection<M>, io: Duration) -> Result<(), Error>
+where
+    M: ManageConnection,
+{
+    if PooledConnection::extensions(conn)
+        .get::<TimeoutsSet>()
+        .is_some()
+    {
+        return Ok(());
+    }
+    let any: &mut dyn Any = &mut **conn;
+    if let Some(plain) = any.downcast_mut::<redis::Connection>() {
+        plain.set_read_timeout(Some(io))?;
+        plain.set_write_timeout(Some(io))?;
+    }
+    PooledConnection::extensions_mut(conn).insert(TimeoutsSet);
+    Ok(())
+}

@@ -1,0 +1,49 @@
+//! Duration arithmetic shared by the lock logic: one saturating conversion to
+//! milliseconds, and the clock-drift allowance.
+
+use std::time::{Duration, Instant};
+
+/// Whole milliseconds in `d`, rounded up, saturating at `u64::MAX`.
+///
+/// Rounding up keeps a sub-millisecond remainder from turning into a shorter
+/// lease in Redis than the caller asked for.
+pub(crate) fn millis_ceil(d: Duration) -> u64 {
+    let whole = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    if d.subsec_nanos().is_multiple_of(1_000_000) {
+        whole
+    } else {
+        whole.saturating_add(1)
+    }
+}
+
+/// The clock-drift allowance subtracted from a lease: 1 % of the TTL plus 2 ms
+/// (Redis expires keys with millisecond precision, and clocks run at slightly
+/// different rates).
+pub(crate) fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// `start + d`, or `None` when the sum cannot be represented.
+pub(crate) fn deadline(start: Instant, d: Duration) -> Option<Instant> {
+    start.checked_add(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millis_round_up_and_saturate() {
+        assert_eq!(millis_ceil(Duration::ZERO), 0);
+        assert_eq!(millis_ceil(Duration::from_micros(1)), 1);
+        assert_eq!(millis_ceil(Duration::from_millis(300)), 300);
+        assert_eq!(millis_ceil(Duration::from_micros(300_001)), 301);
+        assert_eq!(millis_ceil(Duration::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn drift_is_one_percent_plus_two_ms() {
+        assert_eq!(drift(Duration::from_secs(30)), Duration::from_millis(302));
+        assert_eq!(drift(Duration::from_millis(300)), Duration::from_millis(5));
+    }
+}

@@ -1,0 +1,228 @@
+//! The renewal thread of one guard, and its handle. Nothing else renews.
+//!
+//! The thread renews every `ttl / 3`, counted from when the last confirmed
+//! renewal was *sent*. A renewal is owner-checked in Redis; what it reports
+//! decides everything:
+//!
+//! - confirmed: the lease's deadline moves forward;
+//! - not ours (key gone, other owner, other type): the lease is lost and the
+//!   thread ends;
+//! - an error (timeout, connection refused...): retried every `ttl / 10`
+//!   while the lease is still valid; when the deadline passes first, the lease
+//!   is lost and the thread ends.
+//!
+//! The thread holds no reference to the guard. The guard keeps the only
+//! sender of its channel: dropping the handle disconnects it, which stops the
+//! thread at its next wait, and joins it, so no renewal starts after the
+//! guard is gone.
+
+use std::io;
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crate::lease::Lease;
+
+/// Stack size of a watchdog thread: it only formats a command and parses a
+/// small reply.
+const STACK_SIZE: usize = 128 * 1024;
+
+/// What one renewal round trip found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// Confirmed and recorded in the lease.
+    Confirmed,
+    /// The lease is lost for good (Redis said so, or the deadline passed).
+    Lost,
+    /// No answer or an error; the lease may still be ours.
+    Failed,
+}
+
+/// Messages from the guard to its watchdog.
+#[derive(Debug)]
+enum Msg {
+    /// The TTL changed (`extend`): recompute the next renewal time.
+    Reschedule,
+}
+
+/// The guard's handle on its watchdog thread.
+#[derive(Debug)]
+pub(crate) struct Watchdog {
+    tx: Option<Sender<Msg>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watchdog {
+    /// Starts a watchdog for `lease`; `renew(ttl)` performs one owner-checked
+    /// renewal and records its outcome in the lease.
+    pub(crate) fn start<F>(lease: Arc<Lease>, renew: F) -> io::Result<Self>
+    where
+        F: FnMut(Duration) -> Renewal + Send + 'static,
+    {
+        let (tx, rx) = mpsc::channel();
+        let thread = thread::Builder::new()
+            .name("redmutex-watchdog".into())
+            .stack_size(STACK_SIZE)
+            .spawn(move || run(&lease, &rx, renew))?;
+        Ok(Watchdog {
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Tells the thread the TTL changed.
+    pub(crate) fn reschedule(&self) {
+        if let Some(tx) = &self.tx {
+            // A send fails only when the thread has ended; nothing to do then.
+            let _ = tx.send(Msg::Reschedule);
+        }
+    }
+
+    /// Stops the thread without waiting for it; [`Watchdog::join`] waits.
+    pub(crate) fn signal_stop(&mut self) {
+        self.tx = None;
+    }
+
+    /// Stops the thread and waits until it has ended. Bounded by one renewal
+    /// round trip (checkout plus I/O timeout) in the worst case.
+    pub(crate) fn join(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            // The thread catches nothing; a panic in it is a bug we cannot
+            // report from here, and re-raising it in a destructor would abort.
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}
+
+fn run<F>(lease: &Lease, rx: &mpsc::Receiver<Msg>, mut renew: F)
+where
+    F: FnMut(Duration) -> Renewal,
+{
+    let mut next = first_renewal(lease);
+    loop {
+        match rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
+            Ok(Msg::Reschedule) => {
+                next = first_renewal(lease);
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        if lease.is_lost() {
+            return;
+        }
+        let (ttl, _) = lease.schedule();
+        match renew(ttl) {
+            Renewal::Confirmed => next = first_renewal(lease),
+            Renewal::Lost => return,
+            Renewal::Failed => {
+                let until = lease.valid_until();
+                let retry = Instant::now().checked_add((ttl / 10).max(Duration::from_millis(1)));
+                // Wake at the deadline at the latest, to mark the loss.
+                next = retry.map_or(until, |r| r.min(until));
+            }
+        }
+    }
+}
+
+/// A third of the TTL after the last confirmed request was sent.
+fn first_renewal(lease: &Lease) -> Instant {
+    let (ttl, confirmed_at) = lease.schedule();
+    confirmed_at
+        .checked_add(ttl / 3)
+        .unwrap_or_else(|| lease.valid_until())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn lease(ttl_ms: u64) -> Arc<Lease> {
+        Arc::new(Lease::new(Instant::now(), Duration::from_millis(ttl_ms)))
+    }
+
+    #[test]
+    fn renews_until_dropped_and_never_after() {
+        let l = lease(60);
+        let count = Arc::new(AtomicU32::new(0));
+        let (seen_tx, seen_rx) = mpsc::channel();
+        let dog = {
+            let (l2, count) = (Arc::clone(&l), Arc::clone(&count));
+            Watchdog::start(Arc::clone(&l), move |ttl| {
+                count.fetch_add(1, Ordering::SeqCst);
+                let _ = seen_tx.send(());
+                if l2.confirm(Instant::now(), ttl) {
+                    Renewal::Confirmed
+                } else {
+                    Renewal::Lost
+                }
+            })
+            .unwrap()
+        };
+        for _ in 0..5 {
+            seen_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        }
+        drop(dog);
+        let after = count.load(Ordering::SeqCst);
+        assert!(after >= 5);
+        // The thread is joined: the renew closure (and its sender) is gone.
+        while seen_rx.try_recv().is_ok() {}
+        assert!(matches!(
+            seen_rx.recv_timeout(Duration::from_millis(1)),
+            Err(RecvTimeoutError::Disconnected)
+        ));
+        assert_eq!(count.load(Ordering::SeqCst), after);
+        assert!(!l.is_lost());
+    }
+
+    #[test]
+    fn stops_for_good_when_lost() {
+        let l = lease(30);
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let dog = {
+            let l2 = Arc::clone(&l);
+            Watchdog::start(Arc::clone(&l), move |_| {
+                let _keep = &done_tx;
+                l2.mark_lost();
+                Renewal::Lost
+            })
+            .unwrap()
+        };
+        // The closure (holding done_tx) is dropped when the thread ends.
+        assert!(matches!(
+            done_rx.recv_timeout(Duration::from_secs(10)),
+            Err(RecvTimeoutError::Disconnected)
+        ));
+        assert!(l.is_lost());
+        drop(dog);
+    }
+
+    #[test]
+    fn failures_until_the_deadline_lose_the_lease() {
+        let l = lease(30);
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let _dog = Watchdog::start(Arc::clone(&l), move |_| {
+            let _keep = &done_tx;
+            Renewal::Failed
+        })
+        .unwrap();
+        assert!(matches!(
+            done_rx.recv_timeout(Duration::from_secs(10)),
+            Err(RecvTimeoutError::Disconnected)
+        ));
+        assert!(l.is_lost());
+    }
+}
