@@ -187,6 +187,34 @@ impl Guard {
         self.lease.is_lost()
     }
 
+    /// Blocks until the lease is lost or `timeout` passes, and returns
+    /// whether it is lost. A supervisor thread can use it to stop work the
+    /// moment the lock is gone, instead of polling [`is_lost`](Guard::is_lost).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let guard = locker.lock("import")?;
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         if guard.wait_lost(Duration::from_secs(3600)) {
+    ///             eprintln!("lost the import lock: cancelling");
+    ///         }
+    ///     });
+    ///     // ... the import, checking guard.ensure_held() between steps ...
+    /// # std::process::exit(0);
+    /// });
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn wait_lost(&self, timeout: Duration) -> bool {
+        // A century stands in for "forever" and always fits in an `Instant`.
+        let timeout = timeout.min(Duration::from_secs(100 * 365 * 24 * 3600));
+        match crate::time::deadline(Instant::now(), timeout) {
+            Some(until) => self.lease.wait_lost(until),
+            None => self.lease.is_lost(),
+        }
+    }
+
     /// `Ok(())` while the lease can be promised, [`Error::Lost`] once
     /// [`is_lost`](Guard::is_lost) is true. Costs no round trip.
     ///

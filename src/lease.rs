@@ -6,13 +6,15 @@
 
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::time;
 
 #[derive(Debug)]
 pub(crate) struct Lease {
     state: Mutex<State>,
+    /// Notified when the lease is marked lost.
+    lost_cv: Condvar,
     /// Held across a renewal round trip and its confirmation, so that
     /// `extend` and the watchdog never confirm out of order.
     renewing: Mutex<()>,
@@ -37,6 +39,7 @@ impl Lease {
                 ttl,
                 lost: false,
             }),
+            lost_cv: Condvar::new(),
             renewing: Mutex::new(()),
         }
     }
@@ -54,6 +57,27 @@ impl Lease {
     /// Redis said the key is not ours: lost for good.
     pub(crate) fn mark_lost(&self) {
         self.state.lock().lost = true;
+        self.lost_cv.notify_all();
+    }
+
+    /// Blocks until the lease is lost or `until` passes; returns whether it
+    /// is lost.
+    pub(crate) fn wait_lost(&self, until: Instant) -> bool {
+        let mut s = self.state.lock();
+        loop {
+            let now = Instant::now();
+            if !s.lost && now >= s.valid_until {
+                s.lost = true;
+            }
+            if s.lost {
+                return true;
+            }
+            if now >= until {
+                return false;
+            }
+            let wake = s.valid_until.min(until);
+            self.lost_cv.wait_until(&mut s, wake);
+        }
     }
 
     /// A renewal for `ttl`, sent at `sent`, was confirmed. Returns false (and
@@ -63,6 +87,8 @@ impl Lease {
         let mut s = self.state.lock();
         if s.lost || Instant::now() >= s.valid_until {
             s.lost = true;
+            drop(s);
+            self.lost_cv.notify_all();
             return false;
         }
         s.valid_until = end(sent, ttl);
@@ -127,6 +153,22 @@ mod tests {
         assert!(lease.confirm(later, Duration::from_secs(10)));
         assert_eq!(lease.schedule(), (Duration::from_secs(10), later));
         assert!(lease.valid_until() > sent + Duration::from_secs(9));
+    }
+
+    #[test]
+    fn wait_lost_returns_at_the_deadline_or_when_marked() {
+        let lease = Lease::new(Instant::now(), Duration::from_millis(50));
+        assert!(lease.wait_lost(Instant::now() + Duration::from_secs(60)));
+        let lease = std::sync::Arc::new(Lease::new(Instant::now(), Duration::from_secs(60)));
+        assert!(!lease.wait_lost(Instant::now()));
+        let waiter = {
+            let lease = std::sync::Arc::clone(&lease);
+            std::thread::Builder::new()
+                .spawn(move || lease.wait_lost(Instant::now() + Duration::from_secs(3600)))
+                .unwrap()
+        };
+        lease.mark_lost();
+        assert!(waiter.join().unwrap());
     }
 
     #[test]

@@ -1,0 +1,167 @@
+//! A dead or frozen server costs a bounded wait and an error, never a hang;
+//! a flushed script cache costs nothing; a pool with r2d2's defaults works.
+//!
+//! The time bounds below are generous (several times the configured timeouts)
+//! so that a loaded machine does not fail them; what they catch is a hang.
+#![allow(clippy::disallowed_methods)] // tests spawn threads directly: a failed spawn should panic
+
+mod common;
+
+use std::time::Duration;
+
+use common::{key, timed, Server};
+use redmutex::{Error, Locker};
+
+const IO: Duration = Duration::from_millis(300);
+const BOUND: Duration = Duration::from_secs(8);
+
+#[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
+fn short_timeouts(server: &Server) -> Locker {
+    server
+        .builder()
+        .ttl(Duration::from_secs(2))
+        .io_timeout(IO)
+        .checkout_timeout(IO)
+        .build()
+        .unwrap()
+}
+
+fn is_connection_error(e: &Error) -> bool {
+    matches!(e, Error::Redis(_) | Error::Pool(_))
+}
+
+#[test]
+fn a_killed_server_gives_errors_in_bounded_time() {
+    let mut server = Server::start();
+    let locker = short_timeouts(&server);
+    let held = locker.lock(&key("held")).unwrap();
+    let to_unlock = locker.lock(&key("unlock")).unwrap();
+    server.kill();
+
+    let (r, took) = timed(|| locker.lock(&key("other")));
+    assert!(is_connection_error(r.as_ref().unwrap_err()), "{r:?}");
+    assert!(took < BOUND, "lock took {took:?}");
+    let (r, took) = timed(|| locker.try_lock(&key("other")));
+    assert!(is_connection_error(r.as_ref().unwrap_err()), "{r:?}");
+    assert!(took < BOUND, "try_lock took {took:?}");
+    let (r, took) = timed(|| locker.try_lock_all(&[&key("x"), &key("y")]));
+    assert!(r.is_err() && took < BOUND, "{r:?} {took:?}");
+    let (r, took) = timed(|| held.extend(Duration::from_secs(5)));
+    assert!(is_connection_error(r.as_ref().unwrap_err()), "{r:?}");
+    assert!(took < BOUND, "extend took {took:?}");
+    let (r, took) = timed(|| locker.holder(&key("held")));
+    assert!(r.is_err() && took < BOUND, "{r:?} {took:?}");
+    let (r, took) = timed(|| to_unlock.unlock());
+    assert!(r.is_err() && took < BOUND, "{r:?} {took:?}");
+    // With no server to renew on, the lease is reported lost at its deadline.
+    assert!(held.wait_lost(Duration::from_secs(20)));
+    let ((), took) = timed(|| drop(held));
+    assert!(took < BOUND, "drop took {took:?}");
+}
+
+#[test]
+fn a_frozen_server_gives_errors_in_bounded_time() {
+    let server = Server::start();
+    let locker = short_timeouts(&server);
+    let held = locker.lock(&key("held")).unwrap();
+    let to_unlock = locker.lock(&key("unlock")).unwrap();
+    server.pause();
+
+    let (r, took) = timed(|| locker.try_lock(&key("other")));
+    assert!(is_connection_error(r.as_ref().unwrap_err()), "{r:?}");
+    assert!(took < BOUND, "try_lock took {took:?}");
+    let (r, took) = timed(|| locker.lock(&key("other")));
+    assert!(r.is_err() && took < BOUND, "{r:?} {took:?}");
+    let (r, took) = timed(|| held.extend(Duration::from_secs(5)));
+    assert!(r.is_err() && took < BOUND, "{r:?} {took:?}");
+    let (r, took) = timed(|| to_unlock.unlock());
+    assert!(r.is_err() && took < BOUND, "{r:?} {took:?}");
+    assert!(
+        held.wait_lost(Duration::from_secs(20)),
+        "no renewal can be confirmed"
+    );
+    let ((), took) = timed(|| drop(held));
+    assert!(took < BOUND, "drop took {took:?}");
+    server.resume();
+    // Once the server is back, locking works again.
+    let g = locker
+        .lock_timeout(&key("after"), Duration::from_secs(10))
+        .unwrap();
+    g.unlock().unwrap();
+}
+
+#[test]
+fn a_flushed_script_cache_is_harmless() {
+    let server = Server::start();
+    let locker = server
+        .builder()
+        .ttl(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let k = key("flush");
+    let flush = || {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut server.conn())
+            .unwrap();
+    };
+    flush();
+    let g = locker.lock(&k).unwrap();
+    flush();
+    g.extend(Duration::from_millis(300)).unwrap();
+    flush();
+    assert!(locker.holder(&k).unwrap().is_some());
+    flush();
+    // The watchdog's next renewals reload the script too.
+    let events = common::keyspace_events(&server, &k, "Kg");
+    common::next_event(&events, "expire", Duration::from_secs(20));
+    flush();
+    common::next_event(&events, "expire", Duration::from_secs(20));
+    g.ensure_held().unwrap();
+    flush();
+    g.unlock().unwrap();
+    flush();
+    assert!(locker.try_lock(&k).unwrap().is_some());
+}
+
+#[test]
+fn a_pool_with_r2d2_defaults_works() {
+    let server = Server::start();
+    let pool = r2d2::Pool::builder()
+        .max_size(2)
+        .build(redis::Client::open(server.url()).unwrap())
+        .unwrap();
+    let locker = Locker::new(pool);
+    let k = key("default-pool");
+    let g = locker.lock(&k).unwrap();
+    assert!(locker.try_lock(&k).unwrap().is_none());
+    g.unlock().unwrap();
+}
+
+#[test]
+fn a_frozen_server_behind_a_default_pool_still_times_out() {
+    // The locker gives the connections it uses a read timeout, so even a pool
+    // that has none (and that pings at checkout) cannot hang on a stalled
+    // server once the locker has used its connections.
+    let server = Server::start();
+    let pool = r2d2::Pool::builder()
+        .max_size(1)
+        .test_on_check_out(false)
+        .build(redis::Client::open(server.url()).unwrap())
+        .unwrap();
+    let locker = Locker::builder(pool)
+        .io_timeout(IO)
+        .checkout_timeout(IO)
+        .build()
+        .unwrap();
+    locker
+        .try_lock(&key("warm"))
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    server.pause();
+    let (r, took) = timed(|| locker.try_lock(&key("frozen")));
+    server.resume();
+    assert!(r.is_err() && took < BOUND, "{r:?} {took:?}");
+}
