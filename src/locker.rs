@@ -385,9 +385,11 @@ impl<'a> Attempt<'a> {
         })
     }
 
-    /// One round trip. On an I/O error the script may have run even though
-    /// no reply came back: release by token, so no orphan lock waits out its
-    /// TTL, then report the error.
+    /// One round trip. On an I/O error (a timeout, a dropped connection) the
+    /// script may have run although no reply came back: the release by token
+    /// is sent at once on the *same* connection, so Redis runs it after the
+    /// acquire whenever the acquire runs, and no orphan lock waits out its
+    /// TTL. The error reported is the acquire's.
     fn once(&self) -> Result<Outcome, Error> {
         let config = &self.shared.config;
         let mut call = scripts::ACQUIRE.prepare_invoke();
@@ -396,17 +398,22 @@ impl<'a> Attempt<'a> {
             .arg(self.token.as_str())
             .arg(time::millis_ceil(config.ttl))
             .arg(&config.metadata);
+        // A plain EVAL: a NOSCRIPT reply would silently skip the clean-up.
+        let mut undo = redis::cmd("EVAL");
+        undo.arg(&*scripts::RELEASE_SRC)
+            .arg(self.redis_keys.len())
+            .arg(&*self.redis_keys)
+            .arg(self.token.as_str());
         let sent = Instant::now();
-        match self.shared.run(&mut |c| call.invoke(c)) {
-            Ok(reply) => parse_acquire(reply, sent),
-            Err(e) => {
-                if matches!(&e, Error::Redis(r) if r.is_io_error()) {
-                    // Best effort: the error we report is the first one.
-                    let _ = self.shared.release(&self.redis_keys, &self.token);
+        let reply = self.shared.run(&mut |c| {
+            call.invoke(c).inspect_err(|e| {
+                if e.is_io_error() {
+                    // Best effort; its own failure changes nothing we report.
+                    let _ = undo.query::<Value>(c);
                 }
-                Err(e)
-            }
-        }
+            })
+        })?;
+        parse_acquire(reply, sent)
     }
 }
 

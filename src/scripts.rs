@@ -82,8 +82,13 @@ return 1
 /// - `KEYS`: the lock keys. `ARGV[1]`: owner token.
 ///
 /// Replies: the number of keys deleted (all of them when the lock was held).
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&RELEASE_SRC));
+
+/// The source of [`RELEASE`], for the one place that sends it with a plain
+/// `EVAL`: the clean-up after a lost acquire reply, which must not depend on
+/// the script cache.
+pub(crate) static RELEASE_SRC: LazyLock<String> = LazyLock::new(|| {
+    format!(
         "{OWNED}
 local n = 0
 for i = 1, #KEYS do
@@ -94,7 +99,7 @@ for i = 1, #KEYS do
 end
 return n
 "
-    ))
+    )
 });
 
 /// Reads who holds one lock key.

@@ -165,3 +165,43 @@ fn a_frozen_server_behind_a_default_pool_still_times_out() {
     server.resume();
     assert!(r.is_err() && took < BOUND, "{r:?} {took:?}");
 }
+
+#[test]
+fn a_lost_acquire_reply_leaves_no_orphan_lock() {
+    // The server holds every command for a second (CLIENT PAUSE); the acquire
+    // times out on the client, then runs when the pause ends. The release by
+    // token that follows it on the same connection must remove it.
+    let server = Server::start();
+    let pool = r2d2::Pool::builder()
+        .max_size(1)
+        .test_on_check_out(false)
+        .build(redis::Client::open(server.url()).unwrap())
+        .unwrap();
+    let locker = Locker::builder(pool)
+        .io_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let k = key("orphan");
+    // Open the one connection and load the acquire script: a NOSCRIPT reply
+    // after the pause would mean the acquire never ran, hiding the problem.
+    drop(locker.try_lock(&key("warm-up")).unwrap().unwrap());
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1000)
+        .arg("ALL")
+        .query(&mut server.conn())
+        .unwrap();
+    let r = locker.try_lock(&k);
+    assert!(
+        matches!(&r, Err(Error::Redis(e)) if e.is_timeout()),
+        "{r:?}"
+    );
+    // The next command on the same connection runs after the queued ones, and
+    // must read its own reply, not a stale one.
+    // Each call times out (200 ms) until the pause ends.
+    let after = (0..50)
+        .find_map(|_| locker.holder(&k).ok())
+        .expect("the pause ends after a second");
+    assert!(after.is_none(), "orphan lock left behind: {after:?}");
+    assert!(locker.try_lock(&k).unwrap().is_some());
+}

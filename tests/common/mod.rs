@@ -3,7 +3,8 @@
 //!
 //! Set `REDIS_SERVER` to use another binary. If none is found the test fails
 //! with install instructions; it never skips.
-#![allow(dead_code)] // each test binary uses its own part of this module
+#![allow(dead_code)]
+// each test binary uses its own part of this module
 // Test support fails loudly: a panic here is a failed test, which is the point.
 #![allow(
     clippy::unwrap_used,
