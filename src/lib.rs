@@ -130,3 +130,8 @@ pub use locker::Locker;
 pub use pool::{
     pool, SocketTimeouts, DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE,
 };
+
+/// The README's Rust examples, compiled as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -2,41 +2,35 @@
 //! started per test and killed when dropped.
 //!
 //! Set `REDIS_SERVER` to use another binary. If none is found the test fails
-//! with install instructions; it never skips.
-#![allow(dead_code)]
-// each test binary uses its own part of this module
-// Test support fails loudly: a panic here is a failed test, which is the point.
+//! with install instructions; it never skips. The server is killed when the
+//! `Server` drops (the examples' `ThrowAwayServer` does it).
+
+// Each test binary uses its own part of this module, and test support fails
+// loudly: a panic here is a failed test, which is the point.
 #![allow(
+    dead_code,
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
     clippy::disallowed_methods
 )]
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use redmutex::{Builder, Locker};
+
+// The examples' throw-away server, so the start-up logic exists once.
+#[path = "../../examples/support/mod.rs"]
+mod support;
 
 /// How long a server may take to say it is ready.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A running `redis-server`, killed on drop.
 pub struct Server {
-    child: Child,
-    port: u16,
-}
-
-fn binary() -> String {
-    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
-}
-
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    l.local_addr().expect("local addr").port()
+    inner: support::ThrowAwayServer,
 }
 
 impl Server {
@@ -47,79 +41,29 @@ impl Server {
 
     /// Starts a server with extra command-line arguments.
     pub fn start_with(extra: &[&str]) -> Server {
+        let mut args = vec!["--enable-debug-command", "local"];
+        args.extend_from_slice(extra);
         let mut last = String::new();
-        // A port found free can be taken before the server binds it: retry.
+        // A port found free can be taken by another test before the server
+        // binds it: try a few ports.
         for _ in 0..5 {
-            let port = free_port();
-            match Server::try_start(port, extra) {
-                Ok(s) => return s,
-                Err(e) => last = e,
+            match support::ThrowAwayServer::start(&args, START_TIMEOUT) {
+                Ok(inner) => return Server { inner },
+                Err(e) if e.to_string().starts_with("cannot run") => {
+                    panic!("the tests need a real Redis server: {e}")
+                }
+                Err(e) => last = e.to_string(),
             }
         }
         panic!("could not start redis-server: {last}");
     }
 
-    fn try_start(port: u16, extra: &[&str]) -> Result<Server, String> {
-        let bin = binary();
-        let mut child = Command::new(&bin)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .args(["--enable-debug-command", "local", "--loglevel", "notice"])
-            .args(["--logfile", ""])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot run `{bin}` ({e}). The tests need a real Redis server: \
-                     install it (Debian/Ubuntu: `apt-get install redis-server`, \
-                     macOS: `brew install redis`) or set REDIS_SERVER to its path."
-                )
-            });
-        // Wait for the server's own word that it is ready, not for a timer.
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::Builder::new()
-            .name(format!("redis-{port}-log"))
-            .spawn(move || {
-                let mut ready_sent = false;
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if !ready_sent && line.contains("Ready to accept connections") {
-                        let _ = tx.send(Ok(()));
-                        ready_sent = true;
-                    } else if !ready_sent && (line.contains("# ") && line.contains("rror")) {
-                        let _ = tx.send(Err(line));
-                    }
-                }
-                if !ready_sent {
-                    let _ = tx.send(Err("redis-server exited before it was ready".into()));
-                }
-            })
-            .expect("spawn log reader");
-        match rx.recv_timeout(START_TIMEOUT) {
-            Ok(Ok(())) => Ok(Server { child, port }),
-            Ok(Err(e)) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                Err(e)
-            }
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                Err(format!("not ready within {START_TIMEOUT:?}"))
-            }
-        }
-    }
-
     pub fn port(&self) -> u16 {
-        self.port
+        self.inner.port()
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        self.inner.url()
     }
 
     /// A plain connection for the test's own inspection and tampering.
@@ -144,18 +88,17 @@ impl Server {
 
     /// Freezes the server process (`SIGSTOP`): connections stay open, nothing answers.
     pub fn pause(&self) {
-        signal(self.child.id(), "-STOP");
+        signal(self.inner.pid(), "-STOP");
     }
 
     /// Resumes a paused server (`SIGCONT`).
     pub fn resume(&self) {
-        signal(self.child.id(), "-CONT");
+        signal(self.inner.pid(), "-CONT");
     }
 
     /// Kills the server (`SIGKILL`) and waits for it to be gone.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.inner.kill();
     }
 }
 
@@ -166,12 +109,6 @@ fn signal(pid: u32, sig: &str) {
         .map(|s| s.success())
         .unwrap_or(false);
     assert!(ok, "kill {sig} {pid} failed");
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 /// A unique key name for this test (tests share no keys, servers or state).
