@@ -12,6 +12,10 @@ use crate::time;
 use crate::Error;
 
 /// Lease length when none is set: 30 s.
+///
+/// ```
+/// assert_eq!(redmutex::DEFAULT_TTL, std::time::Duration::from_secs(30));
+/// ```
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 
 /// The longest TTL accepted: 2^47 ms, about 4,400 years. Redis itself refuses

@@ -10,13 +10,28 @@ use redis::{ConnectionLike, RedisError, RedisResult};
 
 use crate::Error;
 
-/// Read and write timeout set on every connection by [`pool`]: 2 s.
+/// Read and write timeout set on every connection by [`pool`], and by a
+/// locker on connections it uses: 2 s.
+///
+/// ```
+/// assert_eq!(redmutex::DEFAULT_IO_TIMEOUT, std::time::Duration::from_secs(2));
+/// ```
 pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// How long [`pool`]'s connections may take to be checked out: 2 s.
+/// How long a locker waits to check out a pooled connection: 2 s.
+///
+/// ```
+/// assert_eq!(redmutex::DEFAULT_CHECKOUT_TIMEOUT, std::time::Duration::from_secs(2));
+/// ```
 pub const DEFAULT_CHECKOUT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Most connections [`pool`] opens to the server: 16.
+///
+/// ```
+/// let pool = redmutex::pool("redis://127.0.0.1/")?;
+/// assert_eq!(pool.max_size(), redmutex::DEFAULT_POOL_SIZE);
+/// # Ok::<(), redmutex::Error>(())
+/// ```
 pub const DEFAULT_POOL_SIZE: u32 = 16;
 
 /// Builds a connection pool with the settings a lock needs.
@@ -32,6 +47,11 @@ pub const DEFAULT_POOL_SIZE: u32 = 16;
 ///
 /// Nothing is sent to the server yet: an unreachable server shows up as
 /// [`Error::Pool`] on the first lock operation, after the checkout timeout.
+///
+/// One wait is not bounded here: r2d2 opens connections on its own worker
+/// threads through `Client::get_connection`, whose handshake has no timeout,
+/// so a frozen server can hold those workers until it answers again. Lock
+/// calls are not held with them: they give up after the checkout timeout.
 ///
 /// # Errors
 ///

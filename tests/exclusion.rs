@@ -170,3 +170,44 @@ fn many_threads_on_several_lockers_lose_no_update() {
     let total: u64 = server.conn().get(&counter).unwrap();
     assert_eq!(total, (LOCKERS * THREADS_PER_LOCKER * ROUNDS) as u64);
 }
+
+#[test]
+fn a_release_in_this_process_wakes_a_waiter_of_the_same_locker() {
+    // Backoff and TTL are a minute and the waiter may wait 30 s (with a last
+    // attempt at the end): only the release can get it the lock long before.
+    let server = Server::start();
+    let locker = server
+        .builder()
+        .ttl(Duration::from_secs(60))
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .build()
+        .unwrap();
+    let k = key("wake");
+    let held = locker.lock(&k).unwrap();
+    let before = server.evalsha_calls();
+    let waiter = {
+        let (locker, k) = (locker.clone(), k.clone());
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            (
+                locker.lock_timeout(&k, Duration::from_secs(30)),
+                start.elapsed(),
+            )
+        })
+    };
+    // Wait until the waiter's first attempt has failed, so it is waiting.
+    let give_up = std::time::Instant::now() + Duration::from_secs(20);
+    while server.evalsha_calls() == before {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the waiter never tried"
+        );
+    }
+    drop(held);
+    let (got, took) = waiter.join().unwrap();
+    assert!(got.is_ok(), "{got:?}");
+    assert!(
+        took < Duration::from_secs(15),
+        "woken by its deadline ({took:?}), not by the release"
+    );
+}

@@ -73,3 +73,16 @@ fn prefixes_separate_lockers() {
     assert!(exists);
     assert!(a.holder(&k).unwrap().is_some());
 }
+
+#[test]
+fn guard_debug_never_shows_the_owner_token() {
+    let server = Server::start();
+    let locker = server.locker();
+    let k = key("debug");
+    let g = locker.lock(&k).unwrap();
+    let owner: String = server.conn().hget(&k, "owner").unwrap();
+    assert_eq!(owner.len(), 32, "a 128-bit token in hex");
+    let shown = format!("{g:?} {locker:?}");
+    assert!(!shown.contains(&owner), "{shown}");
+    assert!(shown.contains(&g.fencing_token().to_string()));
+}

@@ -86,6 +86,18 @@ impl Server {
         Locker::builder(redmutex::pool(&self.url()).unwrap())
     }
 
+    /// Calls of EVALSHA the server has run so far (failed attempts included).
+    pub fn evalsha_calls(&self) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |n| n.parse().unwrap())
+    }
+
     /// Freezes the server process (`SIGSTOP`): connections stay open, nothing answers.
     pub fn pause(&self) {
         signal(self.inner.pid(), "-STOP");
