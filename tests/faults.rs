@@ -144,11 +144,7 @@ fn a_frozen_server_behind_a_default_pool_still_times_out() {
     // that has none (and that pings at checkout) cannot hang on a stalled
     // server once the locker has used its connections.
     let server = Server::start();
-    let pool = r2d2::Pool::builder()
-        .max_size(1)
-        .test_on_check_out(false)
-        .build(redis::Client::open(server.url()).unwrap())
-        .unwrap();
+    let pool = server.bare_pool(1);
     let locker = Locker::builder(pool)
         .io_timeout(IO)
         .checkout_timeout(IO)
@@ -172,11 +168,7 @@ fn a_lost_acquire_reply_leaves_no_orphan_lock() {
     // times out on the client, then runs when the pause ends. The release by
     // token that follows it on the same connection must remove it.
     let server = Server::start();
-    let pool = r2d2::Pool::builder()
-        .max_size(1)
-        .test_on_check_out(false)
-        .build(redis::Client::open(server.url()).unwrap())
-        .unwrap();
+    let pool = server.bare_pool(1);
     let locker = Locker::builder(pool)
         .io_timeout(Duration::from_millis(200))
         .build()

@@ -86,6 +86,17 @@ impl Server {
         Locker::builder(redmutex::pool(&self.url()).unwrap())
     }
 
+    /// An r2d2 pool of `size` connections with no socket timeouts (as r2d2
+    /// makes them) and no checkout ping, so the locker's own bounds are what
+    /// a test sees.
+    pub fn bare_pool(&self, size: u32) -> r2d2::Pool<redis::Client> {
+        r2d2::Pool::builder()
+            .max_size(size)
+            .test_on_check_out(false)
+            .build(redis::Client::open(self.url()).unwrap())
+            .unwrap()
+    }
+
     /// Calls of EVALSHA the server has run so far (failed attempts included).
     pub fn evalsha_calls(&self) -> u64 {
         let info: String = redis::cmd("INFO")
