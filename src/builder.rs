@@ -11,6 +11,13 @@ use crate::pool::{Connector, DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT};
 use crate::time;
 use crate::Error;
 
+/// How long `WAIT` waits for replicas by default: 250 ms.
+///
+/// ```
+/// assert_eq!(redmutex::DEFAULT_REPLICA_TIMEOUT, std::time::Duration::from_millis(250));
+/// ```
+pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_millis(250);
+
 /// Lease length when none is set: 30 s.
 ///
 /// ```
@@ -39,7 +46,10 @@ pub const MAX_TTL: Duration = Duration::from_millis(1 << 47);
 /// ```
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct Builder {
-    connector: Arc<dyn Connector>,
+    instances: Vec<Arc<dyn Connector>>,
+    drift: Option<Duration>,
+    min_replicas: u64,
+    replica_timeout: Duration,
     prefix: Option<String>,
     ttl: Duration,
     acquire_timeout: Option<Duration>,
@@ -53,6 +63,10 @@ pub struct Builder {
 impl fmt::Debug for Builder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
+            .field("instances", &self.instances.len())
+            .field("drift", &self.drift)
+            .field("min_replicas", &self.min_replicas)
+            .field("replica_timeout", &self.replica_timeout)
             .field("prefix", &self.prefix)
             .field("ttl", &self.ttl)
             .field("acquire_timeout", &self.acquire_timeout)
@@ -68,7 +82,10 @@ impl fmt::Debug for Builder {
 impl Builder {
     pub(crate) fn new(connector: Arc<dyn Connector>) -> Self {
         Builder {
-            connector,
+            instances: vec![connector],
+            drift: None,
+            min_replicas: 0,
+            replica_timeout: DEFAULT_REPLICA_TIMEOUT,
             prefix: None,
             ttl: DEFAULT_TTL,
             acquire_timeout: None,
@@ -234,6 +251,101 @@ impl Builder {
         self
     }
 
+    /// Adds an independent Redis master: with several, the locker runs
+    /// Redlock. Every operation goes to all instances in parallel, and a
+    /// lock is granted when a majority (N/2 + 1) took it within the lease's
+    /// validity (`ttl` minus the time the requests took minus the drift
+    /// allowance). The instances must be independent masters, not replicas
+    /// of each other. Each call to an instance is bounded by the checkout and
+    /// I/O timeouts, capped in this mode at a tenth of the TTL so that a dead
+    /// or hung instance costs little of the lease.
+    ///
+    /// Defaults to one instance: the pool given to [`Locker::builder`].
+    ///
+    /// ```no_run
+    /// let locker = redmutex::Locker::builder(redmutex::pool("redis://10.0.0.1/")?)
+    ///     .instance(redmutex::pool("redis://10.0.0.2/")?)
+    ///     .instance(redmutex::pool("redis://10.0.0.3/")?)
+    ///     .build()?;
+    /// let guard = locker.lock("payments")?; // held on at least 2 of the 3
+    /// # drop(guard);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn instance<M>(mut self, pool: r2d2::Pool<M>) -> Self
+    where
+        M: r2d2::ManageConnection,
+        M::Connection: redis::ConnectionLike,
+    {
+        self.instances.push(Arc::new(pool));
+        self
+    }
+
+    /// The clock-drift allowance taken off every lease: the local deadline
+    /// is `sent + ttl - drift`. Raise it when clocks (or the servers' timers)
+    /// may run at different rates.
+    ///
+    /// Defaults to 1 % of the TTL plus 2 ms, recomputed when `extend`
+    /// changes the TTL.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .drift(Duration::from_millis(50))
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn drift(mut self, drift: Duration) -> Self {
+        self.drift = Some(drift);
+        self
+    }
+
+    /// Requires `replicas` replicas to acknowledge each acquisition: right
+    /// after the acquire script, on the same connection, the locker sends
+    /// `WAIT replicas <replica_timeout>`; with fewer acknowledgements it
+    /// releases the lock and fails with [`Error::NotReplicated`]. (A `WAIT`
+    /// on another connection would confirm nothing: it counts the writes of
+    /// its own connection.)
+    ///
+    /// Without it, a failover can promote a replica that never saw the lock
+    /// and hand it to a second holder. With it, that takes the loss of every
+    /// acknowledging replica too. Renewals are not waited for.
+    ///
+    /// Defaults to 0: no wait.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// let locker = redmutex::Locker::builder(pool).min_replicas(1).build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn min_replicas(mut self, replicas: u64) -> Self {
+        self.min_replicas = replicas;
+        self
+    }
+
+    /// How long `WAIT` may wait for the replicas of
+    /// [`min_replicas`](Builder::min_replicas). Must be above zero and below
+    /// the I/O timeout, since the connection is blocked meanwhile.
+    ///
+    /// Defaults to [`DEFAULT_REPLICA_TIMEOUT`] (250 ms).
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .min_replicas(1)
+    ///     .replica_timeout(Duration::from_millis(100))
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn replica_timeout(mut self, timeout: Duration) -> Self {
+        self.replica_timeout = timeout;
+        self
+    }
+
     /// Checks the settings and makes the [`Locker`]. Nothing is sent to Redis.
     ///
     /// # Errors
@@ -249,7 +361,7 @@ impl Builder {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn build(self) -> Result<Locker, Error> {
-        validate_ttl(self.ttl)?;
+        validate_ttl(self.ttl, self.drift)?;
         if let Some(p) = &self.prefix {
             keys::validate_prefix(p)?;
         }
@@ -264,6 +376,14 @@ impl Builder {
             ));
         }
         self.backoff.validate()?;
+        if self.min_replicas > 0
+            && (self.replica_timeout.is_zero() || self.replica_timeout >= self.io_timeout)
+        {
+            return Err(Error::InvalidInput(format!(
+                "replica timeout {:?} must be above zero and below the io timeout {:?}",
+                self.replica_timeout, self.io_timeout
+            )));
+        }
         Ok(self.build_unchecked())
     }
 
@@ -271,23 +391,41 @@ impl Builder {
     /// checks and by `Locker::new`, whose defaults are valid (a unit test
     /// below holds that).
     pub(crate) fn build_unchecked(self) -> Locker {
+        // In Redlock mode a dead or hung instance may cost only a small part
+        // of the lease.
+        let cap = if self.instances.len() > 1 {
+            (self.ttl / 10).max(Duration::from_millis(1))
+        } else {
+            Duration::MAX
+        };
+        let cluster = self.instances.iter().any(|i| i.is_cluster());
         let config = Config {
+            cluster,
+            drift: self.drift,
+            min_replicas: self.min_replicas,
+            replica_timeout: self.replica_timeout,
             keys: KeySpace::new(self.prefix),
             ttl: self.ttl,
             acquire_timeout: self.acquire_timeout,
             backoff: self.backoff,
             watchdog: self.watchdog,
             metadata: self.metadata.unwrap_or_else(default_metadata),
-            checkout_timeout: self.checkout_timeout,
-            io_timeout: self.io_timeout,
+            checkout_timeout: self.checkout_timeout.min(cap),
+            io_timeout: self.io_timeout.min(cap),
         };
-        Locker::from_parts(self.connector, config)
+        Locker::from_parts(self.instances, config)
     }
 }
 
 /// The settings of a built locker, frozen.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
+    /// Any instance is a Redis Cluster: per-slot counters, one slot per script.
+    pub(crate) cluster: bool,
+    /// A fixed drift allowance, or `None` for 1 % of the TTL plus 2 ms.
+    pub(crate) drift: Option<Duration>,
+    pub(crate) min_replicas: u64,
+    pub(crate) replica_timeout: Duration,
     pub(crate) keys: KeySpace,
     pub(crate) ttl: Duration,
     pub(crate) acquire_timeout: Option<Duration>,
@@ -300,16 +438,16 @@ pub(crate) struct Config {
 
 /// A lease length must be at least 1 ms, leave something after the drift
 /// allowance, and fit Redis and `Instant`.
-pub(crate) fn validate_ttl(ttl: Duration) -> Result<(), Error> {
+pub(crate) fn validate_ttl(ttl: Duration, drift: Option<Duration>) -> Result<(), Error> {
+    let allowance = time::drift(ttl, drift);
     if ttl < Duration::from_millis(1) {
         return Err(Error::InvalidInput(format!(
             "ttl {ttl:?} is below one millisecond"
         )));
     }
-    if ttl <= time::drift(ttl) {
+    if ttl <= allowance {
         return Err(Error::InvalidInput(format!(
-            "ttl {ttl:?} does not exceed its clock-drift allowance of {:?}",
-            time::drift(ttl)
+            "ttl {ttl:?} does not exceed its clock-drift allowance of {allowance:?}"
         )));
     }
     if ttl > MAX_TTL {
@@ -349,20 +487,23 @@ mod tests {
 
     #[test]
     fn ttl_bounds() {
-        assert!(validate_ttl(Duration::ZERO).is_err());
-        assert!(validate_ttl(Duration::from_micros(999)).is_err());
+        assert!(validate_ttl(Duration::ZERO, None).is_err());
+        assert!(validate_ttl(Duration::from_micros(999), None).is_err());
         // 1 ms and 2 ms do not outlast the 2 ms drift allowance.
-        assert!(validate_ttl(Duration::from_millis(2)).is_err());
-        assert!(validate_ttl(Duration::from_millis(3)).is_ok());
-        assert!(validate_ttl(DEFAULT_TTL).is_ok());
-        assert!(validate_ttl(MAX_TTL).is_ok());
-        assert!(validate_ttl(MAX_TTL + Duration::from_millis(1)).is_err());
-        assert!(validate_ttl(Duration::MAX).is_err());
+        assert!(validate_ttl(Duration::from_millis(2), None).is_err());
+        assert!(validate_ttl(Duration::from_millis(3), None).is_ok());
+        assert!(validate_ttl(DEFAULT_TTL, None).is_ok());
+        assert!(validate_ttl(MAX_TTL, None).is_ok());
+        assert!(validate_ttl(MAX_TTL + Duration::from_millis(1), None).is_err());
+        assert!(validate_ttl(Duration::MAX, None).is_err());
+        // A fixed drift must leave something of the lease.
+        assert!(validate_ttl(Duration::from_millis(50), Some(Duration::from_millis(50))).is_err());
+        assert!(validate_ttl(Duration::from_millis(51), Some(Duration::from_millis(50))).is_ok());
     }
 
     #[test]
     fn defaults_are_valid() {
-        validate_ttl(DEFAULT_TTL).unwrap();
+        validate_ttl(DEFAULT_TTL, None).unwrap();
         validate_wait("checkout", DEFAULT_CHECKOUT_TIMEOUT).unwrap();
         validate_wait("io", DEFAULT_IO_TIMEOUT).unwrap();
         assert!(!DEFAULT_CHECKOUT_TIMEOUT.is_zero() && !DEFAULT_IO_TIMEOUT.is_zero());

@@ -49,19 +49,35 @@ pub enum Error {
         key: String,
     },
 
-    /// Too few Redlock instances granted the lock within its validity.
+    /// Too few Redlock instances answered for a decision: errors, timeouts or
+    /// slowness left no majority within the lease's validity. Any partial
+    /// hold was released on every instance before this was returned.
     ///
-    /// Reserved for Redlock mode (several independent masters); a single
-    /// instance never returns it.
-    #[error("only {granted} of {needed} instances granted the lock")]
+    /// Returned by every method that talks to Redis when the locker has more
+    /// than one instance ([`Builder::instance`](crate::Builder::instance));
+    /// with one instance its error is returned as it is.
+    #[error("only {granted} of the {needed} instances needed answered in time")]
     NoQuorum {
-        /// How many instances granted.
+        /// How many instances granted (or confirmed).
         granted: usize,
         /// How many were needed (a majority).
         needed: usize,
         /// The last error an instance returned, if any.
         #[source]
-        last: Option<redis::RedisError>,
+        last: Option<Box<Error>>,
+    },
+
+    /// Fewer replicas than [`Builder::min_replicas`](crate::Builder::min_replicas)
+    /// acknowledged the acquisition within the replica timeout; the lock was
+    /// released again.
+    ///
+    /// Returned by the `lock*` and `try_lock*` methods.
+    #[error("only {acked} of {needed} replicas acknowledged the lock")]
+    NotReplicated {
+        /// Replicas that acknowledged.
+        acked: u64,
+        /// Replicas required.
+        needed: u64,
     },
 
     /// A setting or argument that cannot work: a TTL below one millisecond or

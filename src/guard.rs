@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::builder::validate_ttl;
 use crate::lease::Lease;
-use crate::locker::Shared;
+use crate::ops::Shared;
 use crate::token::Token;
 use crate::watchdog::{Renewal, Watchdog};
 use crate::Error;
@@ -254,10 +254,10 @@ impl Guard {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn extend(&self, ttl: Duration) -> Result<(), Error> {
-        validate_ttl(ttl)?;
         let Some(held) = &self.held else {
             return Err(self.lost());
         };
+        validate_ttl(ttl, held.shared.config.drift)?;
         match held
             .shared
             .renew(&self.lease, &held.redis_keys, &held.token, ttl)?
@@ -299,8 +299,7 @@ impl Guard {
         let Some(held) = self.held.take() else {
             return Err(self.lost());
         };
-        let deleted = held.release()?;
-        if deleted < self.keys.len() {
+        if !held.release()? {
             self.lease.mark_lost();
         }
         if self.lease.is_lost() {
@@ -322,7 +321,9 @@ impl Held {
     /// watchdog, and wakes this locker's waiters. The watchdog is joined
     /// after the delete so the two bounded waits overlap; a renewal still in
     /// flight is owner-checked and cannot revive a deleted key.
-    fn release(mut self) -> Result<usize, Error> {
+    /// `Ok(true)` when the keys were still ours (a majority of instances, in
+    /// Redlock mode), `Ok(false)` when the lease had been lost.
+    fn release(mut self) -> Result<bool, Error> {
         if let Some(dog) = self.watchdog.as_mut() {
             dog.signal_stop();
         }

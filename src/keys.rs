@@ -6,10 +6,15 @@
 //! - The fencing counter of a prefix lives at `<prefix>:__redmutex__:fence`,
 //!   or `__redmutex__:fence` without a prefix: one key per prefix, whatever the
 //!   number of lock names, so nothing grows with the names used.
+//! - On a Redis Cluster a script's keys must share a hash slot, so there is
+//!   one counter per prefix *and slot*: `<prefix>:__redmutex__:fence:{<tag>}`,
+//!   where `<tag>` is a short string that hashes to the lock keys' slot. At
+//!   most 16384 counters per prefix, however many lock names are used.
 //!
 //! Keys starting with [`RESERVED`] are refused, so no lock can land on the
 //! counter.
 
+use crate::slots;
 use crate::Error;
 
 /// The namespace the crate keeps for its own keys.
@@ -35,6 +40,18 @@ impl KeySpace {
     /// The Redis key of this prefix's fencing counter.
     pub(crate) fn fence_key(&self) -> String {
         self.qualify(&format!("{RESERVED}:fence"))
+    }
+
+    /// The counter for a script over `redis_keys` (all in one slot on a
+    /// cluster: see [`same_slot`]).
+    pub(crate) fn fence_key_for(&self, redis_keys: &[String], cluster: bool) -> String {
+        match (cluster, redis_keys.first()) {
+            (true, Some(first)) => {
+                let tag = slots::tag_for(slots::slot(first));
+                self.qualify(&format!("{RESERVED}:fence:{{{tag}}}"))
+            }
+            _ => self.fence_key(),
+        }
     }
 
     fn qualify(&self, name: &str) -> String {
@@ -72,6 +89,28 @@ pub(crate) fn validate_keys(keys: &[&str]) -> Result<(), Error> {
     Ok(())
 }
 
+/// On a cluster, a multi-key script needs every key in one hash slot: refuse
+/// anything else before a command is sent.
+pub(crate) fn same_slot(caller_keys: &[&str], redis_keys: &[String]) -> Result<(), Error> {
+    let mut slots_seen = redis_keys.iter().map(|k| slots::slot(k));
+    let Some(first) = slots_seen.next() else {
+        return Ok(());
+    };
+    if slots_seen.all(|s| s == first) {
+        return Ok(());
+    }
+    let listed: Vec<String> = caller_keys
+        .iter()
+        .zip(redis_keys)
+        .map(|(k, r)| format!("{k:?} (slot {})", slots::slot(r)))
+        .collect();
+    Err(Error::InvalidInput(format!(
+        "keys in different cluster slots cannot be locked together: {}; \
+         give them a common hash tag, e.g. \"{{order42}}:a\" and \"{{order42}}:b\"",
+        listed.join(", ")
+    )))
+}
+
 /// Checks a prefix given to the builder.
 pub(crate) fn validate_prefix(prefix: &str) -> Result<(), Error> {
     if prefix.is_empty() {
@@ -103,6 +142,34 @@ mod tests {
             let as_caller_key = counter.strip_prefix("p:").unwrap_or(&counter);
             assert!(validate_key(as_caller_key).is_err());
         }
+    }
+
+    #[test]
+    fn cluster_counters_share_the_slot_of_their_keys() {
+        let space = KeySpace::new(Some("p".into()));
+        for key in ["a", "report", "{order42}:a"] {
+            let lock = space.lock_key(key);
+            let fence = space.fence_key_for(std::slice::from_ref(&lock), true);
+            assert_eq!(slots::slot(&fence), slots::slot(&lock), "{fence}");
+            assert!(fence.starts_with("p:__redmutex__:fence:{"));
+        }
+        let lock = space.lock_key("a");
+        assert_eq!(space.fence_key_for(&[lock], false), "p:__redmutex__:fence");
+    }
+
+    #[test]
+    fn cross_slot_key_lists_are_refused() {
+        let space = KeySpace::new(None);
+        let ok = ["{order42}:a", "{order42}:b"];
+        let ok_redis: Vec<String> = ok.iter().map(|k| space.lock_key(k)).collect();
+        assert!(same_slot(&ok, &ok_redis).is_ok());
+        let bad = ["foo", "bar"];
+        let bad_redis: Vec<String> = bad.iter().map(|k| space.lock_key(k)).collect();
+        let err = same_slot(&bad, &bad_redis).unwrap_err().to_string();
+        assert!(
+            err.contains("slot 12182") && err.contains("slot 5061"),
+            "{err}"
+        );
     }
 
     #[test]

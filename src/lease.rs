@@ -13,6 +13,8 @@ use crate::time;
 #[derive(Debug)]
 pub(crate) struct Lease {
     state: Mutex<State>,
+    /// The builder's fixed drift allowance, if any.
+    drift: Option<Duration>,
     /// Notified when the lease is marked lost.
     lost_cv: Condvar,
     /// Held across a renewal round trip and its confirmation, so that
@@ -31,10 +33,11 @@ struct State {
 
 impl Lease {
     /// A lease granted by a request sent at `sent` for `ttl`.
-    pub(crate) fn new(sent: Instant, ttl: Duration) -> Self {
+    pub(crate) fn new(sent: Instant, ttl: Duration, drift: Option<Duration>) -> Self {
         Lease {
+            drift,
             state: Mutex::new(State {
-                valid_until: end(sent, ttl),
+                valid_until: end(sent, ttl, drift),
                 confirmed_at: sent,
                 ttl,
                 lost: false,
@@ -91,7 +94,7 @@ impl Lease {
             self.lost_cv.notify_all();
             return false;
         }
-        s.valid_until = end(sent, ttl);
+        s.valid_until = end(sent, ttl, self.drift);
         s.confirmed_at = sent;
         s.ttl = ttl;
         true
@@ -116,8 +119,8 @@ impl Lease {
 /// The local end of a lease granted at `sent`: `sent + ttl - drift`. An end
 /// that cannot be represented becomes `sent`, i.e. already expired: the safe
 /// side.
-fn end(sent: Instant, ttl: Duration) -> Instant {
-    time::deadline(sent, ttl.saturating_sub(time::drift(ttl))).unwrap_or(sent)
+fn end(sent: Instant, ttl: Duration, drift: Option<Duration>) -> Instant {
+    time::deadline(sent, ttl.saturating_sub(time::drift(ttl, drift))).unwrap_or(sent)
 }
 
 #[cfg(test)]
@@ -127,7 +130,7 @@ mod tests {
     #[test]
     fn deadline_is_counted_from_sending_minus_drift() {
         let sent = Instant::now();
-        let lease = Lease::new(sent, Duration::from_secs(30));
+        let lease = Lease::new(sent, Duration::from_secs(30), None);
         assert_eq!(
             lease.valid_until(),
             sent + Duration::from_secs(30) - Duration::from_millis(302)
@@ -138,7 +141,7 @@ mod tests {
     #[test]
     fn passing_the_deadline_is_final() {
         let long_ago = Instant::now() - Duration::from_secs(10);
-        let lease = Lease::new(long_ago, Duration::from_secs(1));
+        let lease = Lease::new(long_ago, Duration::from_secs(1), None);
         assert!(lease.is_lost());
         // A late confirmation does not revive it.
         assert!(!lease.confirm(Instant::now(), Duration::from_secs(60)));
@@ -148,7 +151,7 @@ mod tests {
     #[test]
     fn confirmation_moves_the_deadline() {
         let sent = Instant::now();
-        let lease = Lease::new(sent, Duration::from_secs(1));
+        let lease = Lease::new(sent, Duration::from_secs(1), None);
         let later = sent + Duration::from_millis(500);
         assert!(lease.confirm(later, Duration::from_secs(10)));
         assert_eq!(lease.schedule(), (Duration::from_secs(10), later));
@@ -157,9 +160,9 @@ mod tests {
 
     #[test]
     fn wait_lost_returns_at_the_deadline_or_when_marked() {
-        let lease = Lease::new(Instant::now(), Duration::from_millis(50));
+        let lease = Lease::new(Instant::now(), Duration::from_millis(50), None);
         assert!(lease.wait_lost(Instant::now() + Duration::from_secs(60)));
-        let lease = std::sync::Arc::new(Lease::new(Instant::now(), Duration::from_secs(60)));
+        let lease = std::sync::Arc::new(Lease::new(Instant::now(), Duration::from_secs(60), None));
         assert!(!lease.wait_lost(Instant::now()));
         let waiter = {
             let lease = std::sync::Arc::clone(&lease);
@@ -173,7 +176,7 @@ mod tests {
 
     #[test]
     fn mark_lost_is_final() {
-        let lease = Lease::new(Instant::now(), Duration::from_secs(60));
+        let lease = Lease::new(Instant::now(), Duration::from_secs(60), None);
         lease.mark_lost();
         assert!(lease.is_lost());
         assert!(!lease.confirm(Instant::now(), Duration::from_secs(60)));

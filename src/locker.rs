@@ -5,20 +5,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use r2d2::{ManageConnection, Pool};
-use redis::{ConnectionLike, Value};
+use redis::ConnectionLike;
 
 use crate::backoff::jitter_seed;
 use crate::builder::{validate_wait, Builder, Config};
 use crate::guard::Guard;
 use crate::info::LockInfo;
-use crate::keys;
 use crate::lease::Lease;
+use crate::ops::{Acquisition, Outcome, Shared};
 use crate::pool::{self, Connector};
-use crate::scripts;
 use crate::time;
-use crate::token::Token;
-use crate::wait::Signal;
-use crate::watchdog::Renewal;
 use crate::Error;
 
 /// Takes distributed locks on one Redis server.
@@ -44,17 +40,6 @@ pub struct Locker {
     shared: Arc<Shared>,
 }
 
-/// State shared by a locker's clones, its guards and their watchdogs.
-pub(crate) struct Shared {
-    connector: Arc<dyn Connector>,
-    pub(crate) config: Config,
-    /// Wakes this locker's waiters when one of its guards releases.
-    released: Signal,
-}
-
-// `Locker` is `Send + Sync` because `Shared` is: the connector is required to
-// be `Send + Sync`, and `Config` and `Signal` hold plain data behind locks.
-
 impl fmt::Debug for Locker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         struct Conn<'a>(&'a dyn Connector);
@@ -63,9 +48,15 @@ impl fmt::Debug for Locker {
                 self.0.describe(f)
             }
         }
+        let instances: Vec<Conn<'_>> = self
+            .shared
+            .instances()
+            .iter()
+            .map(|c| Conn(c.as_ref()))
+            .collect();
         f.debug_struct("Locker")
             .field("config", &self.shared.config)
-            .field("connection", &Conn(self.shared.connector.as_ref()))
+            .field("instances", &instances)
             .finish()
     }
 }
@@ -129,13 +120,9 @@ impl Locker {
         Ok(Locker::new(pool::pool(url)?))
     }
 
-    pub(crate) fn from_parts(connector: Arc<dyn Connector>, config: Config) -> Locker {
+    pub(crate) fn from_parts(instances: Vec<Arc<dyn Connector>>, config: Config) -> Locker {
         Locker {
-            shared: Arc::new(Shared {
-                connector,
-                config,
-                released: Signal::default(),
-            }),
+            shared: Arc::new(Shared::new(instances, config)),
         }
     }
 
@@ -280,19 +267,13 @@ impl Locker {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn holder(&self, key: &str) -> Result<Option<LockInfo>, Error> {
-        keys::validate_key(key)?;
-        let lock_key = self.shared.config.keys.lock_key(key);
-        let mut call = scripts::HOLDER.prepare_invoke();
-        call.key(&lock_key);
-        let reply = self.shared.run(&mut |c| call.invoke(c))?;
-        parse_holder(reply)
+        self.shared.holder(key)
     }
 
     fn try_acquire(&self, keys: &[&str]) -> Result<Option<Guard>, Error> {
-        keys::validate_keys(keys)?;
-        let attempt = Attempt::new(&self.shared, keys)?;
-        match attempt.once()? {
-            Outcome::Granted { sent, fence } => self.grant(attempt, sent, fence).map(Some),
+        let acquisition = self.shared.prepare(keys)?;
+        match self.shared.acquire(&acquisition)? {
+            Outcome::Granted { sent, fence } => self.grant(acquisition, sent, fence).map(Some),
             Outcome::Busy { .. } => Ok(None),
         }
     }
@@ -300,17 +281,16 @@ impl Locker {
     /// The acquire loop: attempts until granted, or until `wait` (None: no
     /// limit) or the backoff's attempt limit runs out.
     fn acquire_waiting(&self, keys: &[&str], wait: Option<Duration>) -> Result<Guard, Error> {
-        keys::validate_keys(keys)?;
+        let acquisition = self.shared.prepare(keys)?;
         let start = Instant::now();
         let deadline = wait.and_then(|w| time::deadline(start, w));
         let backoff = self.shared.config.backoff;
-        let attempt = Attempt::new(&self.shared, keys)?;
         let mut attempts: u32 = 0;
         loop {
-            let seen = self.shared.released.current();
+            let seen = self.shared.signal().current();
             attempts = attempts.saturating_add(1);
-            let holder_ttl = match attempt.once()? {
-                Outcome::Granted { sent, fence } => return self.grant(attempt, sent, fence),
+            let holder_ttl = match self.shared.acquire(&acquisition)? {
+                Outcome::Granted { sent, fence } => return self.grant(acquisition, sent, fence),
                 Outcome::Busy { holder_ttl } => holder_ttl,
             };
             let now = Instant::now();
@@ -332,199 +312,22 @@ impl Locker {
             if let Some(d) = deadline {
                 wake = wake.min(d);
             }
-            self.shared.released.wait_until(seen, wake);
+            self.shared.signal().wait_until(seen, wake);
         }
     }
 
-    /// Turns a granted attempt into a guard, starting its watchdog.
-    fn grant(&self, attempt: Attempt<'_>, sent: Instant, fence: u64) -> Result<Guard, Error> {
+    /// Turns a granted acquisition into a guard, starting its watchdog.
+    fn grant(&self, a: Acquisition, sent: Instant, fence: u64) -> Result<Guard, Error> {
         let config = &self.shared.config;
-        let lease = Arc::new(Lease::new(sent, config.ttl));
+        let lease = Arc::new(Lease::new(sent, config.ttl, config.drift));
         Guard::new(
             Arc::clone(&self.shared),
-            attempt.caller_keys,
-            attempt.redis_keys,
-            attempt.token,
+            a.caller_keys,
+            a.redis_keys,
+            a.token,
             fence,
             lease,
         )
-    }
-}
-
-/// One acquisition: its token (kept across retries, so a retry after a lost
-/// reply finds the key already ours) and its keys.
-struct Attempt<'a> {
-    shared: &'a Shared,
-    token: Token,
-    caller_keys: Vec<String>,
-    /// The lock keys in Redis, in the caller's order.
-    redis_keys: Arc<[String]>,
-    fence_key: String,
-}
-
-enum Outcome {
-    Granted {
-        sent: Instant,
-        fence: u64,
-    },
-    Busy {
-        /// How long the busy key's lease has left, when it has a TTL.
-        holder_ttl: Option<Duration>,
-    },
-}
-
-impl<'a> Attempt<'a> {
-    fn new(shared: &'a Shared, keys: &[&str]) -> Result<Self, Error> {
-        let space = &shared.config.keys;
-        Ok(Attempt {
-            shared,
-            token: Token::new()?,
-            caller_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
-            redis_keys: keys.iter().map(|k| space.lock_key(k)).collect(),
-            fence_key: space.fence_key(),
-        })
-    }
-
-    /// One round trip. On an I/O error (a timeout, a dropped connection) the
-    /// script may have run although no reply came back: the release by token
-    /// is sent at once on the *same* connection, so Redis runs it after the
-    /// acquire whenever the acquire runs, and no orphan lock waits out its
-    /// TTL. The error reported is the acquire's.
-    fn once(&self) -> Result<Outcome, Error> {
-        let config = &self.shared.config;
-        let mut call = scripts::ACQUIRE.prepare_invoke();
-        call.key(&self.fence_key)
-            .key(&*self.redis_keys)
-            .arg(self.token.as_str())
-            .arg(time::millis_ceil(config.ttl))
-            .arg(&config.metadata);
-        // A plain EVAL: a NOSCRIPT reply would silently skip the clean-up.
-        let mut undo = redis::cmd("EVAL");
-        undo.arg(&*scripts::RELEASE_SRC)
-            .arg(self.redis_keys.len())
-            .arg(&*self.redis_keys)
-            .arg(self.token.as_str());
-        let sent = Instant::now();
-        let reply = self.shared.run(&mut |c| {
-            call.invoke(c).inspect_err(|e| {
-                if e.is_io_error() {
-                    // Best effort; its own failure changes nothing we report.
-                    let _ = undo.query::<Value>(c);
-                }
-            })
-        })?;
-        parse_acquire(reply, sent)
-    }
-}
-
-impl Shared {
-    /// Runs one Redis operation on a pooled connection, bounded by the
-    /// checkout and I/O timeouts.
-    pub(crate) fn run(
-        &self,
-        op: &mut dyn FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<Value>,
-    ) -> Result<Value, Error> {
-        self.connector
-            .run(self.config.checkout_timeout, self.config.io_timeout, op)
-    }
-
-    /// Deletes the keys still owned by `token`; returns how many were.
-    pub(crate) fn release(&self, redis_keys: &[String], token: &Token) -> Result<usize, Error> {
-        let mut call = scripts::RELEASE.prepare_invoke();
-        call.key(redis_keys).arg(token.as_str());
-        let reply = self.run(&mut |c| call.invoke(c))?;
-        let deleted = int_reply(&reply, "release")?;
-        Ok(usize::try_from(deleted).unwrap_or(0))
-    }
-
-    /// One owner-checked renewal of `lease` for `ttl`, recorded in the lease.
-    /// Serialized per lease, so concurrent `extend` and watchdog calls confirm
-    /// in the order Redis applied them.
-    pub(crate) fn renew(
-        &self,
-        lease: &Lease,
-        redis_keys: &[String],
-        token: &Token,
-        ttl: Duration,
-    ) -> Result<Renewal, Error> {
-        let _serial = lease.renewing();
-        if lease.is_lost() {
-            return Ok(Renewal::Lost);
-        }
-        let mut call = scripts::RENEW.prepare_invoke();
-        call.key(redis_keys)
-            .arg(token.as_str())
-            .arg(time::millis_ceil(ttl));
-        let sent = Instant::now();
-        let reply = self.run(&mut |c| call.invoke(c))?;
-        if int_reply(&reply, "renew")? == 1 && lease.confirm(sent, ttl) {
-            Ok(Renewal::Confirmed)
-        } else {
-            lease.mark_lost();
-            Ok(Renewal::Lost)
-        }
-    }
-
-    /// Wakes this locker's waiters after a release.
-    pub(crate) fn notify_released(&self) {
-        self.released.notify();
-    }
-}
-
-fn unexpected(what: &str, reply: &Value) -> Error {
-    Error::Redis(redis::RedisError::from((
-        redis::ErrorKind::UnexpectedReturnType,
-        "unexpected script reply",
-        format!("{what}: {reply:?}"),
-    )))
-}
-
-fn int_reply(reply: &Value, what: &str) -> Result<i64, Error> {
-    match reply {
-        Value::Int(n) => Ok(*n),
-        other => Err(unexpected(what, other)),
-    }
-}
-
-fn text(v: &Value) -> Option<String> {
-    match v {
-        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
-        Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
-    }
-}
-
-/// A bulk string is the fencing token of a grant; an integer is the PTTL of
-/// the busy key (negative: no TTL).
-fn parse_acquire(reply: Value, sent: Instant) -> Result<Outcome, Error> {
-    match &reply {
-        Value::Int(pttl) => Ok(Outcome::Busy {
-            holder_ttl: u64::try_from(*pttl).ok().map(Duration::from_millis),
-        }),
-        other => match text(other).and_then(|s| s.parse::<u64>().ok()) {
-            Some(fence) => Ok(Outcome::Granted { sent, fence }),
-            None => Err(unexpected("acquire", &reply)),
-        },
-    }
-}
-
-fn parse_holder(reply: Value) -> Result<Option<LockInfo>, Error> {
-    let Value::Array(items) = &reply else {
-        return Err(unexpected("holder", &reply));
-    };
-    match items.as_slice() {
-        [] => Ok(None),
-        [meta, fence, Value::Int(pttl)] => {
-            let (Some(metadata), Some(fence)) = (text(meta), text(fence)) else {
-                return Err(unexpected("holder", &reply));
-            };
-            Ok(Some(LockInfo {
-                metadata,
-                fencing_token: fence.parse().unwrap_or(0),
-                ttl: u64::try_from(*pttl).map_or(Duration::MAX, Duration::from_millis),
-            }))
-        }
-        _ => Err(unexpected("holder", &reply)),
     }
 }
 
@@ -537,50 +340,5 @@ mod tests {
         fn check<T: Send + Sync>() {}
         check::<Locker>();
         check::<Guard>();
-    }
-
-    #[test]
-    fn acquire_replies() {
-        let now = Instant::now();
-        match parse_acquire(Value::BulkString(b"1763712345000001".to_vec()), now).unwrap() {
-            Outcome::Granted { fence, .. } => assert_eq!(fence, 1_763_712_345_000_001),
-            Outcome::Busy { .. } => panic!("granted expected"),
-        }
-        match parse_acquire(Value::Int(250), now).unwrap() {
-            Outcome::Busy { holder_ttl } => {
-                assert_eq!(holder_ttl, Some(Duration::from_millis(250)))
-            }
-            Outcome::Granted { .. } => panic!("busy expected"),
-        }
-        assert!(matches!(
-            parse_acquire(Value::Int(-1), now).unwrap(),
-            Outcome::Busy { holder_ttl: None }
-        ));
-        assert!(parse_acquire(Value::Nil, now).is_err());
-        assert!(parse_acquire(Value::BulkString(b"x".to_vec()), now).is_err());
-    }
-
-    #[test]
-    fn holder_replies() {
-        assert_eq!(parse_holder(Value::Array(vec![])).unwrap(), None);
-        let info = parse_holder(Value::Array(vec![
-            Value::BulkString(b"host:1".to_vec()),
-            Value::BulkString(b"42".to_vec()),
-            Value::Int(1500),
-        ]))
-        .unwrap()
-        .unwrap();
-        assert_eq!(info.metadata(), "host:1");
-        assert_eq!(info.fencing_token(), 42);
-        assert_eq!(info.ttl(), Duration::from_millis(1500));
-        let foreign = parse_holder(Value::Array(vec![
-            Value::BulkString(vec![]),
-            Value::BulkString(b"0".to_vec()),
-            Value::Int(-1),
-        ]))
-        .unwrap()
-        .unwrap();
-        assert_eq!(foreign.ttl(), Duration::MAX);
-        assert!(parse_holder(Value::Int(3)).is_err());
     }
 }

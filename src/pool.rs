@@ -1,12 +1,12 @@
 //! Connections: the pool a lock needs, the customizer that bounds every
 //! socket call, and the type-erased checkout the rest of the crate uses.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::fmt;
 use std::time::Duration;
 
 use r2d2::{CustomizeConnection, ManageConnection, Pool, PooledConnection};
-use redis::{ConnectionLike, RedisError, RedisResult};
+use redis::{ConnectionLike, RedisError};
 
 use crate::Error;
 
@@ -127,13 +127,19 @@ impl CustomizeConnection<redis::Connection, RedisError> for SocketTimeouts {
 /// One Redis server (or cluster, or sentinel group) behind a pool, with the
 /// pool's manager type erased so that `Locker` and `Guard` are not generic.
 pub(crate) trait Connector: Send + Sync + 'static {
-    /// Checks out a connection within `checkout` and runs `op` on it.
+    /// Checks out a connection within `checkout` and runs `op` on it. A
+    /// plain connection that answers READONLY (a master demoted by a
+    /// failover) is closed so the pool discards it instead of handing it out
+    /// again.
     fn run(
         &self,
         checkout: Duration,
         io: Duration,
-        op: &mut dyn FnMut(&mut dyn ConnectionLike) -> RedisResult<redis::Value>,
+        op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
     ) -> Result<redis::Value, Error>;
+
+    /// Whether this is a Redis Cluster (keys of one script must share a slot).
+    fn is_cluster(&self) -> bool;
 
     /// A short description for `Debug`.
     fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
@@ -152,11 +158,21 @@ where
         &self,
         checkout: Duration,
         io: Duration,
-        op: &mut dyn FnMut(&mut dyn ConnectionLike) -> RedisResult<redis::Value>,
+        op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
     ) -> Result<redis::Value, Error> {
         let mut conn = self.get_timeout(checkout)?;
         bound_io(&mut conn, io)?;
-        Ok(op(&mut *conn)?)
+        let result = op(&mut *conn);
+        if let Err(Error::Redis(e)) = &result {
+            if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly) {
+                discard_plain(&mut conn);
+            }
+        }
+        result
+    }
+
+    fn is_cluster(&self) -> bool {
+        TypeId::of::<M>() == TypeId::of::<redis::cluster::ClusterClient>()
     }
 
     fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -171,10 +187,11 @@ where
     }
 }
 
-/// Gives a plain redis-rs connection the locker's socket timeouts the first
-/// time the locker uses it, so a pool built without [`SocketTimeouts`] is
-/// bounded from then on. One `setsockopt` pair per connection, not per
-/// operation: the pooled connection's extensions remember it was done.
+/// Gives a redis-rs connection (plain or cluster) the locker's socket
+/// timeouts the first time the locker uses it, so a pool built without
+/// [`SocketTimeouts`] is bounded from then on. One `setsockopt` pair per
+/// connection, not per operation: the pooled connection's extensions
+/// remember it was done.
 fn bound_io<M>(conn: &mut PooledConnection<M>, io: Duration) -> Result<(), Error>
 where
     M: ManageConnection,
@@ -189,7 +206,24 @@ where
     if let Some(plain) = any.downcast_mut::<redis::Connection>() {
         plain.set_read_timeout(Some(io))?;
         plain.set_write_timeout(Some(io))?;
+    } else if let Some(cluster) = any.downcast_mut::<redis::cluster::ClusterConnection>() {
+        cluster.set_read_timeout(Some(io))?;
+        cluster.set_write_timeout(Some(io))?;
     }
     PooledConnection::extensions_mut(conn).insert(TimeoutsSet);
     Ok(())
+}
+
+/// Makes r2d2 drop a plain connection when it comes back: `QUIT` has the
+/// server close it, and the next read sees the end of the stream, which
+/// marks the connection closed (r2d2 checks that on return).
+fn discard_plain<M>(conn: &mut PooledConnection<M>)
+where
+    M: ManageConnection,
+{
+    let any: &mut dyn Any = &mut **conn;
+    if let Some(plain) = any.downcast_mut::<redis::Connection>() {
+        let _ = redis::cmd("QUIT").exec(plain);
+        let _ = plain.check_connection();
+    }
 }

@@ -57,6 +57,31 @@ return fence
     ))
 });
 
+/// Redlock: raises a counter to at least a floor after a grant, so the next
+/// grant on this instance mints a larger token, and records the floor as the
+/// `fence` of the lock keys that are ours.
+///
+/// - `KEYS[1]`: the fencing counter; `KEYS[2..]`: the lock keys.
+/// - `ARGV[1]`: the floor (the largest token of the grant), `ARGV[2]`: owner token.
+///
+/// Replies: 1.
+pub(crate) static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{OWNED}
+local floor = ARGV[1]
+if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(floor) then
+  redis.call('SET', KEYS[1], floor)
+end
+for i = 2, #KEYS do
+  if owned(KEYS[i], ARGV[2]) then
+    redis.call('HSET', KEYS[i], 'fence', floor)
+  end
+end
+return 1
+"
+    ))
+});
+
 /// Sets the TTL of every lock key, only if all of them are ours.
 ///
 /// - `KEYS`: the lock keys. `ARGV[1]`: owner token, `ARGV[2]`: TTL in ms.

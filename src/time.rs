@@ -16,11 +16,11 @@ pub(crate) fn millis_ceil(d: Duration) -> u64 {
     }
 }
 
-/// The clock-drift allowance subtracted from a lease: 1 % of the TTL plus 2 ms
-/// (Redis expires keys with millisecond precision, and clocks run at slightly
-/// different rates).
-pub(crate) fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
+/// The clock-drift allowance subtracted from a lease: `fixed` when the
+/// builder set one, else 1 % of the TTL plus 2 ms (Redis expires keys with
+/// millisecond precision, and clocks run at slightly different rates).
+pub(crate) fn drift(ttl: Duration, fixed: Option<Duration>) -> Duration {
+    fixed.unwrap_or_else(|| ttl / 100 + Duration::from_millis(2))
 }
 
 /// `start + d`, or `None` when the sum cannot be represented.
@@ -43,7 +43,17 @@ mod tests {
 
     #[test]
     fn drift_is_one_percent_plus_two_ms() {
-        assert_eq!(drift(Duration::from_secs(30)), Duration::from_millis(302));
-        assert_eq!(drift(Duration::from_millis(300)), Duration::from_millis(5));
+        assert_eq!(
+            drift(Duration::from_secs(30), None),
+            Duration::from_millis(302)
+        );
+        assert_eq!(
+            drift(Duration::from_millis(300), None),
+            Duration::from_millis(5)
+        );
+        assert_eq!(
+            drift(Duration::from_secs(30), Some(Duration::ZERO)),
+            Duration::ZERO
+        );
     }
 }

@@ -151,7 +151,11 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     fn lease(ttl_ms: u64) -> Arc<Lease> {
-        Arc::new(Lease::new(Instant::now(), Duration::from_millis(ttl_ms)))
+        Arc::new(Lease::new(
+            Instant::now(),
+            Duration::from_millis(ttl_ms),
+            None,
+        ))
     }
 
     #[test]

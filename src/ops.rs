@@ -1,0 +1,412 @@
+//! The Redis side of every operation, on one instance or on a Redlock
+//! quorum: each operation runs a script on every instance (in parallel when
+//! there are several), and a pure function in `redlock.rs` decides.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionLike, Value};
+
+use crate::builder::Config;
+use crate::info::LockInfo;
+use crate::keys;
+use crate::lease::Lease;
+use crate::pool::Connector;
+use crate::redlock::{self, Acquired, Grant, Released, RenewDecision};
+use crate::scripts;
+use crate::time;
+use crate::token::Token;
+use crate::wait::Signal;
+use crate::watchdog::Renewal;
+use crate::Error;
+
+/// State shared by a locker's clones, its guards and their watchdogs.
+pub(crate) struct Shared {
+    instances: Vec<Arc<dyn Connector>>,
+    pub(crate) config: Config,
+    /// Wakes this locker's waiters when one of its guards releases.
+    released: Signal,
+}
+
+// `Shared` is `Send + Sync`: connectors are required to be, and `Config` and
+// `Signal` hold plain data behind locks. So `Locker` and `Guard` are too.
+
+/// One acquisition: its token (kept across retries, so a retry after a lost
+/// reply finds the key already ours) and its keys.
+pub(crate) struct Acquisition {
+    pub(crate) token: Token,
+    pub(crate) caller_keys: Vec<String>,
+    /// The lock keys in Redis, in the caller's order.
+    pub(crate) redis_keys: Arc<[String]>,
+    fence_key: String,
+}
+
+/// The outcome of one acquire attempt over all instances.
+pub(crate) enum Outcome {
+    Granted {
+        /// When the first request was sent: the lease counts from here.
+        sent: Instant,
+        fence: u64,
+    },
+    Busy {
+        /// How long the busy key's lease has left, when it has a TTL.
+        holder_ttl: Option<Duration>,
+    },
+}
+
+impl Shared {
+    pub(crate) fn new(instances: Vec<Arc<dyn Connector>>, config: Config) -> Self {
+        Shared {
+            instances,
+            config,
+            released: Signal::default(),
+        }
+    }
+
+    pub(crate) fn instances(&self) -> &[Arc<dyn Connector>] {
+        &self.instances
+    }
+
+    pub(crate) fn signal(&self) -> &Signal {
+        &self.released
+    }
+
+    /// Checks the keys and prepares an acquisition (a fresh token).
+    pub(crate) fn prepare(&self, keys: &[&str]) -> Result<Acquisition, Error> {
+        keys::validate_keys(keys)?;
+        let space = &self.config.keys;
+        let redis_keys: Arc<[String]> = keys.iter().map(|k| space.lock_key(k)).collect();
+        if self.config.cluster {
+            keys::same_slot(keys, &redis_keys)?;
+        }
+        Ok(Acquisition {
+            token: Token::new()?,
+            caller_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+            fence_key: space.fence_key_for(&redis_keys, self.config.cluster),
+            redis_keys,
+        })
+    }
+
+    /// Runs one operation on instance `i`, bounded by the checkout and I/O
+    /// timeouts.
+    fn run_on(
+        &self,
+        i: usize,
+        op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<Value, Error>,
+    ) -> Result<Value, Error> {
+        let instance = self
+            .instances
+            .get(i)
+            .ok_or_else(|| Error::InvalidInput(format!("no instance {i}")))?;
+        instance.run(self.config.checkout_timeout, self.config.io_timeout, op)
+    }
+
+    /// The error for a decision that errors left open: the instance's own
+    /// error with one instance, `NoQuorum` with several.
+    fn quorum_error(&self, granted: usize, last: Option<Error>) -> Error {
+        match (self.instances.len(), last) {
+            (1, Some(e)) => e,
+            (n, last) => Error::NoQuorum {
+                granted,
+                needed: redlock::quorum(n),
+                last: last.map(Box::new),
+            },
+        }
+    }
+
+    /// One acquire attempt on every instance. A grant on fewer than a
+    /// majority is released everywhere at once, including on the instances
+    /// that seemed to fail.
+    pub(crate) fn acquire(&self, a: &Acquisition) -> Result<Outcome, Error> {
+        let n = self.instances.len();
+        let sent = Instant::now();
+        let answers = redlock::fan_out(n, |i| self.acquire_on(i, a));
+        let ttl = self.config.ttl;
+        let drift = time::drift(ttl, self.config.drift);
+        match redlock::decide_acquire(answers, ttl, sent.elapsed(), drift) {
+            Acquired::Granted { fence } if n == 1 => Ok(Outcome::Granted { sent, fence }),
+            Acquired::Granted { fence } => match self.raise_fences(a, fence) {
+                Ok(()) => Ok(Outcome::Granted { sent, fence }),
+                Err(e) => {
+                    self.release_quietly(a);
+                    Err(e)
+                }
+            },
+            Acquired::Busy { holder_ttl } => {
+                if n > 1 {
+                    self.release_quietly(a);
+                }
+                Ok(Outcome::Busy { holder_ttl })
+            }
+            Acquired::NoQuorum { granted, last } => {
+                if n > 1 {
+                    self.release_quietly(a);
+                }
+                Err(self.quorum_error(granted, last))
+            }
+        }
+    }
+
+    /// The acquire script on instance `i`, then `WAIT` when replicas must
+    /// acknowledge. On an I/O error (the script may have run although no
+    /// reply came back), or too few acknowledgements, the release by token is
+    /// sent at once on the *same* connection, so Redis runs it after the
+    /// acquire whenever the acquire runs: no orphan lock waits out its TTL.
+    fn acquire_on(&self, i: usize, a: &Acquisition) -> Result<Grant, Error> {
+        let config = &self.config;
+        let mut call = scripts::ACQUIRE.prepare_invoke();
+        call.key(&a.fence_key)
+            .key(&*a.redis_keys)
+            .arg(a.token.as_str())
+            .arg(time::millis_ceil(config.ttl))
+            .arg(&config.metadata);
+        // A plain EVAL: a NOSCRIPT reply would silently skip the clean-up.
+        let mut undo = redis::cmd("EVAL");
+        undo.arg(&*scripts::RELEASE_SRC)
+            .arg(a.redis_keys.len())
+            .arg(&*a.redis_keys)
+            .arg(a.token.as_str());
+        let mut grant = None;
+        self.run_on(i, &mut |c| {
+            let reply = call.invoke::<Value>(c).inspect_err(|e| {
+                if e.is_io_error() {
+                    // Best effort; its own failure changes nothing we report.
+                    let _ = undo.query::<Value>(c);
+                }
+            })?;
+            let g = parse_acquire(&reply)?;
+            if matches!(g, Grant::Granted(_)) && config.min_replicas > 0 {
+                let wait_ms = time::millis_ceil(config.replica_timeout);
+                let acked = redis::cmd("WAIT")
+                    .arg(config.min_replicas)
+                    .arg(wait_ms)
+                    .query::<u64>(c);
+                match acked {
+                    Ok(acked) if acked >= config.min_replicas => {}
+                    other => {
+                        let _ = undo.query::<Value>(c);
+                        return Err(match other {
+                            Ok(acked) => Error::NotReplicated {
+                                acked,
+                                needed: config.min_replicas,
+                            },
+                            Err(e) => Error::Redis(e),
+                        });
+                    }
+                }
+            }
+            grant = Some(g);
+            Ok(Value::Nil)
+        })?;
+        grant.ok_or_else(|| unexpected("acquire", &Value::Nil))
+    }
+
+    /// Redlock only: makes every instance's counter (and the lock's `fence`
+    /// field) at least `fence`, the largest token of this grant, so that any
+    /// later majority overlaps an instance that counts above it. Needs a
+    /// majority to confirm.
+    fn raise_fences(&self, a: &Acquisition, fence: u64) -> Result<(), Error> {
+        let answers = redlock::fan_out(self.instances.len(), |i| {
+            let mut call = scripts::RAISE_FENCE.prepare_invoke();
+            call.key(&a.fence_key)
+                .key(&*a.redis_keys)
+                .arg(fence)
+                .arg(a.token.as_str());
+            self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))
+        });
+        let needed = redlock::quorum(self.instances.len());
+        let confirmed = answers.iter().filter(|r| r.is_ok()).count();
+        if confirmed >= needed {
+            return Ok(());
+        }
+        let last = answers.into_iter().filter_map(Result::err).next_back();
+        Err(Error::NoQuorum {
+            granted: confirmed,
+            needed,
+            last: last.map(Box::new),
+        })
+    }
+
+    /// Releases on every instance, ignoring the outcome (clean-up paths).
+    fn release_quietly(&self, a: &Acquisition) {
+        let _ = self.release(&a.redis_keys, &a.token);
+    }
+
+    /// Deletes the keys still owned by `token` on every instance. `Ok(true)`:
+    /// a majority still had the lock; `Ok(false)`: it had been lost.
+    pub(crate) fn release(&self, redis_keys: &[String], token: &Token) -> Result<bool, Error> {
+        let answers = redlock::fan_out(self.instances.len(), |i| {
+            let mut call = scripts::RELEASE.prepare_invoke();
+            call.key(redis_keys).arg(token.as_str());
+            let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            let deleted = int_reply(&reply, "release")?;
+            Ok(usize::try_from(deleted).is_ok_and(|d| d == redis_keys.len()))
+        });
+        match redlock::decide_release(answers) {
+            Released::Clean => Ok(true),
+            Released::Lost => Ok(false),
+            Released::Unknown { ours, last } => Err(self.quorum_error(ours, last)),
+        }
+    }
+
+    /// One owner-checked renewal of `lease` for `ttl` on every instance,
+    /// recorded in the lease. Serialized per lease, so concurrent `extend`
+    /// and watchdog calls confirm in the order Redis applied them.
+    pub(crate) fn renew(
+        &self,
+        lease: &Lease,
+        redis_keys: &[String],
+        token: &Token,
+        ttl: Duration,
+    ) -> Result<Renewal, Error> {
+        let _serial = lease.renewing();
+        if lease.is_lost() {
+            return Ok(Renewal::Lost);
+        }
+        let sent = Instant::now();
+        let mut answers = redlock::fan_out(self.instances.len(), |i| {
+            let mut call = scripts::RENEW.prepare_invoke();
+            call.key(redis_keys)
+                .arg(token.as_str())
+                .arg(time::millis_ceil(ttl));
+            let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            Ok(int_reply(&reply, "renew")? == 1)
+        });
+        match redlock::decide_renew(&answers) {
+            RenewDecision::Confirmed if lease.confirm(sent, ttl) => Ok(Renewal::Confirmed),
+            RenewDecision::Confirmed | RenewDecision::Lost => {
+                lease.mark_lost();
+                Ok(Renewal::Lost)
+            }
+            RenewDecision::Failed => {
+                let confirmed = answers.iter().filter(|a| matches!(a, Ok(true))).count();
+                let last = answers.drain(..).filter_map(Result::err).next_back();
+                Err(self.quorum_error(confirmed, last))
+            }
+        }
+    }
+
+    /// Who holds `key`, as a majority of instances sees it.
+    pub(crate) fn holder(&self, key: &str) -> Result<Option<LockInfo>, Error> {
+        keys::validate_key(key)?;
+        let lock_key = self.config.keys.lock_key(key);
+        let answers = redlock::fan_out(self.instances.len(), |i| {
+            let mut call = scripts::HOLDER.prepare_invoke();
+            call.key(&lock_key);
+            let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            parse_holder(&reply)
+        });
+        match redlock::decide_holder(answers) {
+            Ok(info) => Ok(info),
+            Err(Acquired::NoQuorum { granted, last }) => Err(self.quorum_error(granted, last)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Wakes this locker's waiters after a release.
+    pub(crate) fn notify_released(&self) {
+        self.released.notify();
+    }
+}
+
+fn unexpected(what: &str, reply: &Value) -> Error {
+    Error::Redis(redis::RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "unexpected script reply",
+        format!("{what}: {reply:?}"),
+    )))
+}
+
+fn int_reply(reply: &Value, what: &str) -> Result<i64, Error> {
+    match reply {
+        Value::Int(n) => Ok(*n),
+        other => Err(unexpected(what, other)),
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// A bulk string is the fencing token of a grant; an integer is the PTTL of
+/// the busy key (negative: no TTL).
+fn parse_acquire(reply: &Value) -> Result<Grant, Error> {
+    match reply {
+        Value::Int(pttl) => Ok(Grant::Busy(
+            u64::try_from(*pttl).ok().map(Duration::from_millis),
+        )),
+        other => match text(other).and_then(|s| s.parse::<u64>().ok()) {
+            Some(fence) => Ok(Grant::Granted(fence)),
+            None => Err(unexpected("acquire", reply)),
+        },
+    }
+}
+
+fn parse_holder(reply: &Value) -> Result<Option<LockInfo>, Error> {
+    let Value::Array(items) = reply else {
+        return Err(unexpected("holder", reply));
+    };
+    match items.as_slice() {
+        [] => Ok(None),
+        [meta, fence, Value::Int(pttl)] => {
+            let (Some(metadata), Some(fence)) = (text(meta), text(fence)) else {
+                return Err(unexpected("holder", reply));
+            };
+            Ok(Some(LockInfo {
+                metadata,
+                fencing_token: fence.parse().unwrap_or(0),
+                ttl: u64::try_from(*pttl).map_or(Duration::MAX, Duration::from_millis),
+            }))
+        }
+        _ => Err(unexpected("holder", reply)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acquire_replies() {
+        let granted = parse_acquire(&Value::BulkString(b"1763712345000001".to_vec())).unwrap();
+        assert!(matches!(granted, Grant::Granted(1_763_712_345_000_001)));
+        assert!(matches!(
+            parse_acquire(&Value::Int(250)).unwrap(),
+            Grant::Busy(Some(d)) if d == Duration::from_millis(250)
+        ));
+        assert!(matches!(
+            parse_acquire(&Value::Int(-1)).unwrap(),
+            Grant::Busy(None)
+        ));
+        assert!(parse_acquire(&Value::Nil).is_err());
+        assert!(parse_acquire(&Value::BulkString(b"x".to_vec())).is_err());
+    }
+
+    #[test]
+    fn holder_replies() {
+        assert_eq!(parse_holder(&Value::Array(vec![])).unwrap(), None);
+        let info = parse_holder(&Value::Array(vec![
+            Value::BulkString(b"host:1".to_vec()),
+            Value::BulkString(b"42".to_vec()),
+            Value::Int(1500),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(info.metadata(), "host:1");
+        assert_eq!(info.fencing_token(), 42);
+        assert_eq!(info.ttl(), Duration::from_millis(1500));
+        let foreign = parse_holder(&Value::Array(vec![
+            Value::BulkString(vec![]),
+            Value::BulkString(b"0".to_vec()),
+            Value::Int(-1),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(foreign.ttl(), Duration::MAX);
+        assert!(parse_holder(&Value::Int(3)).is_err());
+    }
+}

@@ -1,0 +1,360 @@
+//! Quorum and validity math as pure functions, and the fan-out that collects
+//! one result per instance. With one instance every rule below reduces to
+//! "what that instance said"; with N independent masters it is Redlock.
+
+use std::thread;
+use std::time::Duration;
+
+use crate::info::LockInfo;
+use crate::Error;
+
+/// Instances needed for a decision: a strict majority.
+pub(crate) fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// What is left of a lease of `ttl` after `elapsed` and the `drift`
+/// allowance; `None` when nothing is.
+pub(crate) fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
+    ttl.checked_sub(elapsed)
+        .and_then(|d| d.checked_sub(drift))
+        .filter(|d| !d.is_zero())
+}
+
+/// One instance's answer to an acquire.
+#[derive(Debug)]
+pub(crate) enum Grant {
+    /// Took every key; the fencing token it minted.
+    Granted(u64),
+    /// A key was held; the PTTL of the first busy key, if it has one.
+    Busy(Option<Duration>),
+}
+
+/// The decision over all instances' answers to one acquire attempt.
+#[derive(Debug)]
+pub(crate) enum Acquired {
+    /// A majority granted within the validity; the largest token minted.
+    Granted { fence: u64 },
+    /// Held elsewhere: wait and retry. The shortest PTTL among busy keys.
+    Busy { holder_ttl: Option<Duration> },
+    /// Errors (or slowness) made a majority impossible.
+    NoQuorum { granted: usize, last: Option<Error> },
+}
+
+pub(crate) fn decide_acquire(
+    answers: Vec<Result<Grant, Error>>,
+    ttl: Duration,
+    elapsed: Duration,
+    drift: Duration,
+) -> Acquired {
+    let n = answers.len();
+    let q = quorum(n);
+    let (mut granted, mut failed, mut fence, mut holder_ttl, mut last) =
+        (0usize, 0usize, 0u64, None::<Duration>, None);
+    for a in answers {
+        match a {
+            Ok(Grant::Granted(f)) => {
+                granted += 1;
+                fence = fence.max(f);
+            }
+            Ok(Grant::Busy(t)) => {
+                if let Some(t) = t {
+                    holder_ttl = Some(holder_ttl.map_or(t, |h: Duration| h.min(t)));
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                last = Some(e);
+            }
+        }
+    }
+    if granted >= q {
+        if validity(ttl, elapsed, drift).is_some() {
+            return Acquired::Granted { fence };
+        }
+        return Acquired::NoQuorum { granted, last };
+    }
+    if failed > n - q {
+        return Acquired::NoQuorum { granted, last };
+    }
+    Acquired::Busy { holder_ttl }
+}
+
+/// One instance's answer to an owner-checked renewal.
+pub(crate) type Renewed = bool;
+
+/// The decision over all instances' answers to one renewal.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum RenewDecision {
+    Confirmed,
+    /// A majority can no longer confirm: the keys are gone or someone else's.
+    Lost,
+    /// Errors left it open; retry while the lease lasts.
+    Failed,
+}
+
+pub(crate) fn decide_renew(answers: &[Result<Renewed, Error>]) -> RenewDecision {
+    let n = answers.len();
+    let q = quorum(n);
+    let confirmed = answers.iter().filter(|a| matches!(a, Ok(true))).count();
+    let refused = answers.iter().filter(|a| matches!(a, Ok(false))).count();
+    if confirmed >= q {
+        RenewDecision::Confirmed
+    } else if refused > n - q {
+        RenewDecision::Lost
+    } else {
+        RenewDecision::Failed
+    }
+}
+
+/// The decision over all instances' answers to a release: each answer says
+/// whether every key was still ours there (and is now deleted).
+#[derive(Debug)]
+pub(crate) enum Released {
+    /// A majority still had the lock: a clean release.
+    Clean,
+    /// A majority no longer had it: the lease had been lost.
+    Lost,
+    /// Errors left it open.
+    Unknown { ours: usize, last: Option<Error> },
+}
+
+pub(crate) fn decide_release(answers: Vec<Result<bool, Error>>) -> Released {
+    let n = answers.len();
+    let q = quorum(n);
+    let (mut ours, mut not_ours, mut last) = (0usize, 0usize, None);
+    for a in answers {
+        match a {
+            Ok(true) => ours += 1,
+            Ok(false) => not_ours += 1,
+            Err(e) => last = Some(e),
+        }
+    }
+    if ours >= q {
+        Released::Clean
+    } else if not_ours > n - q {
+        Released::Lost
+    } else {
+        Released::Unknown { ours, last }
+    }
+}
+
+/// The holder a majority agrees on (same fencing token), with the shortest
+/// TTL among them; `Ok(None)` when no holder has a majority and enough
+/// instances answered to say so.
+pub(crate) fn decide_holder(
+    answers: Vec<Result<Option<LockInfo>, Error>>,
+) -> Result<Option<LockInfo>, Acquired> {
+    let n = answers.len();
+    let q = quorum(n);
+    let mut infos: Vec<LockInfo> = Vec::new();
+    let (mut failed, mut last) = (0usize, None);
+    for a in answers {
+        match a {
+            Ok(Some(info)) => infos.push(info),
+            Ok(None) => {}
+            Err(e) => {
+                failed += 1;
+                last = Some(e);
+            }
+        }
+    }
+    for candidate in &infos {
+        let same: Vec<&LockInfo> = infos
+            .iter()
+            .filter(|i| i.fencing_token == candidate.fencing_token)
+            .collect();
+        if same.len() >= q {
+            let ttl = same.iter().map(|i| i.ttl).min().unwrap_or(candidate.ttl);
+            return Ok(Some(LockInfo {
+                ttl,
+                ..candidate.clone()
+            }));
+        }
+    }
+    if failed > n - q {
+        return Err(Acquired::NoQuorum { granted: 0, last });
+    }
+    Ok(None)
+}
+
+/// Runs `f(i)` for every instance `i` in `0..n`, in parallel when `n > 1`
+/// (one scoped thread per extra instance; instance 0 runs on the caller's
+/// thread), and returns the results in instance order. Each call is bounded
+/// by its connection's timeouts, so the whole takes as long as the slowest.
+pub(crate) fn fan_out<T, F>(n: usize, f: F) -> Vec<Result<T, Error>>
+where
+    T: Send,
+    F: Fn(usize) -> Result<T, Error> + Sync,
+{
+    if n <= 1 {
+        return (0..n).map(&f).collect();
+    }
+    thread::scope(|scope| {
+        let f = &f;
+        let handles: Vec<_> = (1..n)
+            .map(|i| {
+                thread::Builder::new()
+                    .name("redmutex-redlock".into())
+                    .spawn_scoped(scope, move || f(i))
+            })
+            .collect();
+        let mut results = Vec::with_capacity(n);
+        results.push(f(0));
+        for h in handles {
+            results.push(match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(Error::Thread(std::io::Error::other("panicked")))),
+                Err(e) => Err(Error::Thread(e)),
+            });
+        }
+        results
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn err() -> Error {
+        Error::InvalidInput("down".into())
+    }
+
+    #[test]
+    fn quorum_is_a_strict_majority() {
+        assert_eq!(quorum(1), 1);
+        assert_eq!(quorum(2), 2);
+        assert_eq!(quorum(3), 2);
+        assert_eq!(quorum(5), 3);
+    }
+
+    #[test]
+    fn validity_never_underflows() {
+        assert_eq!(validity(100 * MS, 10 * MS, 3 * MS), Some(87 * MS));
+        assert_eq!(validity(100 * MS, 97 * MS, 3 * MS), None);
+        assert_eq!(validity(100 * MS, 200 * MS, 3 * MS), None);
+        assert_eq!(validity(100 * MS, Duration::MAX, Duration::MAX), None);
+    }
+
+    #[test]
+    fn majority_grants_with_the_largest_token() {
+        let a = vec![
+            Ok(Grant::Granted(7)),
+            Err(err()),
+            Ok(Grant::Granted(9)),
+            Ok(Grant::Busy(Some(50 * MS))),
+            Ok(Grant::Granted(8)),
+        ];
+        match decide_acquire(a, 1000 * MS, 10 * MS, 12 * MS) {
+            Acquired::Granted { fence } => assert_eq!(fence, 9),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_slow_majority_is_no_grant() {
+        let a = vec![Ok(Grant::Granted(1)), Ok(Grant::Granted(2)), Err(err())];
+        assert!(matches!(
+            decide_acquire(a, 100 * MS, 99 * MS, 3 * MS),
+            Acquired::NoQuorum { granted: 2, .. }
+        ));
+    }
+
+    #[test]
+    fn contention_waits_but_errors_beyond_the_margin_fail() {
+        let busy = vec![
+            Ok(Grant::Granted(1)),
+            Ok(Grant::Busy(Some(40 * MS))),
+            Ok(Grant::Busy(Some(30 * MS))),
+        ];
+        assert!(matches!(
+            decide_acquire(busy, 1000 * MS, MS, MS),
+            Acquired::Busy { holder_ttl: Some(t) } if t == 30 * MS
+        ));
+        let down = vec![Ok(Grant::Granted(1)), Err(err()), Err(err())];
+        assert!(matches!(
+            decide_acquire(down, 1000 * MS, MS, MS),
+            Acquired::NoQuorum {
+                granted: 1,
+                last: Some(_)
+            }
+        ));
+        // 5 instances, 2 down: still a decision by the other 3.
+        let two_down = vec![
+            Ok(Grant::Busy(None)),
+            Ok(Grant::Busy(None)),
+            Ok(Grant::Busy(None)),
+            Err(err()),
+            Err(err()),
+        ];
+        assert!(matches!(
+            decide_acquire(two_down, 1000 * MS, MS, MS),
+            Acquired::Busy { .. }
+        ));
+    }
+
+    #[test]
+    fn single_instance_rules_are_plain() {
+        assert!(matches!(
+            decide_acquire(vec![Ok(Grant::Granted(3))], 1000 * MS, MS, MS),
+            Acquired::Granted { fence: 3 }
+        ));
+        assert!(matches!(
+            decide_acquire(vec![Err(err())], 1000 * MS, MS, MS),
+            Acquired::NoQuorum { granted: 0, .. }
+        ));
+        assert_eq!(decide_renew(&[Ok(true)]), RenewDecision::Confirmed);
+        assert_eq!(decide_renew(&[Ok(false)]), RenewDecision::Lost);
+        assert_eq!(decide_renew(&[Err(err())]), RenewDecision::Failed);
+    }
+
+    #[test]
+    fn renew_and_release_on_a_majority() {
+        let r = [Ok(true), Ok(false), Err(err()), Ok(true), Ok(true)];
+        assert_eq!(decide_renew(&r), RenewDecision::Confirmed);
+        let r = [Ok(true), Ok(false), Ok(false), Ok(false), Err(err())];
+        assert_eq!(decide_renew(&r), RenewDecision::Lost);
+        let r = [Ok(true), Ok(true), Ok(false), Err(err()), Err(err())];
+        assert_eq!(decide_renew(&r), RenewDecision::Failed);
+        assert!(matches!(
+            decide_release(vec![Ok(true), Ok(true), Err(err())]),
+            Released::Clean
+        ));
+        assert!(matches!(
+            decide_release(vec![Ok(false), Ok(false), Ok(true)]),
+            Released::Lost
+        ));
+        assert!(matches!(
+            decide_release(vec![Ok(true), Err(err()), Err(err())]),
+            Released::Unknown {
+                ours: 1,
+                last: Some(_)
+            }
+        ));
+    }
+
+    #[test]
+    fn holder_needs_a_majority_on_one_token() {
+        let info = |fence, ttl_ms| LockInfo {
+            metadata: "m".into(),
+            ttl: ttl_ms * MS,
+            fencing_token: fence,
+        };
+        let got = decide_holder(vec![Ok(Some(info(5, 90))), Ok(Some(info(5, 80))), Ok(None)]);
+        assert_eq!(got.unwrap().unwrap().ttl(), 80 * MS);
+        let split = decide_holder(vec![Ok(Some(info(5, 90))), Ok(Some(info(6, 80))), Ok(None)]);
+        assert_eq!(split.unwrap(), None);
+        assert!(decide_holder(vec![Ok(None), Err(err()), Err(err())]).is_err());
+    }
+
+    #[test]
+    fn fan_out_keeps_instance_order() {
+        let r = fan_out(5, |i| Ok(i * 10));
+        let values: Vec<usize> = r.into_iter().map(Result::unwrap).collect();
+        assert_eq!(values, [0, 10, 20, 30, 40]);
+        assert_eq!(fan_out(1, Ok).len(), 1);
+    }
+}
