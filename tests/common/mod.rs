@@ -134,6 +134,24 @@ fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill {sig} {pid} failed");
 }
 
+/// Starts `n` independent servers (Redlock masters).
+pub fn servers(n: usize) -> Vec<Server> {
+    (0..n).map(|_| Server::start()).collect()
+}
+
+/// A builder over all `servers` as Redlock instances, each with its own pool.
+pub fn redlock_builder(servers: &[Server]) -> Builder {
+    let mut b: Option<Builder> = None;
+    for s in servers {
+        let pool = redmutex::pool(&s.url()).unwrap();
+        b = Some(match b {
+            None => Locker::builder(pool),
+            Some(b) => b.instance(pool),
+        });
+    }
+    b.expect("at least one server")
+}
+
 /// A unique key name for this test (tests share no keys, servers or state).
 pub fn key(name: &str) -> String {
     format!("{name}-{}", std::process::id())

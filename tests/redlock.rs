@@ -1,0 +1,216 @@
+//! Redlock over 5 independent masters: majority grants, releases everywhere,
+//! bounded calls with dead nodes, NoQuorum with too many dead, exclusion and
+//! fencing across lockers, renewal on the quorum.
+#![allow(clippy::disallowed_methods)] // tests spawn threads directly: a failed spawn should panic
+
+mod common;
+
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
+
+use common::{key, redlock_builder, servers, timed, Server};
+use redis::Commands;
+use redmutex::{Backoff, Error, Locker};
+
+const BOUND: Duration = Duration::from_secs(8);
+
+/// Short pauses: separate lockers polling one key otherwise wait up to the
+/// default backoff's 256 ms per round, which only slows the suite down.
+fn quick() -> Backoff {
+    Backoff::exponential(Duration::from_millis(1), Duration::from_millis(16))
+}
+
+fn holders_of(servers: &[Server], k: &str) -> usize {
+    servers
+        .iter()
+        .filter(|s| s.conn().exists::<_, bool>(k).unwrap())
+        .count()
+}
+
+#[test]
+fn grants_on_a_majority_and_releases_everywhere() {
+    let servers = servers(5);
+    let locker = redlock_builder(&servers).build().unwrap();
+    let k = key("rl");
+    let g = locker.lock(&k).unwrap();
+    assert_eq!(holders_of(&servers, &k), 5);
+    // Every instance records the grant's (largest) fencing token.
+    for s in &servers {
+        let fence: u64 = s.conn().hget(&k, "fence").unwrap();
+        assert_eq!(fence, g.fencing_token());
+    }
+    assert_eq!(locker.holder(&k).unwrap().unwrap().fencing_token(), g.fencing_token());
+    let other = redlock_builder(&servers).build().unwrap();
+    assert!(other.try_lock(&k).unwrap().is_none());
+    g.unlock().unwrap();
+    assert_eq!(holders_of(&servers, &k), 0);
+    assert!(other.try_lock(&k).unwrap().is_some());
+}
+
+#[test]
+fn a_minority_of_holders_is_released_at_once() {
+    // 3 of 5 instances already hold the key for someone else: our attempt
+    // takes the other 2, which must be released before the call returns.
+    let servers = servers(5);
+    let k = key("minority");
+    for s in &servers[..3] {
+        let _: () = redis::pipe()
+            .hset(&k, "owner", "someone-else")
+            .pexpire(&k, 60_000)
+            .query(&mut s.conn())
+            .unwrap();
+    }
+    let locker = redlock_builder(&servers).build().unwrap();
+    assert!(locker.try_lock(&k).unwrap().is_none());
+    for s in &servers[3..] {
+        let exists: bool = s.conn().exists(&k).unwrap();
+        assert!(!exists, "a partial hold was left behind");
+    }
+}
+
+#[test]
+fn two_dead_of_five_still_lock_within_bounds() {
+    let mut servers = servers(5);
+    let locker = redlock_builder(&servers)
+        .ttl(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    servers[0].kill();
+    servers[1].kill();
+    let k = key("two-dead");
+    let (g, took) = timed(|| locker.lock(&k));
+    let g = g.unwrap();
+    assert!(took < BOUND, "lock took {took:?}");
+    assert_eq!(holders_of(&servers[2..], &k), 3);
+    let (r, took) = timed(|| g.extend(Duration::from_secs(3)));
+    r.unwrap();
+    assert!(took < BOUND, "extend took {took:?}");
+    let (r, took) = timed(|| g.unlock());
+    r.unwrap();
+    assert!(took < BOUND, "unlock took {took:?}");
+    assert_eq!(holders_of(&servers[2..], &k), 0);
+}
+
+#[test]
+fn three_dead_of_five_is_no_quorum_and_leaves_nothing() {
+    let mut servers = servers(5);
+    let locker = redlock_builder(&servers)
+        .ttl(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    for s in &mut servers[..3] {
+        s.kill();
+    }
+    let k = key("three-dead");
+    let (r, took) = timed(|| locker.lock(&k));
+    match r {
+        Err(Error::NoQuorum {
+            granted, needed, ..
+        }) => {
+            assert_eq!(needed, 3);
+            assert!(granted <= 2);
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+    assert!(took < BOUND, "NoQuorum took {took:?}");
+    assert_eq!(holders_of(&servers[3..], &k), 0, "survivors must hold no key");
+    assert!(matches!(locker.try_lock(&k), Err(Error::NoQuorum { .. })));
+    assert_eq!(holders_of(&servers[3..], &k), 0);
+}
+
+#[test]
+fn lockers_over_the_same_masters_exclude_each_other() {
+    let servers = servers(5);
+    let k = key("rl-counter");
+    let counter = key("rl-counter-value");
+    let barrier = Arc::new(Barrier::new(4));
+    let mut threads = Vec::new();
+    for _ in 0..4 {
+        let locker = redlock_builder(&servers).backoff(quick()).build().unwrap();
+        let (k, counter, barrier) = (k.clone(), counter.clone(), Arc::clone(&barrier));
+        let mut conn = servers[0].conn();
+        threads.push(std::thread::spawn(move || {
+            barrier.wait();
+            for _ in 0..25 {
+                let g = locker.lock(&k).unwrap();
+                let v: Option<u64> = conn.get(&counter).unwrap();
+                let _: () = conn.set(&counter, v.unwrap_or(0) + 1).unwrap();
+                g.unlock().unwrap();
+            }
+        }));
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    let total: u64 = servers[0].conn().get(&counter).unwrap();
+    assert_eq!(total, 100);
+}
+
+#[test]
+fn fencing_tokens_rise_across_lockers_while_nodes_die() {
+    let mut servers = servers(5);
+    let k = key("rl-fence");
+    let lockers: Vec<Locker> = (0..3)
+        .map(|_| {
+            // A dead instance costs its checkout timeout on every call: keep
+            // it short so the run stays quick.
+            redlock_builder(&servers)
+                .ttl(Duration::from_secs(2))
+                .checkout_timeout(Duration::from_millis(50))
+                .backoff(quick())
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut round = |lockers: &[Locker]| {
+        let barrier = Arc::new(Barrier::new(lockers.len()));
+        let threads: Vec<_> = lockers
+            .iter()
+            .cloned()
+            .map(|l| {
+                let (k, order, barrier) = (k.clone(), Arc::clone(&order), Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    for _ in 0..10 {
+                        let g = l.lock(&k).unwrap();
+                        order.lock().unwrap().push(g.fencing_token());
+                        drop(g);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    };
+    round(&lockers);
+    servers[4].kill(); // a node dies between rounds...
+    round(&lockers);
+    servers[0].kill(); // ...and another: 3 of 5 left
+    round(&lockers);
+    let tokens = order.lock().unwrap();
+    assert_eq!(tokens.len(), 90);
+    for pair in tokens.windows(2) {
+        assert!(pair[0] < pair[1], "tokens not increasing: {pair:?}");
+    }
+}
+
+#[test]
+fn the_watchdog_renews_on_the_quorum() {
+    let mut servers = servers(3);
+    let k = key("rl-renew");
+    let events = common::keyspace_events(&servers[1], &k, "Kg");
+    let locker = redlock_builder(&servers)
+        .ttl(Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let g = locker.lock(&k).unwrap();
+    servers[0].kill(); // one of three gone: the other two still confirm
+    for _ in 0..15 {
+        common::next_event(&events, "expire", Duration::from_secs(20));
+        g.ensure_held().unwrap();
+    }
+    assert_eq!(holders_of(&servers[1..], &k), 2);
+    g.unlock().unwrap();
+}
