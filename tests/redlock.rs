@@ -39,7 +39,10 @@ fn grants_on_a_majority_and_releases_everywhere() {
         let fence: u64 = s.conn().hget(&k, "fence").unwrap();
         assert_eq!(fence, g.fencing_token());
     }
-    assert_eq!(locker.holder(&k).unwrap().unwrap().fencing_token(), g.fencing_token());
+    assert_eq!(
+        locker.holder(&k).unwrap().unwrap().fencing_token(),
+        g.fencing_token()
+    );
     let other = redlock_builder(&servers).build().unwrap();
     assert!(other.try_lock(&k).unwrap().is_none());
     g.unlock().unwrap();
@@ -113,7 +116,11 @@ fn three_dead_of_five_is_no_quorum_and_leaves_nothing() {
         other => panic!("expected NoQuorum, got {other:?}"),
     }
     assert!(took < BOUND, "NoQuorum took {took:?}");
-    assert_eq!(holders_of(&servers[3..], &k), 0, "survivors must hold no key");
+    assert_eq!(
+        holders_of(&servers[3..], &k),
+        0,
+        "survivors must hold no key"
+    );
     assert!(matches!(locker.try_lock(&k), Err(Error::NoQuorum { .. })));
     assert_eq!(holders_of(&servers[3..], &k), 0);
 }
@@ -163,7 +170,7 @@ fn fencing_tokens_rise_across_lockers_while_nodes_die() {
         })
         .collect();
     let order = Arc::new(Mutex::new(Vec::new()));
-    let mut round = |lockers: &[Locker]| {
+    let round = |lockers: &[Locker]| {
         let barrier = Arc::new(Barrier::new(lockers.len()));
         let threads: Vec<_> = lockers
             .iter()

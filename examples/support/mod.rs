@@ -20,13 +20,26 @@ impl ThrowAwayServer {
     /// persistence off plus `extra` arguments, and waits until it logs that
     /// it is ready (up to `ready_within`).
     pub fn start(extra: &[&str], ready_within: Duration) -> Result<Self, Box<dyn Error>> {
-        let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port_arg = port.to_string();
+        let mut args = vec!["--port", &port_arg, "--bind", "127.0.0.1"];
+        args.extend(["--save", "", "--appendonly", "no", "--daemonize", "no"]);
+        args.extend(["--logfile", ""]);
+        args.extend_from_slice(extra);
+        Self::launch(&args, port, "Ready to accept connections", ready_within)
+    }
+
+    /// Runs `redis-server args...` (its log on stdout), which will listen on
+    /// `port`, and waits until a log line contains `ready_marker`.
+    pub fn launch(
+        args: &[&str],
+        port: u16,
+        ready_marker: &str,
+        ready_within: Duration,
+    ) -> Result<Self, Box<dyn Error>> {
+        let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
         let mut child = Command::new(&bin)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .args(["--logfile", ""])
-            .args(extra)
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -44,12 +57,13 @@ impl ThrowAwayServer {
             .ok_or("redis-server stdout not captured")?;
         // Wait for the server's own word that it is ready, not for a timer.
         let (tx, rx) = mpsc::channel();
+        let marker = ready_marker.to_owned();
         std::thread::Builder::new()
             .name(format!("redis-{port}-log"))
             .spawn(move || {
                 let mut told = false;
                 for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                    if !told && line.contains("Ready to accept connections") {
+                    if !told && line.contains(&marker) {
                         told = tx.send(()).is_ok();
                     }
                 }

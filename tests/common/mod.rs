@@ -15,6 +15,7 @@
     clippy::disallowed_methods
 )]
 
+use std::net::TcpListener;
 use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -132,6 +133,260 @@ fn signal(pid: u32, sig: &str) {
         .map(|s| s.success())
         .unwrap_or(false);
     assert!(ok, "kill {sig} {pid} failed");
+}
+
+/// Polls `check` until it returns true, failing the test after `within`.
+/// For states that announce themselves with no event (a replication link
+/// coming up, a cluster agreeing on its slots).
+pub fn wait_until(what: &str, within: Duration, mut check: impl FnMut() -> bool) {
+    let end = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < end, "not within {within:?}: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The value of `field` in an `INFO`-style reply.
+pub fn info_field(info: &str, field: &str) -> Option<String> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_owned())
+}
+
+impl Server {
+    /// Starts a replica of `master` and waits until its link is up.
+    pub fn replica_of(master: &Server) -> Server {
+        let port = master.port().to_string();
+        let replica = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
+        wait_until("replication link up", Duration::from_secs(20), || {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut replica.conn())
+                .unwrap();
+            info_field(&info, "master_link_status").as_deref() == Some("up")
+        });
+        replica
+    }
+}
+
+/// A private temporary directory, removed on drop.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let unique = format!(
+            "redmutex-{name}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        );
+        let dir = std::env::temp_dir().join(unique);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Three sentinels watching `master` under the name "mymaster" (quorum 2,
+/// down after 500 ms, failover timeout 3 s), killed on drop.
+pub struct Sentinels {
+    pub nodes: Vec<support::ThrowAwayServer>,
+    _dir: TempDir,
+}
+
+impl Sentinels {
+    pub fn watch(master: &Server) -> Sentinels {
+        let dir = TempDir::new("sentinel");
+        let nodes: Vec<_> = (0..3)
+            .map(|i| {
+                let port = TcpListener::bind("127.0.0.1:0")
+                    .unwrap()
+                    .local_addr()
+                    .unwrap()
+                    .port();
+                let conf = dir.0.join(format!("sentinel-{i}.conf"));
+                std::fs::write(
+                    &conf,
+                    format!(
+                        "port {port}\nbind 127.0.0.1\ndaemonize no\nlogfile \"\"\ndir {}\n\
+                         sentinel monitor mymaster 127.0.0.1 {} 2\n\
+                         sentinel down-after-milliseconds mymaster 500\n\
+                         sentinel failover-timeout mymaster 3000\n",
+                        dir.0.display(),
+                        master.port()
+                    ),
+                )
+                .unwrap();
+                let conf = conf.to_string_lossy().into_owned();
+                support::ThrowAwayServer::launch(
+                    &[&conf, "--sentinel"],
+                    port,
+                    "+monitor master",
+                    START_TIMEOUT,
+                )
+                .unwrap()
+            })
+            .collect();
+        let sentinels = Sentinels { nodes, _dir: dir };
+        // A failover needs the sentinels to know each other and the replica.
+        wait_until(
+            "sentinels see each other and the replica",
+            Duration::from_secs(30),
+            || {
+                sentinels.nodes.iter().all(|n| {
+                    let mut c = redis::Client::open(n.url())
+                        .unwrap()
+                        .get_connection()
+                        .unwrap();
+                    let fields: Vec<String> = redis::cmd("SENTINEL")
+                        .arg("MASTER")
+                        .arg("mymaster")
+                        .query(&mut c)
+                        .unwrap();
+                    let get = |name: &str| {
+                        fields
+                            .iter()
+                            .position(|f| f == name)
+                            .and_then(|i| fields.get(i + 1))
+                            .cloned()
+                    };
+                    get("num-other-sentinels").as_deref() == Some("2")
+                        && get("num-slaves").as_deref() == Some("1")
+                })
+            },
+        );
+        sentinels
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.url()).collect()
+    }
+}
+
+/// A three-master Redis Cluster (no replicas), killed on drop.
+pub struct Cluster {
+    pub nodes: Vec<support::ThrowAwayServer>,
+    _dir: TempDir,
+}
+
+/// A free port whose cluster bus port (port + 10000) is free too.
+fn cluster_port() -> u16 {
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        if port < 55000 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        let dir = TempDir::new("cluster");
+        let nodes: Vec<_> = (0..3)
+            .map(|_| {
+                let port = cluster_port();
+                let (p, conf) = (port.to_string(), format!("nodes-{port}.conf"));
+                let d = dir.0.to_string_lossy().into_owned();
+                support::ThrowAwayServer::launch(
+                    &[
+                        "--port",
+                        &p,
+                        "--bind",
+                        "127.0.0.1",
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                        "--daemonize",
+                        "no",
+                        "--logfile",
+                        "",
+                        "--dir",
+                        &d,
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        &conf,
+                        "--enable-debug-command",
+                        "local",
+                    ],
+                    port,
+                    "Ready to accept connections",
+                    START_TIMEOUT,
+                )
+                .unwrap()
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli (Debian: apt-get install redis-tools) must be on PATH");
+        assert!(out.status.success(), "cluster create failed: {out:?}");
+        let cluster = Cluster { nodes, _dir: dir };
+        wait_until(
+            "cluster_state:ok on every node",
+            Duration::from_secs(30),
+            || {
+                cluster.nodes.iter().all(|n| {
+                    let mut c = redis::Client::open(n.url())
+                        .unwrap()
+                        .get_connection()
+                        .unwrap();
+                    let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).unwrap();
+                    info_field(&info, "cluster_state").as_deref() == Some("ok")
+                })
+            },
+        );
+        cluster
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.url()).collect()
+    }
+
+    /// A pool of cluster connections, as a user would build it.
+    pub fn pool(&self) -> r2d2::Pool<redis::cluster::ClusterClient> {
+        let client = redis::cluster::ClusterClient::builder(self.urls())
+            .connection_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap();
+        r2d2::Pool::builder()
+            .max_size(4)
+            .test_on_check_out(false)
+            .build(client)
+            .unwrap()
+    }
+
+    /// Every key on every node.
+    pub fn all_keys(&self) -> Vec<String> {
+        let mut keys = Vec::new();
+        for n in &self.nodes {
+            let mut c = redis::Client::open(n.url())
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            let mut some: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
+            keys.append(&mut some);
+        }
+        keys.sort();
+        keys
+    }
 }
 
 /// Starts `n` independent servers (Redlock masters).

@@ -1,0 +1,93 @@
+//! Redis Cluster: keys over every slot range, the watchdog, hash-tagged
+//! multi-key locks, cross-slot refusal, and per-slot fencing counters.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{key, Cluster};
+use redmutex::{Error, Locker};
+
+#[test]
+fn locks_over_many_slots_and_the_watchdog() {
+    let cluster = Cluster::start();
+    let locker = Locker::builder(cluster.pool())
+        .ttl(Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let names: Vec<String> = (0..60).map(|i| key(&format!("c{i}"))).collect();
+    let guards: Vec<_> = names.iter().map(|k| locker.lock(k).unwrap()).collect();
+    for k in &names {
+        assert!(locker.try_lock(k).unwrap().is_none(), "{k} must be held");
+    }
+    // Every node holds some of them: the keys really spread over the slots.
+    let keys = cluster.all_keys();
+    for node in &cluster.nodes {
+        let mut c = redis::Client::open(node.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+        assert!(n > 0, "node {} holds nothing", node.port());
+    }
+    // Renewed past several TTLs: none is lost.
+    let g = &guards[0];
+    assert!(
+        !g.wait_lost(Duration::from_secs(2)),
+        "the watchdog must renew on a cluster"
+    );
+    for g in &guards {
+        g.ensure_held().unwrap();
+    }
+    // Counters: one per slot used at most, never one per name.
+    let counters = keys
+        .iter()
+        .filter(|k| k.contains("__redmutex__:fence"))
+        .count();
+    assert!(
+        counters > 0 && counters <= names.len(),
+        "{counters} counters"
+    );
+    drop(guards);
+    assert!(
+        cluster
+            .all_keys()
+            .iter()
+            .all(|k| k.contains("__redmutex__")),
+        "locks left behind"
+    );
+}
+
+#[test]
+fn hash_tagged_multi_key_locks_work() {
+    let cluster = Cluster::start();
+    let locker = Locker::new(cluster.pool());
+    let (a, b) = (key("{order42}:a"), key("{order42}:b"));
+    let g = locker.lock_all(&[&a, &b]).unwrap();
+    assert!(locker.try_lock(&a).unwrap().is_none());
+    let token = g.fencing_token();
+    g.unlock().unwrap();
+    let again = locker.lock(&a).unwrap();
+    assert!(
+        again.fencing_token() > token,
+        "tokens rise per slot counter"
+    );
+}
+
+#[test]
+fn cross_slot_multi_key_locks_are_refused_before_writing() {
+    let cluster = Cluster::start();
+    let locker = Locker::new(cluster.pool());
+    let r = locker.lock_all(&["foo", "bar"]);
+    match r {
+        Err(Error::InvalidInput(msg)) => {
+            assert!(msg.contains("slot"), "{msg}");
+        }
+        other => panic!("expected a slot error, got {other:?}"),
+    }
+    assert!(matches!(
+        locker.try_lock_all(&["foo", "bar"]),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(cluster.all_keys().is_empty(), "nothing may be written");
+}

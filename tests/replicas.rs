@@ -1,0 +1,80 @@
+//! `min_replicas`: WAIT on the acquiring connection; too few acknowledgements
+//! fail the acquisition cleanly and leave no key.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{key, Server};
+use redis::Commands;
+use redmutex::Error;
+
+#[test]
+fn an_acknowledged_acquisition_succeeds() {
+    let master = Server::start();
+    let _replica = Server::replica_of(&master);
+    let locker = master.builder().min_replicas(1).build().unwrap();
+    let k = key("acked");
+    let g = locker.lock(&k).unwrap();
+    g.unlock().unwrap();
+}
+
+#[test]
+fn a_stalled_replica_fails_the_acquisition_and_leaves_no_key() {
+    let master = Server::start();
+    let replica = Server::replica_of(&master);
+    let locker = master
+        .builder()
+        .min_replicas(1)
+        .replica_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let k = key("unacked");
+    replica.pause(); // it can no longer acknowledge anything
+    let r = locker.try_lock(&k);
+    replica.resume();
+    match r {
+        Err(Error::NotReplicated { acked, needed }) => {
+            assert_eq!((acked, needed), (0, 1));
+        }
+        other => panic!("expected NotReplicated, got {other:?}"),
+    }
+    let exists: bool = master.conn().exists(&k).unwrap();
+    assert!(!exists, "the unacknowledged lock must be released");
+    // Once the replica is back, it works.
+    assert!(locker.try_lock(&k).unwrap().is_some());
+}
+
+#[test]
+fn more_replicas_than_exist_cannot_be_acknowledged() {
+    let master = Server::start();
+    let locker = master
+        .builder()
+        .min_replicas(1)
+        .replica_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    assert!(matches!(
+        locker.try_lock(&key("alone")),
+        Err(Error::NotReplicated {
+            acked: 0,
+            needed: 1
+        })
+    ));
+    let n: i64 = redis::cmd("DBSIZE").query(&mut master.conn()).unwrap();
+    assert!(
+        n <= 1,
+        "only the fencing counter may remain, found {n} keys"
+    );
+}
+
+#[test]
+fn replica_timeout_must_fit_in_the_io_timeout() {
+    let master = Server::start();
+    let r = master
+        .builder()
+        .min_replicas(1)
+        .replica_timeout(Duration::from_secs(5))
+        .build();
+    assert!(matches!(r, Err(Error::InvalidInput(_))), "{r:?}");
+}
