@@ -8,7 +8,7 @@ mod common;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
-use common::{key, redlock_builder, servers, timed, Server};
+use common::{holders_of, key, redlock_builder, servers, timed};
 use redis::Commands;
 use redmutex::{Backoff, Error, Locker};
 
@@ -18,13 +18,6 @@ const BOUND: Duration = Duration::from_secs(8);
 /// default backoff's 256 ms per round, which only slows the suite down.
 fn quick() -> Backoff {
     Backoff::exponential(Duration::from_millis(1), Duration::from_millis(16))
-}
-
-fn holders_of(servers: &[Server], k: &str) -> usize {
-    servers
-        .iter()
-        .filter(|s| s.conn().exists::<_, bool>(k).unwrap())
-        .count()
 }
 
 #[test]

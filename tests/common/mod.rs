@@ -394,6 +394,19 @@ pub fn servers(n: usize) -> Vec<Server> {
     (0..n).map(|_| Server::start()).collect()
 }
 
+/// How many of `servers` have `key`.
+pub fn holders_of(servers: &[Server], key: &str) -> usize {
+    servers
+        .iter()
+        .filter(|s| {
+            redis::cmd("EXISTS")
+                .arg(key)
+                .query::<bool>(&mut s.conn())
+                .unwrap()
+        })
+        .count()
+}
+
 /// A builder over all `servers` as Redlock instances, each with its own pool.
 pub fn redlock_builder(servers: &[Server]) -> Builder {
     let mut b: Option<Builder> = None;
