@@ -42,7 +42,9 @@
 //! - **Nothing hangs.** Every Redis call is bounded by a checkout timeout and
 //!   socket timeouts (2 s each by default).
 //!
-//! What it cannot promise, and what to do about it:
+//! Replicated and multi-master setups are covered under "Topologies and
+//! what they promise" below. What no setup can promise, and what to do about
+//! it:
 //!
 //! - **Pauses.** A holder frozen (GC, swap, `SIGSTOP`, a suspended VM) past
 //!   its deadline wakes up still believing in a lease that another holder now
@@ -52,9 +54,9 @@
 //!   crash may not have the lock, and hands it to a second holder.
 //! - **Clocks.** Redis expires keys by wall-clock time; a server clock jump
 //!   expires a lock early. Lost data (`FLUSHALL`, a restart without
-//!   persistence) loses every lock; fencing tokens then restart from the
-//!   server's clock in microseconds, so they keep rising unless that clock
-//!   went back too.
+//!   persistence) loses every lock. Fencing tokens never fall below the
+//!   server's clock in microseconds, so they keep rising after lost data
+//!   unless that clock went back too.
 //!
 //! # Threads
 //!
@@ -83,9 +85,47 @@
 //!
 //! # Redlock
 //!
-//! The [`Error::NoQuorum`] variant is reserved for Redlock over several
-//! independent masters, which is not in this release: a locker talks to one
-//! server (or to whatever one r2d2 pool connects to).
+//! With several independent masters ([`Builder::instance`]), every
+//! operation goes to all of them in parallel and a majority decides:
+//!
+//! - a lock is granted when N/2 + 1 instances took it (every key of it)
+//!   within its validity: `ttl - elapsed - drift`, with `elapsed` counted
+//!   from when the first request was sent and `drift` 1 % of the TTL plus
+//!   2 ms by default ([`Builder::drift`]);
+//! - each instance's call is bounded by a timeout of at most a tenth of the
+//!   TTL, so a dead or hung instance costs that and no more, and an
+//!   operation takes as long as the slowest member of the quorum;
+//! - a failed attempt is released on every instance, including those that
+//!   seemed to fail, so no partial hold outlives the call;
+//!   [`Error::NoQuorum`] says how many granted and carries the last error;
+//! - renewals, [`Guard::extend`], [`Guard::unlock`] and [`Locker::holder`]
+//!   decide on the majority too: the guard is lost when a majority can no
+//!   longer confirm it;
+//! - the largest fencing token minted by the granting instances is written
+//!   back to the instances before the guard is returned, so any later
+//!   majority overlaps an instance that counts above it: tokens keep rising
+//!   as long as no instance loses its data.
+//!
+//! An instance that restarts empty (no persistence) forgets the locks it
+//! held: another client can then find a majority and take a lock that is
+//! still held. Restart instances no sooner than the longest TTL after a
+//! crash, or run them with `appendfsync always`. Its fencing counter goes on
+//! from the server clock in microseconds, which is above any token it minted
+//! unless its clock went back.
+//!
+//! # Topologies and what they promise
+//!
+//! | Topology | Built from | One holder at a time as long as | Fencing tokens |
+//! |---|---|---|---|
+//! | One server | `Pool<redis::Client>` | the server keeps its data and its clock does not jump | strictly rising per key (one counter per prefix) |
+//! | One server, [`Builder::min_replicas`] | the same | as above; a failover keeps the lock if an acknowledging replica is promoted | as above |
+//! | Sentinel | `Pool<redis::sentinel::LockedSentinelClient>` | no failover happens while a lock is held: replication is asynchronous, and a promoted replica that missed the lock hands it to a second holder (use [`Builder::min_replicas`]) | strictly rising per key; across a failover too, unless the new master's clock is behind the old one's by more than the failover took (tokens never fall below the master's clock in microseconds) |
+//! | Cluster | `Pool<redis::cluster::ClusterClient>` | as Sentinel, per shard; keys of one `lock_all` share a hash slot (use hash tags: `{order42}:a`, `{order42}:b`) | strictly rising per key (one counter per prefix and slot); tokens of keys in different slots are not comparable |
+//! | Redlock, N masters | [`Builder::instance`] | a majority keeps its data (see above), clocks drift less than the allowance, and no holder pauses past its lease | strictly rising per key while no instance loses its data |
+//!
+//! Every topology shares the limits of any lease-based lock: a holder that
+//! pauses past its lease is not stopped by the lock itself. The protected
+//! resource must check [`Guard::fencing_token`].
 //!
 //! # Differences from `std::sync::Mutex`
 //!

@@ -26,9 +26,11 @@ end
 /// - `ARGV[1]`: owner token, `ARGV[2]`: TTL in ms, `ARGV[3]`: metadata.
 ///
 /// A key already ours counts as free, so a retry after a lost reply succeeds.
-/// The counter, when missing (first use, or data lost), starts at the server's
-/// clock in microseconds, so tokens keep rising after a flush unless that clock
-/// went back.
+/// The counter never falls below the server's clock in microseconds (it is
+/// raised to it before the increment), so tokens keep rising after a flush,
+/// a restart or a failover to a replica that missed the last grants, unless
+/// the clocks involved disagree by more than the time that passed. Integers
+/// stay below 2^53, where Lua's numbers are exact, for thousands of years.
 ///
 /// Replies: a bulk string, the fencing token, when granted; an integer, the
 /// PTTL in ms of the first busy key (-1: it has no TTL), when not.
@@ -41,9 +43,11 @@ for i = 2, #KEYS do
     return redis.call('PTTL', KEYS[i])
   end
 end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  local now = redis.call('TIME')
-  redis.call('SET', KEYS[1], now[1] .. string.format('%06d', tonumber(now[2])))
+local now = redis.call('TIME')
+local clock = now[1] .. string.format('%06d', tonumber(now[2]))
+local count = redis.call('GET', KEYS[1])
+if not count or tonumber(count) < tonumber(clock) then
+  redis.call('SET', KEYS[1], clock)
 end
 redis.call('INCR', KEYS[1])
 local fence = redis.call('GET', KEYS[1])
