@@ -162,38 +162,59 @@ fn fencing_tokens_rise_across_lockers_while_nodes_die() {
                 .unwrap()
         })
         .collect();
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let round = |lockers: &[Locker]| {
-        let barrier = Arc::new(Barrier::new(lockers.len()));
-        let threads: Vec<_> = lockers
-            .iter()
-            .cloned()
-            .map(|l| {
-                let (k, order, barrier) = (k.clone(), Arc::clone(&order), Arc::clone(&barrier));
-                std::thread::spawn(move || {
-                    barrier.wait();
-                    for _ in 0..10 {
-                        let g = l.lock(&k).unwrap();
-                        order.lock().unwrap().push(g.fencing_token());
-                        drop(g);
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
+    let order = Mutex::new(Vec::new());
+    let grants = || order.lock().unwrap().len();
+    std::thread::scope(|scope| {
+        for l in &lockers {
+            let (k, order) = (&k, &order);
+            scope.spawn(move || {
+                for _ in 0..30 {
+                    let g = l.lock(k).unwrap();
+                    // Recorded while holding the lock: the vector is in grant order.
+                    order.lock().unwrap().push(g.fencing_token());
+                    drop(g);
+                }
+            });
         }
-    };
-    round(&lockers);
-    servers[4].kill(); // a node dies between rounds...
-    round(&lockers);
-    servers[0].kill(); // ...and another: 3 of 5 left
-    round(&lockers);
+        // Two of the five masters die while the lockers are at work.
+        common::wait_until("30 grants", Duration::from_secs(60), || grants() >= 30);
+        servers[4].kill();
+        common::wait_until("60 grants", Duration::from_secs(60), || grants() >= 60);
+        servers[0].kill();
+    });
     let tokens = order.lock().unwrap();
     assert_eq!(tokens.len(), 90);
     for pair in tokens.windows(2) {
         assert!(pair[0] < pair[1], "tokens not increasing: {pair:?}");
     }
+}
+
+#[test]
+fn multi_key_locks_need_every_key_on_a_majority() {
+    let servers = servers(3);
+    let (a, b) = (key("rl-a"), key("rl-b"));
+    // Someone holds `b` on two of the three instances: no majority has both.
+    for s in &servers[..2] {
+        let _: () = redis::pipe()
+            .hset(&b, "owner", "someone-else")
+            .pexpire(&b, 60_000)
+            .query(&mut s.conn())
+            .unwrap();
+    }
+    let locker = redlock_builder(&servers).build().unwrap();
+    assert!(locker.try_lock_all(&[&a, &b]).unwrap().is_none());
+    assert_eq!(
+        holders_of(&servers, &a),
+        0,
+        "a partial hold was left behind"
+    );
+    for s in &servers[..2] {
+        let _: () = s.conn().del(&b).unwrap();
+    }
+    let g = locker.try_lock_all(&[&a, &b]).unwrap().expect("free now");
+    assert_eq!((holders_of(&servers, &a), holders_of(&servers, &b)), (3, 3));
+    g.unlock().unwrap();
+    assert_eq!(holders_of(&servers, &a) + holders_of(&servers, &b), 0);
 }
 
 #[test]
