@@ -163,6 +163,7 @@ mod time;
 mod token;
 mod wait;
 mod watchdog;
+mod workers;
 
 pub use backoff::Backoff;
 pub use builder::{Builder, DEFAULT_REPLICA_TIMEOUT, DEFAULT_TTL, MAX_TTL};
@@ -173,6 +174,7 @@ pub use locker::Locker;
 pub use pool::{
     pool, SocketTimeouts, DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE,
 };
+pub use workers::{watchdog_threads, WatchdogThreads};
 
 /// The README's Rust examples, compiled as doctests so they stay true.
 #[cfg(doctest)]

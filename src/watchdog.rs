@@ -13,20 +13,18 @@
 //!
 //! The thread holds no reference to the guard. The guard keeps the only
 //! sender of its channel: dropping the handle disconnects it, which stops the
-//! thread at its next wait, and joins it, so no renewal starts after the
-//! guard is gone.
+//! loop at its next wait, and waits until the loop has returned and dropped
+//! everything it held, so no renewal starts after the guard is gone. The
+//! thread itself comes from the pool of parked workers (`workers.rs`) and
+//! parks again afterwards.
 
 use std::io;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;
-use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::lease::Lease;
-
-/// Stack size of a watchdog thread: it only formats a command and parses a
-/// small reply.
-const STACK_SIZE: usize = 128 * 1024;
+use crate::workers::{self, Done};
 
 /// What one renewal round trip found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +48,7 @@ enum Msg {
 #[derive(Debug)]
 pub(crate) struct Watchdog {
     tx: Option<Sender<Msg>>,
-    thread: Option<JoinHandle<()>>,
+    done: Option<Done>,
 }
 
 impl Watchdog {
@@ -61,13 +59,10 @@ impl Watchdog {
         F: FnMut(Duration) -> Renewal + Send + 'static,
     {
         let (tx, rx) = mpsc::channel();
-        let thread = thread::Builder::new()
-            .name("redmutex-watchdog".into())
-            .stack_size(STACK_SIZE)
-            .spawn(move || run(&lease, &rx, renew))?;
+        let done = workers::run(move || run(&lease, &rx, renew))?;
         Ok(Watchdog {
             tx: Some(tx),
-            thread: Some(thread),
+            done: Some(done),
         })
     }
 
@@ -92,10 +87,10 @@ impl Watchdog {
 
     fn stop_and_join(&mut self) {
         self.tx = None;
-        if let Some(t) = self.thread.take() {
-            // The thread catches nothing; a panic in it is a bug we cannot
-            // report from here, and re-raising it in a destructor would abort.
-            let _ = t.join();
+        if let Some(done) = self.done.take() {
+            // Returns also if the loop panicked (a bug): re-raising a panic in
+            // a destructor would abort.
+            done.wait();
         }
     }
 }
