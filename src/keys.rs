@@ -1,8 +1,8 @@
 //! Every Redis key name the crate uses is built here and nowhere else.
 //!
 //! - A lock on `key` lives at `<prefix>:<key>`, or at `key` itself without a
-//!   prefix. It is a hash with the fields `owner` (the owner token), `fence`
-//!   (the fencing token) and `meta` (the locker's metadata), and a TTL.
+//!   prefix. It is a string `<owner token>:<fencing token>:<metadata>` with
+//!   a TTL: one `SET` to take it, one `GET` to check it.
 //! - The fencing counter of a prefix lives at `<prefix>:__redmutex__:fence`,
 //!   or `__redmutex__:fence` without a prefix: one key per prefix, whatever the
 //!   number of lock names, so nothing grows with the names used.

@@ -211,7 +211,8 @@ impl Shared {
             call.key(&a.fence_key)
                 .key(&*a.redis_keys)
                 .arg(fence)
-                .arg(a.token.as_str());
+                .arg(a.token.as_str())
+                .arg(&self.config.metadata);
             self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))
         });
         let needed = redlock::quorum(self.instances.len());
@@ -346,24 +347,35 @@ fn parse_acquire(reply: &Value) -> Result<Grant, Error> {
     }
 }
 
+/// `[value, pttl]`, or an empty array for a missing key. The value is
+/// `<token>:<fence>:<metadata>`; anything else (another type, a foreign
+/// string) is reported with empty metadata and token 0.
 fn parse_holder(reply: &Value) -> Result<Option<LockInfo>, Error> {
     let Value::Array(items) = reply else {
         return Err(unexpected("holder", reply));
     };
     match items.as_slice() {
         [] => Ok(None),
-        [meta, fence, Value::Int(pttl)] => {
-            let (Some(metadata), Some(fence)) = (text(meta), text(fence)) else {
-                return Err(unexpected("holder", reply));
-            };
+        [value, Value::Int(pttl)] => {
+            let value = text(value).ok_or_else(|| unexpected("holder", reply))?;
+            let (fencing_token, metadata) = split_value(&value).unwrap_or((0, ""));
             Ok(Some(LockInfo {
-                metadata,
-                fencing_token: fence.parse().unwrap_or(0),
+                metadata: metadata.to_owned(),
+                fencing_token,
                 ttl: u64::try_from(*pttl).map_or(Duration::MAX, Duration::from_millis),
             }))
         }
         _ => Err(unexpected("holder", reply)),
     }
+}
+
+/// Splits a lock value into its fencing token and metadata.
+fn split_value(value: &str) -> Option<(u64, &str)> {
+    let mut parts = value.splitn(3, ':');
+    let token = parts.next()?;
+    let fence = parts.next()?.parse().ok()?;
+    let meta = parts.next()?;
+    (token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit())).then_some((fence, meta))
 }
 
 #[cfg(test)]
@@ -389,9 +401,9 @@ mod tests {
     #[test]
     fn holder_replies() {
         assert_eq!(parse_holder(&Value::Array(vec![])).unwrap(), None);
+        let token = "0123456789abcdef0123456789abcdef";
         let info = parse_holder(&Value::Array(vec![
-            Value::BulkString(b"host:1".to_vec()),
-            Value::BulkString(b"42".to_vec()),
+            Value::BulkString(format!("{token}:42:host:1").into_bytes()),
             Value::Int(1500),
         ]))
         .unwrap()
@@ -399,14 +411,20 @@ mod tests {
         assert_eq!(info.metadata(), "host:1");
         assert_eq!(info.fencing_token(), 42);
         assert_eq!(info.ttl(), Duration::from_millis(1500));
-        let foreign = parse_holder(&Value::Array(vec![
-            Value::BulkString(vec![]),
-            Value::BulkString(b"0".to_vec()),
-            Value::Int(-1),
-        ]))
-        .unwrap()
-        .unwrap();
-        assert_eq!(foreign.ttl(), Duration::MAX);
+        for foreign in ["", "not a lock", "short:1:m", &format!("{token}:x:m")] {
+            let info = parse_holder(&Value::Array(vec![
+                Value::BulkString(foreign.as_bytes().to_vec()),
+                Value::Int(-1),
+            ]))
+            .unwrap()
+            .unwrap();
+            assert_eq!(
+                (info.metadata(), info.fencing_token()),
+                ("", 0),
+                "{foreign}"
+            );
+            assert_eq!(info.ttl(), Duration::MAX);
+        }
         assert!(parse_holder(&Value::Int(3)).is_err());
     }
 }

@@ -4,19 +4,23 @@
 //! retry when the server answers NOSCRIPT, so a flushed script cache or a
 //! restarted server costs one extra round trip and nothing else.
 //!
-//! A lock key is a hash `{owner, fence, meta}` with a TTL (see `keys.rs`).
-//! "Ours" means: the key is a hash and its `owner` field equals our token. A
-//! key of another type, or a hash owned by another token, is never extended
-//! or deleted.
+//! A lock key is a string `<owner token>:<fencing token>:<metadata>` with a
+//! TTL (see `keys.rs`); the owner token is always 32 hex digits. "Ours"
+//! means: the key is a string that starts with our token and a colon. A key
+//! of another type, or owned by another token, is never extended or deleted.
+//! The scripts are kept to as few Redis calls as possible: they run on every
+//! lock and unlock.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-/// Shared by the scripts that check ownership.
+/// Shared by the scripts that check ownership. A key of another type makes
+/// GET fail; `pcall` turns that into a table, which is not a string.
 const OWNED: &str = r"
 local function owned(key, token)
-  return redis.call('TYPE', key).ok == 'hash' and redis.call('HGET', key, 'owner') == token
+  local v = redis.pcall('GET', key)
+  return type(v) == 'string' and string.sub(v, 1, #token + 1) == token .. ':'
 end
 ";
 
@@ -25,12 +29,11 @@ end
 /// - `KEYS[1]`: the fencing counter; `KEYS[2..]`: the lock keys.
 /// - `ARGV[1]`: owner token, `ARGV[2]`: TTL in ms, `ARGV[3]`: metadata.
 ///
-/// A key already ours counts as free, so a retry after a lost reply succeeds.
-/// The counter never falls below the server's clock in microseconds (it is
-/// raised to it before the increment), so tokens keep rising after a flush,
-/// a restart or a failover to a replica that missed the last grants, unless
-/// the clocks involved disagree by more than the time that passed. Integers
-/// stay below 2^53, where Lua's numbers are exact, for thousands of years.
+/// A key already ours counts as free, so a retry after a lost reply succeeds
+/// (its value is overwritten). A missing counter (first use, or data lost)
+/// starts from the server's clock in microseconds, so tokens keep rising
+/// after a flush or a restart unless that clock went back. Integers stay
+/// below 2^53, where Lua's numbers are exact, for thousands of years.
 ///
 /// Replies: a bulk string, the fencing token, when granted; an integer, the
 /// PTTL in ms of the first busy key (-1: it has no TTL), when not.
@@ -43,18 +46,16 @@ for i = 2, #KEYS do
     return redis.call('PTTL', KEYS[i])
   end
 end
-local now = redis.call('TIME')
-local clock = now[1] .. string.format('%06d', tonumber(now[2]))
-local count = redis.call('GET', KEYS[1])
-if not count or tonumber(count) < tonumber(clock) then
-  redis.call('SET', KEYS[1], clock)
+local fence = redis.call('INCR', KEYS[1])
+if fence == 1 then
+  local now = redis.call('TIME')
+  fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  redis.call('SET', KEYS[1], string.format('%.0f', fence))
 end
-redis.call('INCR', KEYS[1])
-local fence = redis.call('GET', KEYS[1])
+fence = string.format('%.0f', fence)
+local value = token .. ':' .. fence .. ':' .. ARGV[3]
 for i = 2, #KEYS do
-  redis.call('DEL', KEYS[i])
-  redis.call('HSET', KEYS[i], 'owner', token, 'fence', fence, 'meta', ARGV[3])
-  redis.call('PEXPIRE', KEYS[i], ARGV[2])
+  redis.call('SET', KEYS[i], value, 'PX', ARGV[2])
 end
 return fence
 "
@@ -63,10 +64,11 @@ return fence
 
 /// Redlock: raises a counter to at least a floor after a grant, so the next
 /// grant on this instance mints a larger token, and records the floor as the
-/// `fence` of the lock keys that are ours.
+/// fencing token of the lock keys that are ours (keeping their TTL).
 ///
 /// - `KEYS[1]`: the fencing counter; `KEYS[2..]`: the lock keys.
-/// - `ARGV[1]`: the floor (the largest token of the grant), `ARGV[2]`: owner token.
+/// - `ARGV[1]`: the floor (the largest token of the grant), `ARGV[2]`: owner
+///   token, `ARGV[3]`: metadata.
 ///
 /// Replies: 1.
 pub(crate) static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| {
@@ -78,7 +80,7 @@ if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(floor) then
 end
 for i = 2, #KEYS do
   if owned(KEYS[i], ARGV[2]) then
-    redis.call('HSET', KEYS[i], 'fence', floor)
+    redis.call('SET', KEYS[i], ARGV[2] .. ':' .. floor .. ':' .. ARGV[3], 'KEEPTTL')
   end
 end
 return 1
@@ -136,17 +138,14 @@ return n
 /// - `KEYS[1]`: the lock key.
 ///
 /// Replies: an empty array when the key does not exist; otherwise
-/// `[metadata, fencing token, PTTL in ms]`, with `""` and `"0"` for a key that
-/// redmutex did not write (another type, or a hash without our fields).
+/// `[value, PTTL in ms]`, where the value is `""` for a key of another type.
 pub(crate) static HOLDER: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local t = redis.call('TYPE', KEYS[1]).ok
-if t == 'none' then return {} end
-local pttl = redis.call('PTTL', KEYS[1])
-if t ~= 'hash' then return {'', '0', pttl} end
-local v = redis.call('HMGET', KEYS[1], 'meta', 'fence')
-return {v[1] or '', v[2] or '0', pttl}
+local v = redis.pcall('GET', KEYS[1])
+if not v then return {} end
+if type(v) ~= 'string' then v = '' end
+return {v, redis.call('PTTL', KEYS[1])}
 ",
     )
 });

@@ -81,6 +81,5 @@ fn tokens_are_shown_by_holder() {
     let g = locker.lock(&k).unwrap();
     let info = locker.holder(&k).unwrap().unwrap();
     assert_eq!(info.fencing_token(), g.fencing_token());
-    let stored: String = server.conn().hget(&k, "fence").unwrap();
-    assert_eq!(stored, g.fencing_token().to_string());
+    assert_eq!(common::fence_of(&server, &k), g.fencing_token());
 }

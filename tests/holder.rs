@@ -80,7 +80,7 @@ fn guard_debug_never_shows_the_owner_token() {
     let locker = server.locker();
     let k = key("debug");
     let g = locker.lock(&k).unwrap();
-    let owner: String = server.conn().hget(&k, "owner").unwrap();
+    let owner = common::owner_of(&server, &k).unwrap();
     assert_eq!(owner.len(), 32, "a 128-bit token in hex");
     let shown = format!("{g:?} {locker:?}");
     assert!(!shown.contains(&owner), "{shown}");

@@ -63,13 +63,15 @@ fn overlapping_sets_never_hold_a_partial_set() {
     barrier.wait();
     while threads.iter().any(|t| !t.is_finished()) {
         // One MULTI: a consistent snapshot of the three owners.
-        let (ox, oy, oz): (Option<String>, Option<String>, Option<String>) = redis::pipe()
+        let (vx, vy, vz): (Option<String>, Option<String>, Option<String>) = redis::pipe()
             .atomic()
-            .hget(&x, "owner")
-            .hget(&y, "owner")
-            .hget(&z, "owner")
+            .get(&x)
+            .get(&y)
+            .get(&z)
             .query(&mut conn)
             .unwrap();
+        let owner = |v: &Option<String>| v.as_deref().map(common::owner_in).map(str::to_owned);
+        let (ox, oy, oz) = (owner(&vx), owner(&vy), owner(&vz));
         for o in [&ox, &oz].into_iter().flatten() {
             assert_eq!(
                 Some(o),

@@ -29,8 +29,7 @@ fn grants_on_a_majority_and_releases_everywhere() {
     assert_eq!(holders_of(&servers, &k), 5);
     // Every instance records the grant's (largest) fencing token.
     for s in &servers {
-        let fence: u64 = s.conn().hget(&k, "fence").unwrap();
-        assert_eq!(fence, g.fencing_token());
+        assert_eq!(common::fence_of(s, &k), g.fencing_token());
     }
     assert_eq!(
         locker.holder(&k).unwrap().unwrap().fencing_token(),
@@ -50,11 +49,7 @@ fn a_minority_of_holders_is_released_at_once() {
     let servers = servers(5);
     let k = key("minority");
     for s in &servers[..3] {
-        let _: () = redis::pipe()
-            .hset(&k, "owner", "someone-else")
-            .pexpire(&k, 60_000)
-            .query(&mut s.conn())
-            .unwrap();
+        common::lock_as_someone_else(s, &k, 60_000);
     }
     let locker = redlock_builder(&servers).build().unwrap();
     assert!(locker.try_lock(&k).unwrap().is_none());
@@ -195,11 +190,7 @@ fn multi_key_locks_need_every_key_on_a_majority() {
     let (a, b) = (key("rl-a"), key("rl-b"));
     // Someone holds `b` on two of the three instances: no majority has both.
     for s in &servers[..2] {
-        let _: () = redis::pipe()
-            .hset(&b, "owner", "someone-else")
-            .pexpire(&b, 60_000)
-            .query(&mut s.conn())
-            .unwrap();
+        common::lock_as_someone_else(s, &b, 60_000);
     }
     let locker = redlock_builder(&servers).build().unwrap();
     assert!(locker.try_lock_all(&[&a, &b]).unwrap().is_none());

@@ -420,6 +420,43 @@ pub fn redlock_builder(servers: &[Server]) -> Builder {
     b.expect("at least one server")
 }
 
+/// The owner token a lock value `<token>:<fence>:<metadata>` names.
+pub fn owner_in(value: &str) -> &str {
+    value.split(':').next().unwrap_or("")
+}
+
+/// The owner token of the lock at `key` on `server`, if any.
+pub fn owner_of(server: &Server, key: &str) -> Option<String> {
+    let v: Option<String> = redis::cmd("GET")
+        .arg(key)
+        .query(&mut server.conn())
+        .unwrap();
+    v.map(|v| owner_in(&v).to_owned())
+}
+
+/// The fencing token stored in the lock at `key` on `server`.
+pub fn fence_of(server: &Server, key: &str) -> u64 {
+    let v: String = redis::cmd("GET")
+        .arg(key)
+        .query(&mut server.conn())
+        .unwrap();
+    v.split(':').nth(1).unwrap().parse().unwrap()
+}
+
+/// An owner token that is not any locker's.
+pub const SOMEONE_ELSE: &str = "ffffffffffffffffffffffffffffffff";
+
+/// Writes a lock at `key` as another owner would, for `px` milliseconds.
+pub fn lock_as_someone_else(server: &Server, key: &str, px: u64) {
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg(format!("{SOMEONE_ELSE}:1:someone else"))
+        .arg("PX")
+        .arg(px)
+        .query(&mut server.conn())
+        .unwrap();
+}
+
 /// A unique key name for this test (tests share no keys, servers or state).
 pub fn key(name: &str) -> String {
     format!("{name}-{}", std::process::id())
