@@ -54,9 +54,9 @@
 //!   crash may not have the lock, and hands it to a second holder.
 //! - **Clocks.** Redis expires keys by wall-clock time; a server clock jump
 //!   expires a lock early. Lost data (`FLUSHALL`, a restart without
-//!   persistence) loses every lock. Fencing tokens never fall below the
-//!   server's clock in microseconds, so they keep rising after lost data
-//!   unless that clock went back too.
+//!   persistence) loses every lock; the fencing counter then starts again
+//!   from the server's clock in microseconds, so tokens keep rising unless
+//!   that clock went back too.
 //!
 //! # Threads
 //!
@@ -109,9 +109,9 @@
 //! An instance that restarts empty (no persistence) forgets the locks it
 //! held: another client can then find a majority and take a lock that is
 //! still held. Restart instances no sooner than the longest TTL after a
-//! crash, or run them with `appendfsync always`. Its fencing counter goes on
-//! from the server clock in microseconds, which is above any token it minted
-//! unless its clock went back.
+//! crash, or run them with `appendfsync always`. Its fencing counter starts
+//! again from the server clock in microseconds, which is above any token it
+//! minted unless its clock went back.
 //!
 //! # Topologies and what they promise
 //!
@@ -119,7 +119,7 @@
 //! |---|---|---|---|
 //! | One server | `Pool<redis::Client>` | the server keeps its data and its clock does not jump | strictly rising per key (one counter per prefix) |
 //! | One server, [`Builder::min_replicas`] | the same | as above; a failover keeps the lock if an acknowledging replica is promoted | as above |
-//! | Sentinel | `Pool<redis::sentinel::LockedSentinelClient>` | no failover happens while a lock is held: replication is asynchronous, and a promoted replica that missed the lock hands it to a second holder (use [`Builder::min_replicas`]) | strictly rising per key; across a failover too, unless the new master's clock is behind the old one's by more than the failover took (tokens never fall below the master's clock in microseconds) |
+//! | Sentinel | `Pool<redis::sentinel::LockedSentinelClient>` | no failover happens while a lock is held: replication is asynchronous, and a promoted replica that missed the lock hands it to a second holder (use [`Builder::min_replicas`]) | strictly rising while the master lives; after a failover a token may repeat if the promoted replica missed the last grants ([`Builder::min_replicas`] prevents that) |
 //! | Cluster | `Pool<redis::cluster::ClusterClient>` | as Sentinel, per shard; keys of one `lock_all` share a hash slot (use hash tags: `{order42}:a`, `{order42}:b`) | strictly rising per key (one counter per prefix and slot); tokens of keys in different slots are not comparable |
 //! | Redlock, N masters | [`Builder::instance`] | a majority keeps its data (see above), clocks drift less than the allowance, and no holder pauses past its lease | strictly rising per key while no instance loses its data |
 //!
