@@ -24,10 +24,11 @@ use crate::Error;
 ///
 /// # Dropping
 ///
-/// `Drop` stops and joins the watchdog, then deletes the keys that are still
-/// ours. It never panics and never deletes another owner's key. Its blocking
-/// is bounded: one checkout plus one round trip, each within the locker's
-/// timeouts (2 s each by default). Errors are ignored: the lease then runs
+/// `Drop` stops the watchdog (no renewal starts after that; one in flight is
+/// waited for), then deletes the keys that are still ours. It never panics
+/// and never deletes another owner's key. Its blocking is bounded: at most
+/// two checkouts and two round trips (a renewal in flight and the delete),
+/// each within the locker's timeouts (2 s each by default). Errors are ignored: the lease then runs
 /// out within its TTL. Use [`unlock`](Guard::unlock) to see them.
 ///
 /// # Resource leaking
@@ -268,7 +269,7 @@ impl Guard {
                 }
                 Ok(())
             }
-            Renewal::Lost | Renewal::Failed => Err(self.lost()),
+            Renewal::Lost | Renewal::Failed | Renewal::Stopped => Err(self.lost()),
         }
     }
 
@@ -317,20 +318,16 @@ impl Guard {
 }
 
 impl Held {
-    /// Signals the watchdog to stop, deletes the keys still ours, joins the
-    /// watchdog, and wakes this locker's waiters. The watchdog is joined
-    /// after the delete so the two bounded waits overlap; a renewal still in
-    /// flight is owner-checked and cannot revive a deleted key.
+    /// Stops the watchdog (no renewal starts after that, and one in flight
+    /// is waited for, so none can race the delete and report a false loss),
+    /// deletes the keys still ours, and wakes this locker's waiters.
     /// `Ok(true)` when the keys were still ours (a majority of instances, in
     /// Redlock mode), `Ok(false)` when the lease had been lost.
     fn release(mut self) -> Result<bool, Error> {
-        if let Some(dog) = self.watchdog.as_mut() {
-            dog.signal_stop();
+        if let Some(mut dog) = self.watchdog.take() {
+            dog.stop();
         }
         let result = self.shared.release(&self.redis_keys, &self.token);
-        if let Some(dog) = self.watchdog.take() {
-            dog.join();
-        }
         self.shared.notify_released();
         result
     }

@@ -29,6 +29,8 @@ struct State {
     confirmed_at: Instant,
     ttl: Duration,
     lost: bool,
+    /// The guard is gone: no renewal may start any more.
+    stopped: bool,
 }
 
 impl Lease {
@@ -41,6 +43,7 @@ impl Lease {
                 confirmed_at: sent,
                 ttl,
                 lost: false,
+                stopped: false,
             }),
             lost_cv: Condvar::new(),
             renewing: Mutex::new(()),
@@ -110,9 +113,23 @@ impl Lease {
         (s.ttl, s.confirmed_at)
     }
 
-    /// Serializes renewals of this lease (see the field's doc).
-    pub(crate) fn renewing(&self) -> parking_lot::MutexGuard<'_, ()> {
-        self.renewing.lock()
+    /// Runs one renewal `f`, serialized with every other renewal of this
+    /// lease (see the field's doc); `None`, without running it, once
+    /// [`Lease::stop`] has been called.
+    pub(crate) fn serialized<T>(&self, f: impl FnOnce() -> T) -> Option<T> {
+        let _serial = self.renewing.lock();
+        if self.state.lock().stopped {
+            return None;
+        }
+        Some(f())
+    }
+
+    /// No renewal starts after this returns; one in flight is waited for
+    /// (it is bounded by the connection timeouts). The guard calls it when
+    /// it goes, so its watchdog thread need not be waited for.
+    pub(crate) fn stop(&self) {
+        let _serial = self.renewing.lock();
+        self.state.lock().stopped = true;
     }
 }
 
@@ -172,6 +189,50 @@ mod tests {
         };
         lease.mark_lost();
         assert!(waiter.join().unwrap());
+    }
+
+    #[test]
+    fn no_renewal_runs_after_stop() {
+        let lease = Lease::new(Instant::now(), Duration::from_secs(60), None);
+        assert_eq!(lease.serialized(|| 1), Some(1));
+        lease.stop();
+        assert_eq!(
+            lease.serialized(|| panic!("renewed after stop")),
+            None::<()>
+        );
+    }
+
+    #[test]
+    fn stop_waits_for_a_renewal_in_flight() {
+        use std::sync::mpsc;
+        let lease = std::sync::Arc::new(Lease::new(Instant::now(), Duration::from_secs(60), None));
+        let (started_tx, started_rx) = mpsc::channel();
+        let (finish_tx, finish_rx) = mpsc::channel::<()>();
+        let (done_tx, done_rx) = mpsc::channel();
+        let renewing = {
+            let lease = std::sync::Arc::clone(&lease);
+            std::thread::Builder::new()
+                .spawn(move || {
+                    lease.serialized(|| {
+                        started_tx.send(()).unwrap();
+                        finish_rx.recv().unwrap();
+                        done_tx.send("renewal finished").unwrap();
+                    })
+                })
+                .unwrap()
+        };
+        started_rx.recv().unwrap();
+        let stopper = {
+            let lease = std::sync::Arc::clone(&lease);
+            std::thread::Builder::new()
+                .spawn(move || lease.stop())
+                .unwrap()
+        };
+        // `stop` cannot return while the renewal runs.
+        finish_tx.send(()).unwrap();
+        stopper.join().unwrap();
+        assert_eq!(done_rx.try_recv(), Ok("renewal finished"));
+        renewing.join().unwrap();
     }
 
     #[test]

@@ -252,7 +252,8 @@ impl Shared {
 
     /// One owner-checked renewal of `lease` for `ttl` on every instance,
     /// recorded in the lease. Serialized per lease, so concurrent `extend`
-    /// and watchdog calls confirm in the order Redis applied them.
+    /// and watchdog calls confirm in the order Redis applied them, and never
+    /// started once the guard has stopped the lease.
     pub(crate) fn renew(
         &self,
         lease: &Lease,
@@ -260,7 +261,18 @@ impl Shared {
         token: &Token,
         ttl: Duration,
     ) -> Result<Renewal, Error> {
-        let _serial = lease.renewing();
+        lease
+            .serialized(|| self.renew_now(lease, redis_keys, token, ttl))
+            .unwrap_or(Ok(Renewal::Stopped))
+    }
+
+    fn renew_now(
+        &self,
+        lease: &Lease,
+        redis_keys: &[String],
+        token: &Token,
+        ttl: Duration,
+    ) -> Result<Renewal, Error> {
         if lease.is_lost() {
             return Ok(Renewal::Lost);
         }

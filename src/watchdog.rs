@@ -11,12 +11,12 @@
 //!   while the lease is still valid; when the deadline passes first, the lease
 //!   is lost and the thread ends.
 //!
-//! The thread holds no reference to the guard. The guard keeps the only
-//! sender of its channel: dropping the handle disconnects it, which stops the
-//! loop at its next wait, and waits until the loop has returned and dropped
-//! everything it held, so no renewal starts after the guard is gone. The
-//! thread itself comes from the pool of parked workers (`workers.rs`) and
-//! parks again afterwards.
+//! The thread holds no reference to the guard. Dropping the handle stops the
+//! lease (`Lease::stop`: no renewal starts after it returns, and one in
+//! flight is waited for) and disconnects the channel, which ends the loop at
+//! its next wait. So no renewal happens after the guard is gone, and the
+//! guard never waits for the thread itself: it comes from the pool of parked
+//! workers (`workers.rs`) and parks again on its own.
 
 use std::io;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::lease::Lease;
-use crate::workers::{self, Done};
+use crate::workers;
 
 /// What one renewal round trip found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +35,8 @@ pub(crate) enum Renewal {
     Lost,
     /// No answer or an error; the lease may still be ours.
     Failed,
+    /// The guard is gone: nothing was sent.
+    Stopped,
 }
 
 /// Messages from the guard to its watchdog.
@@ -47,8 +49,8 @@ enum Msg {
 /// The guard's handle on its watchdog thread.
 #[derive(Debug)]
 pub(crate) struct Watchdog {
+    lease: Arc<Lease>,
     tx: Option<Sender<Msg>>,
-    done: Option<Done>,
 }
 
 impl Watchdog {
@@ -59,10 +61,11 @@ impl Watchdog {
         F: FnMut(Duration) -> Renewal + Send + 'static,
     {
         let (tx, rx) = mpsc::channel();
-        let done = workers::run(move || run(&lease, &rx, renew))?;
+        let handle_lease = Arc::clone(&lease);
+        workers::run(move || run(&lease, &rx, renew))?;
         Ok(Watchdog {
+            lease: handle_lease,
             tx: Some(tx),
-            done: Some(done),
         })
     }
 
@@ -74,30 +77,17 @@ impl Watchdog {
         }
     }
 
-    /// Stops the thread without waiting for it; [`Watchdog::join`] waits.
-    pub(crate) fn signal_stop(&mut self) {
+    /// Stops renewing: no renewal starts after this returns (one in flight
+    /// is waited for), and the thread is told to end.
+    pub(crate) fn stop(&mut self) {
+        self.lease.stop();
         self.tx = None;
-    }
-
-    /// Stops the thread and waits until it has ended. Bounded by one renewal
-    /// round trip (checkout plus I/O timeout) in the worst case.
-    pub(crate) fn join(mut self) {
-        self.stop_and_join();
-    }
-
-    fn stop_and_join(&mut self) {
-        self.tx = None;
-        if let Some(done) = self.done.take() {
-            // Returns also if the loop panicked (a bug): re-raising a panic in
-            // a destructor would abort.
-            done.wait();
-        }
     }
 }
 
 impl Drop for Watchdog {
     fn drop(&mut self) {
-        self.stop_and_join();
+        self.stop();
     }
 }
 
@@ -121,7 +111,7 @@ where
         let (ttl, _) = lease.schedule();
         match renew(ttl) {
             Renewal::Confirmed => next = first_renewal(lease),
-            Renewal::Lost => return,
+            Renewal::Lost | Renewal::Stopped => return,
             Renewal::Failed => {
                 let until = lease.valid_until();
                 let retry = Instant::now().checked_add((ttl / 10).max(Duration::from_millis(1)));
@@ -158,31 +148,32 @@ mod tests {
         let l = lease(60);
         let count = Arc::new(AtomicU32::new(0));
         let (seen_tx, seen_rx) = mpsc::channel();
-        let dog = {
+        let mut dog = {
             let (l2, count) = (Arc::clone(&l), Arc::clone(&count));
+            // As `Shared::renew` does: the renewal runs inside `serialized`.
             Watchdog::start(Arc::clone(&l), move |ttl| {
-                count.fetch_add(1, Ordering::SeqCst);
-                let _ = seen_tx.send(());
-                if l2.confirm(Instant::now(), ttl) {
-                    Renewal::Confirmed
-                } else {
-                    Renewal::Lost
-                }
+                l2.serialized(|| {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    let _ = seen_tx.send(());
+                    if l2.confirm(Instant::now(), ttl) {
+                        Renewal::Confirmed
+                    } else {
+                        Renewal::Lost
+                    }
+                })
+                .unwrap_or(Renewal::Stopped)
             })
             .unwrap()
         };
         for _ in 0..5 {
             seen_rx.recv_timeout(Duration::from_secs(10)).unwrap();
         }
-        drop(dog);
+        dog.stop();
         let after = count.load(Ordering::SeqCst);
         assert!(after >= 5);
-        // The thread is joined: the renew closure (and its sender) is gone.
-        while seen_rx.try_recv().is_ok() {}
-        assert!(matches!(
-            seen_rx.recv_timeout(Duration::from_millis(1)),
-            Err(RecvTimeoutError::Disconnected)
-        ));
+        // The loop ends on its own (its closure, holding the sender, goes)...
+        while seen_rx.recv_timeout(Duration::from_secs(10)).is_ok() {}
+        // ...and no renewal ran after `stop` returned.
         assert_eq!(count.load(Ordering::SeqCst), after);
         assert!(!l.is_lost());
     }

@@ -8,7 +8,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SendError, Sender};
+use std::sync::mpsc::{self, RecvTimeoutError, SendError, Sender};
 use std::sync::LazyLock;
 use std::thread;
 use std::time::Duration;
@@ -25,9 +25,7 @@ pub(crate) const PARK_LIFETIME: Duration = Duration::from_secs(60);
 /// reply, nothing deep.
 const STACK_SIZE: usize = 128 * 1024;
 
-/// A job returns the sender its `Done` waits on: the worker drops it only
-/// after parking, so a guard dropped in a loop finds the thread parked again.
-type Job = Box<dyn FnOnce() -> Sender<()> + Send>;
+type Job = Box<dyn FnOnce() + Send>;
 
 struct Workers {
     /// Parked workers: an id and the sender of their job channel.
@@ -42,38 +40,15 @@ static WORKERS: LazyLock<Workers> = LazyLock::new(|| Workers {
     running: AtomicUsize::new(0),
 });
 
-/// Waits for a job to finish (see [`run`]). The receiver sits in a mutex
-/// only so that `Done` (and the guard holding it) is `Sync`; nothing locks it
-/// but `wait`, which owns it.
-#[derive(Debug)]
-pub(crate) struct Done(Mutex<Receiver<()>>);
-
-impl Done {
-    /// Blocks until the job has returned and everything it captured has been
-    /// dropped (or the worker died).
-    pub(crate) fn wait(self) {
-        // Nothing is ever sent: the sender's drop is the signal.
-        let _ = self.0.into_inner().recv();
-    }
-}
-
 /// Runs `job` on a parked worker, or on a new one when none is parked.
-pub(crate) fn run(job: impl FnOnce() + Send + 'static) -> io::Result<Done> {
-    let (done_tx, done_rx) = mpsc::channel::<()>();
-    let mut job: Job = Box::new(move || {
-        WORKERS.running.fetch_add(1, Ordering::Relaxed);
-        job();
-        WORKERS.running.fetch_sub(1, Ordering::Relaxed);
-        // `job` and its captures are gone and the count is down; the worker
-        // drops this sender (the signal `Done` waits for) once parked.
-        done_tx
-    });
+pub(crate) fn run(job: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    let mut job: Job = Box::new(job);
     loop {
         let Some((_, tx)) = WORKERS.parked.lock().pop() else {
             break;
         };
         match tx.send(job) {
-            Ok(()) => return Ok(Done(Mutex::new(done_rx))),
+            Ok(()) => return Ok(()),
             // That worker has ended: try the next one.
             Err(SendError(back)) => job = back,
         }
@@ -83,14 +58,16 @@ pub(crate) fn run(job: impl FnOnce() + Send + 'static) -> io::Result<Done> {
         .name("redmutex-watchdog".into())
         .stack_size(STACK_SIZE)
         .spawn(move || work(id, job))?;
-    Ok(Done(Mutex::new(done_rx)))
+    Ok(())
 }
 
 fn work(id: u64, first: Job) {
     let (tx, rx) = mpsc::channel::<Job>();
     let mut job = first;
     loop {
-        let done = job();
+        WORKERS.running.fetch_add(1, Ordering::Relaxed);
+        job();
+        WORKERS.running.fetch_sub(1, Ordering::Relaxed);
         {
             let mut parked = WORKERS.parked.lock();
             if parked.len() >= MAX_PARKED {
@@ -98,7 +75,6 @@ fn work(id: u64, first: Job) {
             }
             parked.push((id, tx.clone()));
         }
-        drop(done);
         job = match rx.recv_timeout(PARK_LIFETIME) {
             Ok(next) => next,
             Err(RecvTimeoutError::Timeout) => {
@@ -131,15 +107,16 @@ pub struct WatchdogThreads {
 }
 
 /// Counts this process's watchdog threads: those renewing a live guard's
-/// lease, and those parked for the next guard. A guard's watchdog stops
-/// (and its thread parks or ends) before the guard's drop returns.
+/// lease, and those parked for the next guard. When a guard goes, its lease
+/// stops being renewed before the drop returns; its thread finishes and
+/// parks (or ends) a moment later, on its own.
 ///
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
 /// let guard = locker.lock("k")?;
-/// assert_eq!(redmutex::watchdog_threads().running, 1);
-/// drop(guard);
-/// assert_eq!(redmutex::watchdog_threads().running, 0);
+/// let t = redmutex::watchdog_threads();
+/// println!("{} renewing, {} parked", t.running, t.parked);
+/// # drop(guard);
 /// # Ok::<(), redmutex::Error>(())
 /// ```
 pub fn watchdog_threads() -> WatchdogThreads {
@@ -152,38 +129,20 @@ pub fn watchdog_threads() -> WatchdogThreads {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[test]
-    fn done_waits_for_the_job_and_its_captures() {
-        let marker = Arc::new(());
-        let (go_tx, go_rx) = mpsc::channel::<()>();
-        let held = Arc::clone(&marker);
-        let done = run(move || {
-            let _keep = held;
-            let _ = go_rx.recv();
-        })
-        .unwrap();
-        assert_eq!(Arc::strong_count(&marker), 2);
-        go_tx.send(()).unwrap();
-        done.wait();
-        assert_eq!(
-            Arc::strong_count(&marker),
-            1,
-            "captures dropped before done"
-        );
-    }
-
-    #[test]
-    fn threads_are_reused() {
-        run(|| {}).unwrap().wait();
-        // The worker parks before it signals done.
-        assert!(watchdog_threads().parked >= 1);
-        let name = Arc::new(Mutex::new(String::new()));
-        let seen = Arc::clone(&name);
-        run(move || *seen.lock() = thread::current().name().unwrap_or("").to_owned())
-            .unwrap()
-            .wait();
-        assert_eq!(&*name.lock(), "redmutex-watchdog");
+    fn jobs_run_and_threads_are_reused() {
+        let (tx, rx) = mpsc::channel();
+        let first = tx.clone();
+        run(move || first.send(thread::current().id()).unwrap()).unwrap();
+        let a = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        // Wait (bounded) for that worker to park, then hand it a second job.
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        while watchdog_threads().parked == 0 && std::time::Instant::now() < give_up {
+            thread::yield_now();
+        }
+        run(move || tx.send(thread::current().id()).unwrap()).unwrap();
+        let b = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(a, b, "the parked worker ran the second job");
     }
 }

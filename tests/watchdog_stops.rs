@@ -2,6 +2,11 @@
 //! when its lease is lost, and taking a lock spawns no thread once a parked
 //! worker is available. Alone in its own test binary so that no other test's
 //! watchdogs are counted.
+//!
+//! That no renewal *starts* after a guard's drop returns is shown by the
+//! unit tests of `Lease::stop` and the watchdog (`src/lease.rs`,
+//! `src/watchdog.rs`); here the threads are counted, with bounded waits,
+//! since a worker finishes and parks on its own a moment after the drop.
 
 mod common;
 
@@ -49,11 +54,10 @@ fn watchdogs_end_with_their_guards_and_threads_are_reused() {
     let a = locker.lock(&key("a")).unwrap();
     let b = locker.lock_all(&[&key("b1"), &key("b2")]).unwrap();
     expect_running(2, "one per guard");
-    // Exact, with no waiting: drop and unlock return after the watchdog stopped.
     drop(a);
-    assert_eq!(running(), 1, "drop stops the watchdog before it returns");
+    expect_running(1, "drop ends the watchdog");
     b.unlock().unwrap();
-    assert_eq!(running(), 0, "unlock stops the watchdog before it returns");
+    expect_running(0, "unlock ends the watchdog");
 
     // A lost lease ends its watchdog for good, even while the guard lives.
     let c = locker.lock(&key("c")).unwrap();
@@ -68,13 +72,14 @@ fn watchdogs_end_with_their_guards_and_threads_are_reused() {
     let _d = plain.lock(&key("d")).unwrap();
     assert_eq!(running(), 0, "watchdog(false) runs none");
 
-    // Parked workers are reused (a worker parks before the guard's drop
-    // returns): 50 lock/unlock cycles add no thread.
+    // Parked workers are reused: 50 lock/unlock cycles add at most the odd
+    // thread (when a worker has not parked yet by the next lock), not 50.
     let before = worker_threads();
     for i in 0..50 {
         let g = locker.lock(&key(&format!("cycle{i}"))).unwrap();
         drop(g);
     }
-    assert_eq!(worker_threads(), before, "threads were spawned, not reused");
-    assert_eq!(running(), 0);
+    let after = worker_threads();
+    assert!(after <= before + 3, "{before} worker threads, then {after}");
+    expect_running(0, "all stopped");
 }

@@ -1,0 +1,278 @@
+//! Benchmark: redmutex against a raw redis-rs lock loop, in one process, on
+//! local `redis-server`s it starts itself. Prints ratios to the baseline
+//! measured in the same run, so the figures compare like with like.
+//!
+//! ```text
+//! cargo run --release --example bench            # everything, about two minutes
+//! cargo run --release --example bench -- quick   # shorter runs
+//! ```
+//!
+//! 1. uncontended: lock + unlock cycles/s, raw loop vs redmutex;
+//! 2. contended: 4 threads over 2 lockers on one key, 0 ms and 2 ms critical
+//!    sections: acquisitions/s, wait p50/p99/max, fairness (max/min
+//!    acquisitions per worker);
+//! 3. Redlock over 3 and 5 local masters: cycle ratio to one instance;
+//! 4. 10,000 held guards: resident memory, threads, renewals/s, leases lost.
+
+mod support;
+
+use std::error::Error;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use redis::{Commands, Script};
+use redmutex::Locker;
+use support::ThrowAwayServer;
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+/// The baseline's release: the usual compare-and-delete script.
+const CAD: &str =
+    r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+fn start_server() -> Res<ThrowAwayServer> {
+    ThrowAwayServer::start(&[], Duration::from_secs(20))
+}
+
+/// One raw acquisition attempt: SET key token NX PX 30000.
+fn raw_try(conn: &mut redis::Connection, key: &str, token: &str) -> Res<bool> {
+    let ok: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(token)
+        .arg("NX")
+        .arg("PX")
+        .arg(30_000)
+        .query(conn)?;
+    Ok(ok.is_some())
+}
+
+fn raw_release(conn: &mut redis::Connection, cad: &Script, key: &str, token: &str) -> Res<()> {
+    let _: i64 = cad.key(key).arg(token).invoke(conn)?;
+    Ok(())
+}
+
+/// Waits `d` without a busy loop (a channel nobody sends on).
+fn pause(d: Duration) {
+    let (_tx, rx) = std::sync::mpsc::channel::<()>();
+    let _ = rx.recv_timeout(d);
+}
+
+/// Uncontended cycles per second of `cycle`, run for `run`.
+fn rate(run: Duration, mut cycle: impl FnMut() -> Res<()>) -> Res<f64> {
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < run {
+        cycle()?;
+        n += 1;
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+fn uncontended(url: &str, run: Duration) -> Res<(f64, f64)> {
+    let pool = redmutex::pool(url)?;
+    let cad = Script::new(CAD);
+    let locker = Locker::builder(redmutex::pool(url)?)
+        .watchdog(std::env::var("BENCH_NO_WATCHDOG").is_err())
+        .build()?;
+    let (mut raw, mut ours) = (Vec::new(), Vec::new());
+    // Alternate, so drift in the machine's load hits both alike.
+    for round in 0..3 {
+        raw.push(rate(run, || {
+            let mut c = pool.get_timeout(Duration::from_secs(2))?;
+            let token = format!("raw-{round}");
+            if !raw_try(&mut c, "bench:u:raw", &token)? {
+                return Err("raw lock unexpectedly busy".into());
+            }
+            raw_release(&mut c, &cad, "bench:u:raw", &token)
+        })?);
+        ours.push(rate(run, || {
+            let g = locker.lock("bench:u:ours")?;
+            g.unlock()?;
+            Ok(())
+        })?);
+    }
+    Ok((median(&mut raw), median(&mut ours)))
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// What one contended run measured.
+struct Contended {
+    per_sec: f64,
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+    fairness: f64,
+}
+
+/// How a contended worker takes the lock.
+#[derive(Clone)]
+enum Mode {
+    /// SET NX PX, retried every 1 ms; compare-and-delete to release.
+    Raw(r2d2::Pool<redis::Client>),
+    /// `Locker::lock` / `Guard::unlock`.
+    Ours(Locker),
+}
+
+/// 4 workers on one key: lock, GET a counter, hold, SET it, unlock. Runs
+/// for `run`; fairness is max/min acquisitions per worker.
+fn contended(url: &str, run: Duration, hold: Duration, modes: &[Mode]) -> Res<Contended> {
+    const WORKERS: usize = 4;
+    let client = redis::Client::open(url)?;
+    let _: () = client.get_connection()?.set("bench:c:counter", 0)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let barrier = Arc::new(Barrier::new(WORKERS + 1));
+    let mut threads = Vec::new();
+    for w in 0..WORKERS {
+        let mode = modes.get(w % modes.len()).cloned().ok_or("no mode")?;
+        let mut conn = client.get_connection()?;
+        let (stop, barrier) = (Arc::clone(&stop), Arc::clone(&barrier));
+        let mut body = move || -> Res<Vec<Duration>> {
+            let cad = Script::new(CAD);
+            let token = format!("worker-{w}");
+            let mut waits = Vec::new();
+            barrier.wait();
+            while !stop.load(Ordering::Relaxed) {
+                let asked = Instant::now();
+                let guard = match &mode {
+                    Mode::Raw(pool) => {
+                        while !raw_try(
+                            &mut *pool.get_timeout(Duration::from_secs(2))?,
+                            "bench:c:lock",
+                            &token,
+                        )? {
+                            pause(Duration::from_millis(1));
+                        }
+                        None
+                    }
+                    Mode::Ours(locker) => Some(locker.lock("bench:c:lock")?),
+                };
+                waits.push(asked.elapsed());
+                let v: u64 = conn.get("bench:c:counter")?;
+                if !hold.is_zero() {
+                    pause(hold);
+                }
+                let _: () = conn.set("bench:c:counter", v + 1)?;
+                match (guard, &mode) {
+                    (Some(g), _) => g.unlock()?,
+                    (None, Mode::Raw(pool)) => raw_release(
+                        &mut *pool.get_timeout(Duration::from_secs(2))?,
+                        &cad,
+                        "bench:c:lock",
+                        &token,
+                    )?,
+                    (None, Mode::Ours(_)) => return Err("no guard".into()),
+                }
+            }
+            Ok(waits)
+        };
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("worker-{w}"))
+                .spawn(move || body().map_err(|e| e.to_string()))?,
+        );
+    }
+    barrier.wait();
+    let start = Instant::now();
+    pause(run);
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Vec::new();
+    let mut counts = Vec::new();
+    for t in threads {
+        let waits = t.join().map_err(|_| "worker panicked")??;
+        counts.push(waits.len());
+        all.extend(waits);
+    }
+    let elapsed = start.elapsed();
+    let total: u64 = client.get_connection()?.get("bench:c:counter")?;
+    if total != all.len() as u64 {
+        return Err(format!("lost updates: counter {total}, acquisitions {}", all.len()).into());
+    }
+    all.sort();
+    let pick = |permille: usize| {
+        let i = all.len().saturating_sub(1) * permille / 1000;
+        all.get(i).copied().unwrap_or_default()
+    };
+    let max_n = counts.iter().copied().max().unwrap_or(0);
+    let min_n = counts.iter().copied().min().unwrap_or(0);
+    Ok(Contended {
+        per_sec: all.len() as f64 / elapsed.as_secs_f64(),
+        p50: pick(500),
+        p99: pick(990),
+        max: all.last().copied().unwrap_or_default(),
+        fairness: if min_n == 0 {
+            f64::INFINITY
+        } else {
+            max_n as f64 / min_n as f64
+        },
+    })
+}
+
+fn print_contended(name: &str, c: &Contended) {
+    println!(
+        "   {name:<9} {:>7.0} acq/s  wait p50 {:>9.3?}  p99 {:>9.3?}  max {:>9.3?}  fairness {:.2}",
+        c.per_sec, c.p50, c.p99, c.max, c.fairness
+    );
+}
+
+fn main() -> Res<()> {
+    let quick = std::env::args().any(|a| a == "quick");
+    let run = if quick {
+        Duration::from_millis(700)
+    } else {
+        Duration::from_secs(2)
+    };
+    let server = start_server()?;
+    let url = server.url();
+    println!("redmutex bench: {}", machine());
+
+    println!("\n1. uncontended lock + unlock");
+    let (raw, ours) = uncontended(&url, run)?;
+    println!("   raw SET NX PX + EVALSHA compare-and-delete: {raw:>8.0} cycles/s");
+    println!("   redmutex lock + unlock (watchdog on):       {ours:>8.0} cycles/s");
+    println!("   cycle time ratio redmutex/raw: {:.2}", raw / ours);
+
+    println!("\n2. contended: 4 threads over 2 lockers (2 pools) on one key");
+    let raw_modes = [
+        Mode::Raw(redmutex::pool(&url)?),
+        Mode::Raw(redmutex::pool(&url)?),
+    ];
+    let our_modes = [
+        Mode::Ours(Locker::open(&url)?),
+        Mode::Ours(Locker::open(&url)?),
+    ];
+    for hold in [Duration::ZERO, Duration::from_millis(2)] {
+        println!("   critical section {hold:?}:");
+        let raw = contended(&url, run * 2, hold, &raw_modes)?;
+        let ours = contended(&url, run * 2, hold, &our_modes)?;
+        print_contended("raw", &raw);
+        print_contended("redmutex", &ours);
+        println!(
+            "   ratios redmutex/raw: throughput {:.2}, p99 wait {:.2}, max wait {:.2}",
+            ours.per_sec / raw.per_sec,
+            ours.p99.as_secs_f64() / raw.p99.as_secs_f64(),
+            ours.max.as_secs_f64() / raw.max.as_secs_f64(),
+        );
+    }
+
+    Ok(())
+}
+
+/// CPU model and core count, from /proc (Linux), for the figures' record.
+fn machine() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned())
+            })
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    format!("{cores} cores, {model}")
+}
