@@ -328,7 +328,7 @@ impl Held {
             dog.stop();
         }
         let result = self.shared.release(&self.redis_keys, &self.token);
-        self.shared.notify_released();
+        self.shared.notify_released(&self.redis_keys);
         result
     }
 }

@@ -11,6 +11,10 @@
 //!   where `<tag>` is a short string that hashes to the lock keys' slot. At
 //!   most 16384 counters per prefix, however many lock names are used.
 //!
+//! - Releases are announced on the pub/sub channel
+//!   `<prefix>:__redmutex__:released` (message: the released Redis key), so
+//!   waiters elsewhere retry at once instead of at their next backoff.
+//!
 //! Keys starting with [`RESERVED`] are refused, so no lock can land on the
 //! counter.
 
@@ -52,6 +56,12 @@ impl KeySpace {
             }
             _ => self.fence_key(),
         }
+    }
+
+    /// The pub/sub channel on which releases of this prefix's locks are
+    /// announced (the message is the released Redis key).
+    pub(crate) fn release_channel(&self) -> String {
+        self.qualify(&format!("{RESERVED}:released"))
     }
 
     fn qualify(&self, name: &str) -> String {

@@ -285,12 +285,17 @@ impl Locker {
         let start = Instant::now();
         let deadline = wait.and_then(|w| time::deadline(start, w));
         let backoff = self.shared.config.backoff;
+        let watched = Arc::clone(&acquisition.redis_keys);
+        let watch = self.shared.signal().watch(&watched);
         let mut attempts: u32 = 0;
         loop {
-            let seen = self.shared.signal().current();
+            let seen = watch.current();
             attempts = attempts.saturating_add(1);
             let holder_ttl = match self.shared.acquire(&acquisition)? {
-                Outcome::Granted { sent, fence } => return self.grant(acquisition, sent, fence),
+                Outcome::Granted { sent, fence } => {
+                    drop(watch);
+                    return self.grant(acquisition, sent, fence);
+                }
                 Outcome::Busy { holder_ttl } => holder_ttl,
             };
             let now = Instant::now();
@@ -303,6 +308,10 @@ impl Locker {
                     attempts,
                 });
             }
+            if self.shared.ensure_listening() {
+                // The listener just came up: a release may have slipped by.
+                continue;
+            }
             let mut pause = backoff.delay(attempts - 1, jitter_seed());
             if let Some(ttl) = holder_ttl {
                 // Retry right when the holder's lease would have run out.
@@ -312,7 +321,7 @@ impl Locker {
             if let Some(d) = deadline {
                 wake = wake.min(d);
             }
-            self.shared.signal().wait_until(seen, wake);
+            watch.wait_until(seen, wake);
         }
     }
 

@@ -2,16 +2,17 @@
 //! quorum: each operation runs a script on every instance (in parallel when
 //! there are several), and a pure function in `redlock.rs` decides.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use parking_lot::{Condvar, Mutex};
 use redis::{ConnectionLike, Value};
 
 use crate::builder::Config;
 use crate::info::LockInfo;
 use crate::keys;
 use crate::lease::Lease;
-use crate::pool::Connector;
+use crate::pool::{Connector, Heard};
 use crate::redlock::{self, Acquired, Grant, Released, RenewDecision};
 use crate::scripts;
 use crate::time;
@@ -24,8 +25,27 @@ use crate::Error;
 pub(crate) struct Shared {
     instances: Vec<Arc<dyn Connector>>,
     pub(crate) config: Config,
-    /// Wakes this locker's waiters when one of its guards releases.
+    /// Wakes this locker's waiters when one of their keys is released.
     released: Signal,
+    /// The release channel, when releases are announced (one instance, not
+    /// a cluster); `None` means waiters poll with their backoff.
+    channel: Option<String>,
+    /// The state of this locker's release listener.
+    listener: Mutex<Listener>,
+    listener_changed: Condvar,
+}
+
+/// The release listener of a locker: one thread and one pooled connection,
+/// started by the first waiter, shared by all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listener {
+    Off,
+    Starting,
+    On,
+    /// Not possible with this pool; waiters poll.
+    Unsupported,
+    /// Failed to start; not retried before this instant.
+    Failed(Instant),
 }
 
 // `Shared` is `Send + Sync`: connectors are required to be, and `Config` and
@@ -56,11 +76,80 @@ pub(crate) enum Outcome {
 
 impl Shared {
     pub(crate) fn new(instances: Vec<Arc<dyn Connector>>, config: Config) -> Self {
+        let announce = instances.len() == 1 && !config.cluster;
+        let channel = announce.then(|| config.keys.release_channel());
         Shared {
             instances,
             config,
             released: Signal::default(),
+            channel,
+            listener: Mutex::new(Listener::Off),
+            listener_changed: Condvar::new(),
         }
+    }
+
+    /// Makes sure this locker listens for releases. Returns true when the
+    /// listener has just come up: a release may have slipped by before it
+    /// did, so the caller should try again at once rather than wait.
+    pub(crate) fn ensure_listening(self: &Arc<Self>) -> bool {
+        let Some(channel) = &self.channel else {
+            return false;
+        };
+        let mut state = self.listener.lock();
+        match *state {
+            Listener::On | Listener::Unsupported => return false,
+            Listener::Failed(until) if Instant::now() < until => return false,
+            Listener::Starting => {
+                let deadline = Instant::now() + self.config.io_timeout;
+                while *state == Listener::Starting {
+                    if self
+                        .listener_changed
+                        .wait_until(&mut state, deadline)
+                        .timed_out()
+                    {
+                        break;
+                    }
+                }
+                return *state == Listener::On;
+            }
+            Listener::Off | Listener::Failed(_) => *state = Listener::Starting,
+        }
+        drop(state);
+        let weak = Arc::downgrade(self);
+        let started = self.instances.first().map(|instance| {
+            instance.listen(
+                channel.clone(),
+                self.config.checkout_timeout,
+                self.config.io_timeout,
+                Box::new(move |heard| hear(&weak, heard)),
+            )
+        });
+        let mut state = self.listener.lock();
+        match started {
+            Some(Ok(true)) => {
+                // Wait (bounded) for the subscription, so that a release
+                // from now on is heard.
+                let deadline = Instant::now() + self.config.io_timeout;
+                while *state == Listener::Starting {
+                    if self
+                        .listener_changed
+                        .wait_until(&mut state, deadline)
+                        .timed_out()
+                    {
+                        break;
+                    }
+                }
+            }
+            Some(Ok(false)) | None => *state = Listener::Unsupported,
+            Some(Err(_)) => *state = Listener::Failed(Instant::now() + Duration::from_secs(1)),
+        }
+        self.listener_changed.notify_all();
+        *state == Listener::On
+    }
+
+    fn set_listener(&self, to: Listener) {
+        *self.listener.lock() = to;
+        self.listener_changed.notify_all();
     }
 
     pub(crate) fn instances(&self) -> &[Arc<dyn Connector>] {
@@ -233,12 +322,14 @@ impl Shared {
         let _ = self.release(&a.redis_keys, &a.token);
     }
 
-    /// Deletes the keys still owned by `token` on every instance. `Ok(true)`:
-    /// a majority still had the lock; `Ok(false)`: it had been lost.
+    /// Deletes the keys still owned by `token` on every instance, and
+    /// announces the release. `Ok(true)`: a majority still had the lock;
+    /// `Ok(false)`: it had been lost.
     pub(crate) fn release(&self, redis_keys: &[String], token: &Token) -> Result<bool, Error> {
+        let channel = self.channel.as_deref().unwrap_or("");
         let answers = redlock::fan_out(self.instances.len(), |i| {
             let mut call = scripts::RELEASE.prepare_invoke();
-            call.key(redis_keys).arg(token.as_str());
+            call.key(redis_keys).arg(token.as_str()).arg(channel);
             let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             let deleted = int_reply(&reply, "release")?;
             Ok(usize::try_from(deleted).is_ok_and(|d| d == redis_keys.len()))
@@ -316,10 +407,34 @@ impl Shared {
         }
     }
 
-    /// Wakes this locker's waiters after a release.
-    pub(crate) fn notify_released(&self) {
-        self.released.notify();
+    /// Wakes this locker's waiters for `redis_keys` after a release here.
+    pub(crate) fn notify_released(&self, redis_keys: &[String]) {
+        for k in redis_keys {
+            self.released.notify(k);
+        }
     }
+}
+
+/// The listener's callback: wake the waiters of a released key; stop when
+/// the locker is gone.
+fn hear(shared: &Weak<Shared>, heard: Heard<'_>) -> bool {
+    let Some(shared) = shared.upgrade() else {
+        return false;
+    };
+    match heard {
+        Heard::Subscribed => shared.set_listener(Listener::On),
+        Heard::Message(key) => {
+            if let Ok(key) = std::str::from_utf8(key) {
+                shared.released.notify(key);
+            }
+        }
+        Heard::Idle => {}
+        Heard::Gone => {
+            shared.set_listener(Listener::Off);
+            return false;
+        }
+    }
+    true
 }
 
 fn unexpected(what: &str, reply: &Value) -> Error {

@@ -141,9 +141,41 @@ pub(crate) trait Connector: Send + Sync + 'static {
     /// Whether this is a Redis Cluster (keys of one script must share a slot).
     fn is_cluster(&self) -> bool;
 
+    /// Subscribes to `channel` on a connection taken from the pool for good,
+    /// on a thread of its own, and reports what it hears to `on` until `on`
+    /// returns false or the connection fails. `Ok(false)`: not possible here
+    /// (a cluster, a pool of fewer than [`MIN_POOL_FOR_LISTENER`]
+    /// connections, or connections that are not plain redis-rs ones).
+    fn listen(
+        &self,
+        channel: String,
+        checkout: Duration,
+        io: Duration,
+        on: Box<dyn FnMut(Heard<'_>) -> bool + Send>,
+    ) -> Result<bool, Error>;
+
     /// A short description for `Debug`.
     fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
 }
+
+/// What a release listener hears.
+pub(crate) enum Heard<'a> {
+    /// The subscription is in place: releases from now on are heard.
+    Subscribed,
+    /// A release message: the Redis key released.
+    Message(&'a [u8]),
+    /// Nothing for a while: a chance to stop.
+    Idle,
+    /// The connection failed; the listener has stopped.
+    Gone,
+}
+
+/// A release listener keeps one pooled connection for itself: only pools of
+/// at least this many connections lend one.
+pub(crate) const MIN_POOL_FOR_LISTENER: u32 = 4;
+
+/// How often an idle listener checks whether its locker still exists.
+const LISTENER_IDLE: Duration = Duration::from_secs(1);
 
 /// Marks, in a pooled connection's extensions, that the locker has already
 /// given it socket timeouts.
@@ -173,6 +205,61 @@ where
 
     fn is_cluster(&self) -> bool {
         TypeId::of::<M>() == TypeId::of::<redis::cluster::ClusterClient>()
+    }
+
+    fn listen(
+        &self,
+        channel: String,
+        checkout: Duration,
+        io: Duration,
+        mut on: Box<dyn FnMut(Heard<'_>) -> bool + Send>,
+    ) -> Result<bool, Error> {
+        if self.is_cluster() || self.max_size() < MIN_POOL_FOR_LISTENER {
+            return Ok(false);
+        }
+        let mut conn = self.get_timeout(checkout)?;
+        let any: &mut dyn Any = &mut *conn;
+        if any.downcast_mut::<redis::Connection>().is_none() {
+            return Ok(false);
+        }
+        std::thread::Builder::new()
+            .name("redmutex-listener".into())
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                let any: &mut dyn Any = &mut *conn;
+                let Some(plain) = any.downcast_mut::<redis::Connection>() else {
+                    return;
+                };
+                if plain.set_read_timeout(Some(LISTENER_IDLE)).is_err() {
+                    on(Heard::Gone);
+                    return;
+                }
+                {
+                    let mut pubsub = plain.as_pubsub();
+                    if pubsub.subscribe(&channel).is_err() || !on(Heard::Subscribed) {
+                        on(Heard::Gone);
+                        return;
+                    }
+                    loop {
+                        let go_on = match pubsub.get_message() {
+                            Ok(msg) => on(Heard::Message(msg.get_payload_bytes())),
+                            Err(e) if e.is_timeout() => on(Heard::Idle),
+                            Err(_) => {
+                                on(Heard::Gone);
+                                false
+                            }
+                        };
+                        if !go_on {
+                            break;
+                        }
+                    }
+                    // Dropping `pubsub` unsubscribes (bounded by the timeout).
+                }
+                // Back to the pool as the other connections are.
+                let _ = plain.set_read_timeout(Some(io));
+            })
+            .map_err(Error::Thread)?;
+        Ok(true)
     }
 
     fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -108,9 +108,11 @@ return 1
     ))
 });
 
-/// Deletes the lock keys that are ours and leaves every other key alone.
+/// Deletes the lock keys that are ours and leaves every other key alone, and
+/// announces each deleted key on the release channel, if one is given.
 ///
-/// - `KEYS`: the lock keys. `ARGV[1]`: owner token.
+/// - `KEYS`: the lock keys. `ARGV[1]`: owner token, `ARGV[2]` (optional):
+///   the release channel.
 ///
 /// Replies: the number of keys deleted (all of them when the lock was held).
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&RELEASE_SRC));
@@ -126,6 +128,9 @@ for i = 1, #KEYS do
   if owned(KEYS[i], ARGV[1]) then
     redis.call('DEL', KEYS[i])
     n = n + 1
+    if ARGV[2] and ARGV[2] ~= '' then
+      redis.call('PUBLISH', ARGV[2], KEYS[i])
+    end
   end
 end
 return n

@@ -1,0 +1,131 @@
+//! Waiters are woken by a release, across lockers with separate pools (as
+//! in separate processes), not by their backoff; a lost notification costs
+//! one backoff delay, never a hang.
+#![allow(clippy::disallowed_methods)] // tests spawn threads directly: a failed spawn should panic
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{key, wait_until, Server};
+use redmutex::{Backoff, Locker};
+
+const CHANNEL: &str = "__redmutex__:released";
+
+fn subscribers(server: &Server) -> i64 {
+    let reply: (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(CHANNEL)
+        .query(&mut server.conn())
+        .unwrap();
+    reply.1
+}
+
+/// Starts `waiter.lock_timeout(k, wait)` on a thread (someone else holds
+/// `k`), and returns once `attempts` attempts have failed. A locker's first
+/// waiter makes two before it waits: one, then one more as soon as its
+/// release listener is up (a release may have slipped by meanwhile).
+fn wait_behind(
+    server: &Server,
+    waiter: &Locker,
+    k: &str,
+    wait: Duration,
+    attempts: u64,
+) -> std::thread::JoinHandle<(Result<redmutex::Guard, redmutex::Error>, Duration)> {
+    let before = server.evalsha_calls();
+    let (waiter, k2) = (waiter.clone(), k.to_owned());
+    let t = std::thread::spawn(move || {
+        let start = Instant::now();
+        (waiter.lock_timeout(&k2, wait), start.elapsed())
+    });
+    wait_until("the waiter's attempts", Duration::from_secs(20), || {
+        server.evalsha_calls() >= before + attempts
+    });
+    t
+}
+
+#[test]
+fn a_release_elsewhere_wakes_the_waiter_not_its_backoff() {
+    // A minute of backoff and TTL: only the release can get the waiter the
+    // lock long before the end of its 30 s wait.
+    let server = Server::start();
+    let slow = |s: &Server| {
+        s.builder()
+            .ttl(Duration::from_secs(60))
+            .backoff(Backoff::fixed(Duration::from_secs(60)))
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (slow(&server), slow(&server));
+    let k = key("woken");
+    let held = holder.lock(&k).unwrap();
+    let t = wait_behind(&server, &waiter, &k, Duration::from_secs(30), 2);
+    assert_eq!(subscribers(&server), 1);
+    drop(held);
+    let (got, took) = t.join().unwrap();
+    assert!(got.is_ok(), "{got:?}");
+    assert!(
+        took < Duration::from_secs(15),
+        "woken by its deadline ({took:?}), not by the release"
+    );
+}
+
+#[test]
+fn a_lost_notification_costs_one_backoff_not_a_hang() {
+    let server = Server::start();
+    let holder = server
+        .builder()
+        .ttl(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let waiter = server
+        .builder()
+        .ttl(Duration::from_secs(60))
+        .backoff(Backoff::fixed(Duration::from_millis(300)))
+        .build()
+        .unwrap();
+    let k = key("lost-note");
+    let held = holder.lock(&k).unwrap();
+    let t = wait_behind(&server, &waiter, &k, Duration::from_secs(20), 2);
+    assert_eq!(subscribers(&server), 1);
+    // Cut the listener's connection: the release message is lost.
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut server.conn())
+        .unwrap();
+    drop(held);
+    let (got, took) = t.join().unwrap();
+    assert!(got.is_ok(), "the waiter must still get the lock: {got:?}");
+    assert!(took < Duration::from_secs(15), "{took:?}");
+}
+
+#[test]
+fn one_listener_serves_every_waiter_of_a_locker() {
+    let server = Server::start();
+    let holder = server.locker();
+    let waiter = server
+        .builder()
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .build()
+        .unwrap();
+    let keys: Vec<String> = (0..4).map(|i| key(&format!("many{i}"))).collect();
+    let held: Vec<_> = keys.iter().map(|k| holder.lock(k).unwrap()).collect();
+    let waiting: Vec<_> = keys
+        .iter()
+        .map(|k| wait_behind(&server, &waiter, k, Duration::from_secs(30), 1))
+        .collect();
+    wait_until("the waiters listen", Duration::from_secs(20), || {
+        subscribers(&server) >= 1
+    });
+    assert_eq!(subscribers(&server), 1, "one connection for all waiters");
+    drop(held);
+    for t in waiting {
+        let (got, took) = t.join().unwrap();
+        assert!(
+            got.is_ok() && took < Duration::from_secs(15),
+            "{got:?} {took:?}"
+        );
+    }
+}
