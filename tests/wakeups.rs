@@ -10,17 +10,6 @@ use std::time::{Duration, Instant};
 use common::{key, wait_until, Server};
 use redmutex::{Backoff, Locker};
 
-const CHANNEL: &str = "__redmutex__:released";
-
-fn subscribers(server: &Server) -> i64 {
-    let reply: (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(CHANNEL)
-        .query(&mut server.conn())
-        .unwrap();
-    reply.1
-}
-
 /// Starts `waiter.lock_timeout(k, wait)` on a thread (someone else holds
 /// `k`), and returns once `attempts` attempts have failed. A locker's first
 /// waiter makes two before it waits: one, then one more as soon as its
@@ -60,7 +49,7 @@ fn a_release_elsewhere_wakes_the_waiter_not_its_backoff() {
     let k = key("woken");
     let held = holder.lock(&k).unwrap();
     let t = wait_behind(&server, &waiter, &k, Duration::from_secs(30), 2);
-    assert_eq!(subscribers(&server), 1);
+    assert_eq!(server.release_subscribers(), 1);
     drop(held);
     let (got, took) = t.join().unwrap();
     assert!(got.is_ok(), "{got:?}");
@@ -87,7 +76,7 @@ fn a_lost_notification_costs_one_backoff_not_a_hang() {
     let k = key("lost-note");
     let held = holder.lock(&k).unwrap();
     let t = wait_behind(&server, &waiter, &k, Duration::from_secs(20), 2);
-    assert_eq!(subscribers(&server), 1);
+    assert_eq!(server.release_subscribers(), 1);
     // Cut the listener's connection: the release message is lost.
     let _: () = redis::cmd("CLIENT")
         .arg("KILL")
@@ -117,9 +106,13 @@ fn one_listener_serves_every_waiter_of_a_locker() {
         .map(|k| wait_behind(&server, &waiter, k, Duration::from_secs(30), 1))
         .collect();
     wait_until("the waiters listen", Duration::from_secs(20), || {
-        subscribers(&server) >= 1
+        server.release_subscribers() >= 1
     });
-    assert_eq!(subscribers(&server), 1, "one connection for all waiters");
+    assert_eq!(
+        server.release_subscribers(),
+        1,
+        "one connection for all waiters"
+    );
     drop(held);
     for t in waiting {
         let (got, took) = t.join().unwrap();

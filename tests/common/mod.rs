@@ -110,6 +110,16 @@ impl Server {
             .map_or(0, |n| n.parse().unwrap())
     }
 
+    /// Subscribers of the release channel of lockers without a prefix.
+    pub fn release_subscribers(&self) -> i64 {
+        let reply: (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("__redmutex__:released")
+            .query(&mut self.conn())
+            .unwrap();
+        reply.1
+    }
+
     /// Freezes the server process (`SIGSTOP`): connections stay open, nothing answers.
     pub fn pause(&self) {
         signal(self.inner.pid(), "-STOP");
