@@ -120,6 +120,14 @@ impl Backoff {
         Ok(())
     }
 
+    /// The longest pause this backoff ever makes.
+    pub(crate) fn longest(&self) -> Duration {
+        match self.kind {
+            Kind::Fixed(d) => d,
+            Kind::Exponential { max, .. } => max,
+        }
+    }
+
     /// The pause after failed attempt number `attempt` (0 for the first),
     /// with `random` as the source of jitter.
     pub(crate) fn delay(&self, attempt: u32, random: u64) -> Duration {

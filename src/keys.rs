@@ -11,6 +11,10 @@
 //!   where `<tag>` is a short string that hashes to the lock keys' slot. At
 //!   most 16384 counters per prefix, however many lock names are used.
 //!
+//! - While threads wait for the lock on `key`, they queue first come, first
+//!   served in `<prefix>:__redmutex__:queue:<key>` (a sorted set) and
+//!   `<prefix>:__redmutex__:queue:<key>:deadlines` (a hash); both expire
+//!   soon after the last waiter leaves or dies.
 //! - Releases are announced on the pub/sub channel
 //!   `<prefix>:__redmutex__:released` (message: the released Redis key), so
 //!   waiters elsewhere retry at once instead of at their next backoff.
@@ -56,6 +60,22 @@ impl KeySpace {
             }
             _ => self.fence_key(),
         }
+    }
+
+    /// The waiters' queue of the lock on `key` (a sorted set) and their
+    /// deadlines (a hash), in the lock key's slot on a cluster. They exist
+    /// only while someone waits, and expire soon after the last waiter.
+    pub(crate) fn queue_keys(&self, key: &str, cluster: bool) -> (String, String) {
+        let base = if cluster {
+            let tag = slots::tag_for(slots::slot(&self.lock_key(key)));
+            format!("{RESERVED}:queue:{{{tag}}}:{key}")
+        } else {
+            format!("{RESERVED}:queue:{key}")
+        };
+        (
+            self.qualify(&base),
+            self.qualify(&format!("{base}:deadlines")),
+        )
     }
 
     /// The pub/sub channel on which releases of this prefix's locks are
@@ -165,6 +185,18 @@ mod tests {
         }
         let lock = space.lock_key("a");
         assert_eq!(space.fence_key_for(&[lock], false), "p:__redmutex__:fence");
+    }
+
+    #[test]
+    fn queue_keys_share_the_lock_slot_on_a_cluster() {
+        let space = KeySpace::new(Some("p".into()));
+        let (q, d) = space.queue_keys("report", false);
+        assert_eq!(q, "p:__redmutex__:queue:report");
+        assert_eq!(d, "p:__redmutex__:queue:report:deadlines");
+        let lock = space.lock_key("report");
+        let (q, d) = space.queue_keys("report", true);
+        assert_eq!(slots::slot(&q), slots::slot(&lock));
+        assert_eq!(slots::slot(&d), slots::slot(&lock));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::builder::{validate_wait, Builder, Config};
 use crate::guard::Guard;
 use crate::info::LockInfo;
 use crate::lease::Lease;
-use crate::ops::{Acquisition, Outcome, Shared};
+use crate::ops::{Acquisition, Outcome, Queue, Shared};
 use crate::pool::{self, Connector};
 use crate::time;
 use crate::Error;
@@ -272,7 +272,8 @@ impl Locker {
 
     fn try_acquire(&self, keys: &[&str]) -> Result<Option<Guard>, Error> {
         let acquisition = self.shared.prepare(keys)?;
-        match self.shared.acquire(&acquisition)? {
+        let queue = self.shared.queue_mode(&acquisition, Queue::Respect);
+        match self.shared.acquire(&acquisition, queue)? {
             Outcome::Granted { sent, fence } => self.grant(acquisition, sent, fence).map(Some),
             Outcome::Busy { .. } => Ok(None),
         }
@@ -287,11 +288,17 @@ impl Locker {
         let backoff = self.shared.config.backoff;
         let watched = Arc::clone(&acquisition.redis_keys);
         let watch = self.shared.signal().watch(&watched);
+        // A queued waiter's place lasts until its next attempt could come,
+        // plus one round trip's worth of slack.
+        let stay = backoff
+            .longest()
+            .saturating_add(self.shared.config.io_timeout);
+        let queue = self.shared.queue_mode(&acquisition, Queue::Join(stay));
         let mut attempts: u32 = 0;
         loop {
             let seen = watch.current();
             attempts = attempts.saturating_add(1);
-            let holder_ttl = match self.shared.acquire(&acquisition)? {
+            let holder_ttl = match self.shared.acquire(&acquisition, queue)? {
                 Outcome::Granted { sent, fence } => {
                     drop(watch);
                     return self.grant(acquisition, sent, fence);
@@ -302,6 +309,9 @@ impl Locker {
             let out_of_time = deadline.is_some_and(|d| now >= d);
             let out_of_attempts = backoff.attempt_limit().is_some_and(|n| attempts >= n);
             if out_of_time || out_of_attempts {
+                if queue != Queue::Ignore {
+                    self.shared.dequeue(&acquisition);
+                }
                 return Err(Error::Timeout {
                     key: keys.first().map_or_else(String::new, |k| (*k).to_owned()),
                     waited: start.elapsed(),

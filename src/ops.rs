@@ -59,6 +59,21 @@ pub(crate) struct Acquisition {
     /// The lock keys in Redis, in the caller's order.
     pub(crate) redis_keys: Arc<[String]>,
     fence_key: String,
+    /// The waiters' queue and its deadlines (used for single-key locks on
+    /// one instance or a cluster; see `scripts::ACQUIRE`).
+    queue: (String, String),
+}
+
+/// How an attempt treats the waiters' queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Queue {
+    /// Multi-key locks and Redlock: no queue.
+    Ignore,
+    /// `try_lock`: a free lock with waiters queued is theirs.
+    Respect,
+    /// A waiting `lock`: respect the queue, and join it (or stay in it) for
+    /// this long when the lock cannot be had now.
+    Join(Duration),
 }
 
 /// The outcome of one acquire attempt over all instances.
@@ -168,12 +183,34 @@ impl Shared {
         if self.config.cluster {
             keys::same_slot(keys, &redis_keys)?;
         }
+        let first = keys.first().copied().unwrap_or_default();
         Ok(Acquisition {
             token: Token::new()?,
             caller_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
             fence_key: space.fence_key_for(&redis_keys, self.config.cluster),
+            queue: space.queue_keys(first, self.config.cluster),
             redis_keys,
         })
+    }
+
+    /// The queue mode for an attempt of `a` that wants `wanted`: queues are
+    /// kept for single-key locks, and not in Redlock mode.
+    pub(crate) fn queue_mode(&self, a: &Acquisition, wanted: Queue) -> Queue {
+        if a.redis_keys.len() == 1 && self.instances.len() == 1 {
+            wanted
+        } else {
+            Queue::Ignore
+        }
+    }
+
+    /// Leaves the queue of `a` (a waiter that gave up), best effort: the
+    /// entry expires on its own anyway.
+    pub(crate) fn dequeue(&self, a: &Acquisition) {
+        let mut call = scripts::DEQUEUE.prepare_invoke();
+        call.key(&a.queue.0).key(&a.queue.1).arg(a.token.as_str());
+        for i in 0..self.instances.len() {
+            let _ = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?));
+        }
     }
 
     /// Runs one operation on instance `i`, bounded by the checkout and I/O
@@ -206,10 +243,10 @@ impl Shared {
     /// One acquire attempt on every instance. A grant on fewer than a
     /// majority is released everywhere at once, including on the instances
     /// that seemed to fail.
-    pub(crate) fn acquire(&self, a: &Acquisition) -> Result<Outcome, Error> {
+    pub(crate) fn acquire(&self, a: &Acquisition, queue: Queue) -> Result<Outcome, Error> {
         let n = self.instances.len();
         let sent = Instant::now();
-        let answers = redlock::fan_out(n, |i| self.acquire_on(i, a));
+        let answers = redlock::fan_out(n, |i| self.acquire_on(i, a, queue));
         let ttl = self.config.ttl;
         let drift = time::drift(ttl, self.config.drift);
         match redlock::decide_acquire(answers, ttl, sent.elapsed(), drift) {
@@ -241,14 +278,22 @@ impl Shared {
     /// reply came back), or too few acknowledgements, the release by token is
     /// sent at once on the *same* connection, so Redis runs it after the
     /// acquire whenever the acquire runs: no orphan lock waits out its TTL.
-    fn acquire_on(&self, i: usize, a: &Acquisition) -> Result<Grant, Error> {
+    fn acquire_on(&self, i: usize, a: &Acquisition, queue: Queue) -> Result<Grant, Error> {
         let config = &self.config;
+        let mode = match queue {
+            Queue::Ignore => String::new(),
+            Queue::Respect => "0".to_owned(),
+            Queue::Join(d) => time::millis_ceil(d).max(1).to_string(),
+        };
         let mut call = scripts::ACQUIRE.prepare_invoke();
         call.key(&a.fence_key)
+            .key(&a.queue.0)
+            .key(&a.queue.1)
             .key(&*a.redis_keys)
             .arg(a.token.as_str())
             .arg(time::millis_ceil(config.ttl))
-            .arg(&config.metadata);
+            .arg(&config.metadata)
+            .arg(mode);
         // A plain EVAL: a NOSCRIPT reply would silently skip the clean-up.
         let mut undo = redis::cmd("EVAL");
         undo.arg(&*scripts::RELEASE_SRC)

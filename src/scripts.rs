@@ -24,28 +24,69 @@ local function owned(key, token)
 end
 ";
 
-/// Takes every lock key or none, and mints a fencing token.
+/// Takes every lock key or none, and mints a fencing token; for a single
+/// key, keeps waiters in a first-come, first-served queue.
 ///
-/// - `KEYS[1]`: the fencing counter; `KEYS[2..]`: the lock keys.
-/// - `ARGV[1]`: owner token, `ARGV[2]`: TTL in ms, `ARGV[3]`: metadata.
+/// - `KEYS[1]`: the fencing counter; `KEYS[2]`, `KEYS[3]`: the queue (a
+///   sorted set of owner tokens by arrival) and its waiters' deadlines (a
+///   hash); `KEYS[4..]`: the lock keys.
+/// - `ARGV[1]`: owner token, `ARGV[2]`: TTL in ms, `ARGV[3]`: metadata,
+///   `ARGV[4]`: queue mode: `""` ignores the queue (multi-key locks,
+///   Redlock), `"0"` respects it (a free lock with waiters queued is theirs),
+///   `"<ms>"` respects it and, when the lock cannot be had, joins it (or
+///   stays in it) for that many more milliseconds.
 ///
-/// A key already ours counts as free, so a retry after a lost reply succeeds
-/// (its value is overwritten). A missing counter (first use, or data lost)
-/// starts from the server's clock in microseconds, so tokens keep rising
-/// after a flush or a restart unless that clock went back. Integers stay
-/// below 2^53, where Lua's numbers are exact, for thousands of years.
+/// Waiters whose deadline passed are dropped from the head of the queue, so
+/// a dead waiter holds the line for at most its last timeout; both queue
+/// keys expire a second after the last waiter's timeout, so none outlives
+/// its waiters. A key already ours counts as free, so a retry after a lost
+/// reply succeeds (its value is overwritten). A missing counter (first use,
+/// or data lost) starts from the server's clock in microseconds, so tokens
+/// keep rising after a flush or a restart unless that clock went back.
+/// Integers stay below 2^53, where Lua's numbers are exact, for thousands of
+/// years.
 ///
-/// Replies: a bulk string, the fencing token, when granted; an integer, the
-/// PTTL in ms of the first busy key (-1: it has no TTL), when not.
+/// Replies: a bulk string, the fencing token, when granted; an integer when
+/// not: the PTTL in ms of the first busy key (-1: it has no TTL), or -2 when
+/// the lock is free but others are queued first.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{OWNED}
-local token = ARGV[1]
-for i = 2, #KEYS do
+local token, mode = ARGV[1], ARGV[4]
+local queue, deadlines = KEYS[2], KEYS[3]
+local busy = nil
+for i = 4, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 and not owned(KEYS[i], token) then
-    return redis.call('PTTL', KEYS[i])
+    busy = redis.call('PTTL', KEYS[i])
+    break
   end
 end
+if mode ~= '' and (busy or redis.call('EXISTS', queue) == 1) then
+  local now = redis.call('TIME')
+  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  while head and tonumber(redis.call('HGET', deadlines, head) or '0') < now_ms do
+    redis.call('ZREM', queue, head)
+    redis.call('HDEL', deadlines, head)
+    head = redis.call('ZRANGE', queue, 0, 0)[1]
+  end
+  if busy or (head and head ~= token) then
+    local wait = tonumber(mode)
+    if wait > 0 then
+      local arrival = tonumber(now[1]) * 1000000 + tonumber(now[2])
+      redis.call('ZADD', queue, 'NX', string.format('%.0f', arrival), token)
+      redis.call('HSET', deadlines, token, string.format('%.0f', now_ms + wait))
+      redis.call('PEXPIRE', queue, wait + 1000)
+      redis.call('PEXPIRE', deadlines, wait + 1000)
+    end
+    return busy or -2
+  end
+  if head == token then
+    redis.call('ZREM', queue, token)
+    redis.call('HDEL', deadlines, token)
+  end
+end
+if busy then return busy end
 local fence = redis.call('INCR', KEYS[1])
 if fence == 1 then
   local now = redis.call('TIME')
@@ -54,12 +95,26 @@ if fence == 1 then
 end
 fence = string.format('%.0f', fence)
 local value = token .. ':' .. fence .. ':' .. ARGV[3]
-for i = 2, #KEYS do
+for i = 4, #KEYS do
   redis.call('SET', KEYS[i], value, 'PX', ARGV[2])
 end
 return fence
 "
     ))
+});
+
+/// Leaves the queue: a waiter that gave up.
+///
+/// - `KEYS[1]`, `KEYS[2]`: the queue and its deadlines. `ARGV[1]`: owner token.
+///
+/// Replies: the number of entries removed.
+pub(crate) static DEQUEUE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+redis.call('HDEL', KEYS[2], ARGV[1])
+return redis.call('ZREM', KEYS[1], ARGV[1])
+",
+    )
 });
 
 /// Redlock: raises a counter to at least a floor after a grant, so the next
