@@ -74,8 +74,7 @@ fn rate(run: Duration, mut cycle: impl FnMut() -> Res<()>) -> Res<f64> {
 fn uncontended(url: &str, run: Duration) -> Res<(f64, f64)> {
     let pool = redmutex::pool(url)?;
     let cad = Script::new(CAD);
-    let locker = Locker::builder(redmutex::pool(url)?)
-        .build()?;
+    let locker = Locker::builder(redmutex::pool(url)?).build()?;
     let (mut raw, mut ours) = (Vec::new(), Vec::new());
     // Alternate, so drift in the machine's load hits both alike.
     for round in 0..3 {
@@ -295,8 +294,10 @@ fn status(field: &str) -> String {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_owned()))
+            s.lines().find_map(|l| {
+                l.strip_prefix(&format!("{field}:"))
+                    .map(|v| v.trim().to_owned())
+            })
         })
         .unwrap_or_else(|| "?".into())
 }
@@ -304,7 +305,9 @@ fn status(field: &str) -> String {
 fn held_guards(count: usize, ttl: Duration) -> Res<()> {
     // A server of its own, so only these renewals are counted.
     let server = start_server()?;
-    let locker = Locker::builder(redmutex::pool(&server.url())?).ttl(ttl).build()?;
+    let locker = Locker::builder(redmutex::pool(&server.url())?)
+        .ttl(ttl)
+        .build()?;
     let evalsha = |c: &mut redis::Connection| -> Res<u64> {
         let info: String = redis::cmd("INFO").arg("commandstats").query(c)?;
         Ok(info

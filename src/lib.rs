@@ -62,26 +62,46 @@
 //!
 //! [`Locker`] is `Clone + Send + Sync`: clone it into every thread. [`Guard`]
 //! is `Send + Sync`: it can be released on another thread, and `&Guard` can
-//! be shared. Each guard owns one watchdog thread while it lives (turn it off
-//! with [`Builder::watchdog`]); no other thread is started.
+//! be shared. While a guard lives, one watchdog thread renews its lease
+//! (turn it off with [`Builder::watchdog`]); the thread comes from a pool of
+//! parked workers shared by the process, so taking a lock spawns no thread
+//! once one is parked. A process holding 10,000 guards therefore runs
+//! 10,000 watchdog threads, each with a 128 KiB stack of which a few pages
+//! are touched ([`watchdog_threads`] counts them). A locker whose waiters
+//! wait also keeps one listener thread with one pooled connection.
 //!
 //! # Dropping a guard
 //!
-//! Dropping a guard stops and joins its watchdog, then deletes the keys that
-//! are still its own: no renewal happens after the guard is gone, and another
-//! owner's key is never touched. It never panics and blocks for at most one
-//! checkout and one round trip. A panic in the critical section unwinds
-//! through the guard and releases the lock (no poisoning).
-//! [`Guard::unlock`] is the checked release.
+//! Dropping a guard stops its watchdog (no renewal starts after that; one
+//! in flight is waited for), then deletes the keys that are still its own
+//! and announces the release. Another owner's key is never touched. It never
+//! panics and blocks for at most two checkouts and two round trips. A panic
+//! in the critical section unwinds through the guard and releases the lock
+//! (no poisoning). [`Guard::unlock`] is the checked release.
 //!
 //! # Waiting
 //!
-//! [`Locker::lock`] retries with a [`Backoff`] (exponential, 8 to 256 ms, by
-//! default), up to the builder's acquire timeout (none by default). A waiter
-//! retries at once when a guard of the same locker is released in this
-//! process, and never sleeps past the moment the holder's lease would run
-//! out. [`Locker::try_lock`] makes one attempt and returns `Ok(None)` when the
-//! key is busy.
+//! [`Locker::lock`] waits without polling where it can:
+//!
+//! - **Woken on release.** A release publishes the key on the prefix's
+//!   release channel. A locker's first waiter starts a listener (one thread,
+//!   one connection lent by the pool for the locker's life) that wakes the
+//!   waiters of the released key, in this process and every other. A release
+//!   by a guard of the same locker wakes its waiters directly.
+//! - **Fairness.** Waiters on a single key queue in Redis, first come, first
+//!   served: a free lock goes to the longest waiter, so a thread that
+//!   releases and locks again at once queues behind the others. A waiter
+//!   that dies holds its place only until its deadline (its longest backoff
+//!   pause plus the I/O timeout). [`Locker::try_lock`] respects the queue.
+//! - **A safety net.** Between attempts a waiter also keeps its [`Backoff`]
+//!   (exponential, 8 to 256 ms, by default) and retries when the holder's
+//!   lease would have run out, so a lost message costs one backoff pause,
+//!   never a hang.
+//!
+//! Where this cannot be used, waiters poll with their backoff: on a
+//! Cluster, in Redlock mode, and with pools of fewer than four connections
+//! (the listener needs one of its own). Multi-key locks are woken on
+//! release but do not queue.
 //!
 //! # Redlock
 //!
