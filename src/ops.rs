@@ -114,19 +114,7 @@ impl Shared {
         match *state {
             Listener::On | Listener::Unsupported => return false,
             Listener::Failed(until) if Instant::now() < until => return false,
-            Listener::Starting => {
-                let deadline = Instant::now() + self.config.io_timeout;
-                while *state == Listener::Starting {
-                    if self
-                        .listener_changed
-                        .wait_until(&mut state, deadline)
-                        .timed_out()
-                    {
-                        break;
-                    }
-                }
-                return *state == Listener::On;
-            }
+            Listener::Starting => return self.await_listener(&mut state),
             Listener::Off | Listener::Failed(_) => *state = Listener::Starting,
         }
         drop(state);
@@ -141,25 +129,35 @@ impl Shared {
         });
         let mut state = self.listener.lock();
         match started {
-            Some(Ok(true)) => {
-                // Wait (bounded) for the subscription, so that a release
-                // from now on is heard.
-                let deadline = Instant::now() + self.config.io_timeout;
-                while *state == Listener::Starting {
-                    if self
-                        .listener_changed
-                        .wait_until(&mut state, deadline)
-                        .timed_out()
-                    {
-                        break;
-                    }
-                }
-            }
+            // Wait (bounded) for the subscription, so that a release from
+            // now on is heard.
+            Some(Ok(true)) => return self.await_listener(&mut state),
             Some(Ok(false)) | None => *state = Listener::Unsupported,
             Some(Err(_)) => *state = Listener::Failed(Instant::now() + Duration::from_secs(1)),
         }
         self.listener_changed.notify_all();
-        *state == Listener::On
+        false
+    }
+
+    /// Waits (at most the I/O timeout) while the listener is starting, and
+    /// says whether it came up. One that does not come up in time counts as
+    /// failed for a second, so waiters do not queue behind it.
+    fn await_listener(&self, state: &mut parking_lot::MutexGuard<'_, Listener>) -> bool {
+        let deadline = Instant::now() + self.config.io_timeout;
+        while **state == Listener::Starting {
+            if self
+                .listener_changed
+                .wait_until(state, deadline)
+                .timed_out()
+            {
+                if **state == Listener::Starting {
+                    **state = Listener::Failed(Instant::now() + Duration::from_secs(1));
+                    self.listener_changed.notify_all();
+                }
+                break;
+            }
+        }
+        **state == Listener::On
     }
 
     fn set_listener(&self, to: Listener) {
