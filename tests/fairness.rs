@@ -58,24 +58,30 @@ fn try_lock_does_not_jump_the_queue() {
     let holder = server.locker();
     let held = holder.lock(&k).unwrap();
     let waiter = server.locker();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let t = {
         let k = k.clone();
-        std::thread::spawn(move || waiter.lock_timeout(&k, Duration::from_secs(30)).map(drop))
+        std::thread::spawn(move || {
+            let g = waiter.lock_timeout(&k, Duration::from_secs(30)).unwrap();
+            // Holds it until the test says so.
+            release_rx.recv().unwrap();
+            drop(g);
+        })
     };
     wait_until("the waiter queued", Duration::from_secs(20), || {
         queued(&server, &k) == 1
     });
-    // Release, then try at once, before the woken waiter can.
+    // Release, then try at once: the lock is either still free with the
+    // waiter queued first, or already the waiter's. Never ours.
     drop(held);
     let other = server.locker();
-    let jumped = other.try_lock(&k).unwrap();
-    // Either the waiter already has it, or it is still queued first: in no
-    // case does try_lock get it while the waiter waits.
-    if jumped.is_some() {
-        assert!(t.is_finished(), "try_lock overtook a queued waiter");
-    }
-    drop(jumped);
-    t.join().unwrap().unwrap();
+    assert!(
+        other.try_lock(&k).unwrap().is_none(),
+        "try_lock overtook a queued waiter"
+    );
+    release_tx.send(()).unwrap();
+    t.join().unwrap();
+    assert!(other.try_lock(&k).unwrap().is_some());
 }
 
 #[test]
