@@ -292,20 +292,28 @@ impl Shared {
             .arg(time::millis_ceil(config.ttl))
             .arg(&config.metadata)
             .arg(mode);
-        // A plain EVAL: a NOSCRIPT reply would silently skip the clean-up.
-        let mut undo = redis::cmd("EVAL");
-        undo.arg(&*scripts::RELEASE_SRC)
-            .arg(a.redis_keys.len())
-            .arg(&*a.redis_keys)
-            .arg(a.token.as_str());
+        // Built only on the failure paths, not on every lock. A plain EVAL:
+        // a NOSCRIPT reply would silently skip the clean-up.
+        let undo = |c: &mut dyn ConnectionLike| {
+            // Best effort; its own failure changes nothing we report.
+            let _ = redis::cmd("EVAL")
+                .arg(&*scripts::RELEASE_SRC)
+                .arg(a.redis_keys.len())
+                .arg(&*a.redis_keys)
+                .arg(a.token.as_str())
+                .query::<Value>(c);
+        };
         let mut grant = None;
         self.run_on(i, &mut |c| {
-            let reply = call.invoke::<Value>(c).inspect_err(|e| {
-                if e.is_io_error() {
-                    // Best effort; its own failure changes nothing we report.
-                    let _ = undo.query::<Value>(c);
+            let reply = match call.invoke::<Value>(c) {
+                Ok(reply) => reply,
+                Err(e) => {
+                    if e.is_io_error() {
+                        undo(c);
+                    }
+                    return Err(e.into());
                 }
-            })?;
+            };
             let g = parse_acquire(&reply)?;
             if matches!(g, Grant::Granted(_)) && config.min_replicas > 0 {
                 let wait_ms = time::millis_ceil(config.replica_timeout);
@@ -316,7 +324,7 @@ impl Shared {
                 match acked {
                     Ok(acked) if acked >= config.min_replicas => {}
                     other => {
-                        let _ = undo.query::<Value>(c);
+                        undo(c);
                         return Err(match other {
                             Ok(acked) => Error::NotReplicated {
                                 acked,
