@@ -28,8 +28,8 @@ use crate::Error;
 /// waited for), then deletes the keys that are still ours. It never panics
 /// and never deletes another owner's key. Its blocking is bounded: at most
 /// two checkouts and two round trips (a renewal in flight and the delete),
-/// each within the locker's timeouts (2 s each by default). Errors are ignored: the lease then runs
-/// out within its TTL. Use [`unlock`](Guard::unlock) to see them.
+/// each within the locker's timeouts (2 s each by default). Errors are
+/// ignored: the lease then runs out within its TTL. Use [`unlock`](Guard::unlock) to see them.
 ///
 /// # Resource leaking
 ///
@@ -324,9 +324,8 @@ impl Held {
     /// `Ok(true)` when the keys were still ours (a majority of instances, in
     /// Redlock mode), `Ok(false)` when the lease had been lost.
     fn release(mut self) -> Result<bool, Error> {
-        if let Some(mut dog) = self.watchdog.take() {
-            dog.stop();
-        }
+        // Dropping the handle stops the watchdog.
+        drop(self.watchdog.take());
         let result = self.shared.release(&self.redis_keys, &self.token);
         self.shared.notify_released(&self.redis_keys);
         result

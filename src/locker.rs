@@ -299,10 +299,7 @@ impl Locker {
             let seen = watch.current();
             attempts = attempts.saturating_add(1);
             let holder_ttl = match self.shared.acquire(&acquisition, queue)? {
-                Outcome::Granted { sent, fence } => {
-                    drop(watch);
-                    return self.grant(acquisition, sent, fence);
-                }
+                Outcome::Granted { sent, fence } => return self.grant(acquisition, sent, fence),
                 Outcome::Busy { holder_ttl } => holder_ttl,
             };
             let now = Instant::now();

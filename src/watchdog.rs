@@ -76,18 +76,14 @@ impl Watchdog {
             let _ = tx.send(Msg::Reschedule);
         }
     }
-
-    /// Stops renewing: no renewal starts after this returns (one in flight
-    /// is waited for), and the thread is told to end.
-    pub(crate) fn stop(&mut self) {
-        self.lease.stop();
-        self.tx = None;
-    }
 }
 
+/// Dropping the handle stops renewing: no renewal starts after the drop
+/// returns (one in flight is waited for), and the thread is told to end.
 impl Drop for Watchdog {
     fn drop(&mut self) {
-        self.stop();
+        self.lease.stop();
+        self.tx = None;
     }
 }
 
@@ -148,7 +144,7 @@ mod tests {
         let l = lease(60);
         let count = Arc::new(AtomicU32::new(0));
         let (seen_tx, seen_rx) = mpsc::channel();
-        let mut dog = {
+        let dog = {
             let (l2, count) = (Arc::clone(&l), Arc::clone(&count));
             // As `Shared::renew` does: the renewal runs inside `serialized`.
             Watchdog::start(Arc::clone(&l), move |ttl| {
@@ -168,12 +164,12 @@ mod tests {
         for _ in 0..5 {
             seen_rx.recv_timeout(Duration::from_secs(10)).unwrap();
         }
-        dog.stop();
+        drop(dog);
         let after = count.load(Ordering::SeqCst);
         assert!(after >= 5);
         // The loop ends on its own (its closure, holding the sender, goes)...
         while seen_rx.recv_timeout(Duration::from_secs(10)).is_ok() {}
-        // ...and no renewal ran after `stop` returned.
+        // ...and no renewal ran after the drop returned.
         assert_eq!(count.load(Ordering::SeqCst), after);
         assert!(!l.is_lost());
     }
