@@ -218,16 +218,14 @@ where
             return Ok(false);
         }
         let mut conn = self.get_timeout(checkout)?;
-        let any: &mut dyn Any = &mut *conn;
-        if any.downcast_mut::<redis::Connection>().is_none() {
+        if as_plain(&mut conn).is_none() {
             return Ok(false);
         }
         std::thread::Builder::new()
             .name("redmutex-listener".into())
             .stack_size(128 * 1024)
             .spawn(move || {
-                let any: &mut dyn Any = &mut *conn;
-                let Some(plain) = any.downcast_mut::<redis::Connection>() else {
+                let Some(plain) = as_plain(&mut conn) else {
                     return;
                 };
                 if plain.set_read_timeout(Some(LISTENER_IDLE)).is_err() {
@@ -301,6 +299,16 @@ where
     Ok(())
 }
 
+/// The pooled connection as a plain redis-rs one (single server or
+/// Sentinel pools), if it is one.
+fn as_plain<M>(conn: &mut PooledConnection<M>) -> Option<&mut redis::Connection>
+where
+    M: ManageConnection,
+{
+    let any: &mut dyn Any = &mut **conn;
+    any.downcast_mut::<redis::Connection>()
+}
+
 /// Makes r2d2 drop a plain connection when it comes back: `QUIT` has the
 /// server close it, and the next read sees the end of the stream, which
 /// marks the connection closed (r2d2 checks that on return).
@@ -308,8 +316,7 @@ fn discard_plain<M>(conn: &mut PooledConnection<M>)
 where
     M: ManageConnection,
 {
-    let any: &mut dyn Any = &mut **conn;
-    if let Some(plain) = any.downcast_mut::<redis::Connection>() {
+    if let Some(plain) = as_plain(conn) {
         let _ = redis::cmd("QUIT").exec(plain);
         let _ = plain.check_connection();
     }
