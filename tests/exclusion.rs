@@ -4,12 +4,11 @@
 
 mod common;
 
-use std::sync::{mpsc, Arc, Barrier};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use common::{key, Server};
-use redis::Commands;
-use redmutex::{Backoff, Error};
+use redmutex::{Backoff, Error, Locker};
 
 #[test]
 fn second_locker_cannot_take_a_held_key() {
@@ -138,36 +137,11 @@ fn many_threads_on_several_lockers_lose_no_update() {
     const THREADS_PER_LOCKER: usize = 3;
     const ROUNDS: usize = 40;
     let server = Server::start();
-    let k = key("counter");
-    let counter = key("counter-value");
-    let barrier = Arc::new(Barrier::new(LOCKERS * THREADS_PER_LOCKER));
-    let mut threads = Vec::new();
-    for _ in 0..LOCKERS {
-        let locker = server.locker();
-        for _ in 0..THREADS_PER_LOCKER {
-            let (locker, k, counter, barrier) = (
-                locker.clone(),
-                k.clone(),
-                counter.clone(),
-                Arc::clone(&barrier),
-            );
-            let mut conn = server.conn();
-            threads.push(std::thread::spawn(move || {
-                barrier.wait();
-                for _ in 0..ROUNDS {
-                    let g = locker.lock(&k).unwrap();
-                    // A read-modify-write that loses updates without the lock.
-                    let v: Option<u64> = conn.get(&counter).unwrap();
-                    let _: () = conn.set(&counter, v.unwrap_or(0) + 1).unwrap();
-                    g.unlock().unwrap();
-                }
-            }));
-        }
-    }
-    for t in threads {
-        t.join().unwrap();
-    }
-    let total: u64 = server.conn().get(&counter).unwrap();
+    // Three threads share each locker; the lockers have separate pools.
+    let lockers: Vec<Locker> = (0..LOCKERS)
+        .flat_map(|_| std::iter::repeat_n(server.locker(), THREADS_PER_LOCKER))
+        .collect();
+    let total = common::count_under_lock(&lockers, &key("counter"), &server, ROUNDS);
     assert_eq!(total, (LOCKERS * THREADS_PER_LOCKER * ROUNDS) as u64);
 }
 

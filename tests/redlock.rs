@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use common::{holders_of, key, redlock_builder, servers, timed};
@@ -116,28 +116,10 @@ fn three_dead_of_five_is_no_quorum_and_leaves_nothing() {
 #[test]
 fn lockers_over_the_same_masters_exclude_each_other() {
     let servers = servers(5);
-    let k = key("rl-counter");
-    let counter = key("rl-counter-value");
-    let barrier = Arc::new(Barrier::new(4));
-    let mut threads = Vec::new();
-    for _ in 0..4 {
-        let locker = redlock_builder(&servers).backoff(quick()).build().unwrap();
-        let (k, counter, barrier) = (k.clone(), counter.clone(), Arc::clone(&barrier));
-        let mut conn = servers[0].conn();
-        threads.push(std::thread::spawn(move || {
-            barrier.wait();
-            for _ in 0..25 {
-                let g = locker.lock(&k).unwrap();
-                let v: Option<u64> = conn.get(&counter).unwrap();
-                let _: () = conn.set(&counter, v.unwrap_or(0) + 1).unwrap();
-                g.unlock().unwrap();
-            }
-        }));
-    }
-    for t in threads {
-        t.join().unwrap();
-    }
-    let total: u64 = servers[0].conn().get(&counter).unwrap();
+    let lockers: Vec<Locker> = (0..4)
+        .map(|_| redlock_builder(&servers).backoff(quick()).build().unwrap())
+        .collect();
+    let total = common::count_under_lock(&lockers, &key("rl-counter"), &servers[0], 25);
     assert_eq!(total, 100);
 }
 

@@ -467,6 +467,42 @@ pub fn lock_as_someone_else(server: &Server, key: &str, px: u64) {
         .unwrap();
 }
 
+/// One thread per entry of `lockers`, started together, each `rounds` times
+/// locking `k` and bumping a counter on `server` with a non-atomic GET then
+/// SET, which loses updates unless the lock excludes. Returns the counter.
+pub fn count_under_lock(lockers: &[Locker], k: &str, server: &Server, rounds: usize) -> u64 {
+    let counter = format!("{k}-counter");
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(lockers.len()));
+    let threads: Vec<_> = lockers
+        .iter()
+        .cloned()
+        .map(|locker| {
+            let (k, counter, barrier) = (k.to_owned(), counter.clone(), barrier.clone());
+            let mut conn = server.conn();
+            std::thread::spawn(move || {
+                barrier.wait();
+                for _ in 0..rounds {
+                    let g = locker.lock(&k).unwrap();
+                    let v: Option<u64> = redis::cmd("GET").arg(&counter).query(&mut conn).unwrap();
+                    let _: () = redis::cmd("SET")
+                        .arg(&counter)
+                        .arg(v.unwrap_or(0) + 1)
+                        .query(&mut conn)
+                        .unwrap();
+                    g.unlock().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    redis::cmd("GET")
+        .arg(&counter)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
 /// A unique key name for this test (tests share no keys, servers or state).
 pub fn key(name: &str) -> String {
     format!("{name}-{}", std::process::id())
