@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::backoff::Backoff;
 use crate::keys::{self, KeySpace};
 use crate::locker::Locker;
-use crate::pool::{Connector, DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT};
+use crate::pool::{self, Connector, DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT};
 use crate::time;
 use crate::Error;
 
@@ -276,7 +276,7 @@ impl Builder {
         M: r2d2::ManageConnection,
         M::Connection: redis::ConnectionLike,
     {
-        self.instances.push(Arc::new(pool));
+        self.instances.push(pool::connector(pool));
         self
     }
 

@@ -84,7 +84,7 @@ impl Locker {
         M: ManageConnection,
         M::Connection: ConnectionLike,
     {
-        Builder::new(Arc::new(pool)).build_unchecked()
+        Builder::new(pool::connector(pool)).build_unchecked()
     }
 
     /// A [`Builder`] to configure a locker over `pool`.
@@ -100,7 +100,7 @@ impl Locker {
         M: ManageConnection,
         M::Connection: ConnectionLike,
     {
-        Builder::new(Arc::new(pool))
+        Builder::new(pool::connector(pool))
     }
 
     /// `Locker::new(redmutex::pool(url)?)`: default settings over a pool
@@ -335,6 +335,9 @@ impl Locker {
     /// Turns a granted acquisition into a guard, starting its watchdog.
     fn grant(&self, a: Acquisition, sent: Instant, fence: u64) -> Result<Guard, Error> {
         let config = &self.shared.config;
+        if config.watchdog {
+            self.shared.reserve_for_renewals();
+        }
         let lease = Arc::new(Lease::new(sent, config.ttl, config.drift));
         Guard::new(
             Arc::clone(&self.shared),

@@ -218,11 +218,22 @@ impl Shared {
         i: usize,
         op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<Value, Error>,
     ) -> Result<Value, Error> {
-        let instance = self
-            .instances
-            .get(i)
-            .ok_or_else(|| Error::InvalidInput(format!("no instance {i}")))?;
+        let instance = self.instance(i)?;
         instance.run(self.config.checkout_timeout, self.config.io_timeout, op)
+    }
+
+    fn instance(&self, i: usize) -> Result<&Arc<dyn Connector>, Error> {
+        self.instances
+            .get(i)
+            .ok_or_else(|| Error::InvalidInput(format!("no instance {i}")))
+    }
+
+    /// Sets a connection aside for renewals on every instance (a guard with
+    /// a watchdog was just granted). Never waits.
+    pub(crate) fn reserve_for_renewals(&self) {
+        for instance in &self.instances {
+            instance.reserve();
+        }
     }
 
     /// The error for a decision that errors left open: the instance's own
@@ -276,6 +287,8 @@ impl Shared {
     /// reply came back), or too few acknowledgements, the release by token is
     /// sent at once on the *same* connection, so Redis runs it after the
     /// acquire whenever the acquire runs: no orphan lock waits out its TTL.
+    /// When that connection is gone (cut after the server answered), the
+    /// release goes on a fresh one instead.
     fn acquire_on(&self, i: usize, a: &Acquisition, queue: Queue) -> Result<Grant, Error> {
         let config = &self.config;
         let mode = match queue {
@@ -292,19 +305,15 @@ impl Shared {
             .arg(time::millis_ceil(config.ttl))
             .arg(&config.metadata)
             .arg(mode);
-        // Built only on the failure paths, not on every lock. A plain EVAL:
-        // a NOSCRIPT reply would silently skip the clean-up.
-        let undo = |c: &mut dyn ConnectionLike| {
-            // Best effort; its own failure changes nothing we report.
-            let _ = redis::cmd("EVAL")
-                .arg(&*scripts::RELEASE_SRC)
-                .arg(a.redis_keys.len())
-                .arg(&*a.redis_keys)
-                .arg(a.token.as_str())
-                .query::<Value>(c);
+        // The clean-up, built only on the failure paths. Its own failure
+        // changes nothing we report, but sends it again on a fresh
+        // connection (below): the first one may be gone.
+        let mut undo_failed = false;
+        let mut undo = |c: &mut dyn ConnectionLike| {
+            undo_failed = release_by_token(a).query::<Value>(c).is_err();
         };
         let mut grant = None;
-        self.run_on(i, &mut |c| {
+        let result = self.run_on(i, &mut |c| {
             let reply = match call.invoke::<Value>(c) {
                 Ok(reply) => reply,
                 Err(e) => {
@@ -337,7 +346,11 @@ impl Shared {
             }
             grant = Some(g);
             Ok(Value::Nil)
-        })?;
+        });
+        if undo_failed {
+            let _ = self.run_on(i, &mut |c| Ok(release_by_token(a).query::<Value>(c)?));
+        }
+        result?;
         grant.ok_or_else(|| unexpected("acquire", &Value::Nil))
     }
 
@@ -424,7 +437,10 @@ impl Shared {
             call.key(redis_keys)
                 .arg(token.as_str())
                 .arg(time::millis_ceil(ttl));
-            let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            let instance = self.instance(i)?;
+            let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
+            let reply =
+                instance.run_renewal(checkout, io, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             Ok(int_reply(&reply, "renew")? == 1)
         });
         match redlock::decide_renew(&answers) {
@@ -554,6 +570,17 @@ fn split_value(value: &str) -> Option<(u64, &str)> {
     let fence = parts.next()?.parse().ok()?;
     let meta = parts.next()?;
     (token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit())).then_some((fence, meta))
+}
+
+/// The clean-up after an acquire whose outcome is unknown: a plain EVAL of
+/// the release script (a NOSCRIPT reply would silently skip it).
+fn release_by_token(a: &Acquisition) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(&*scripts::RELEASE_SRC)
+        .arg(a.redis_keys.len())
+        .arg(&*a.redis_keys)
+        .arg(a.token.as_str());
+    cmd
 }
 
 #[cfg(test)]

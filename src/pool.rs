@@ -3,7 +3,10 @@
 
 use std::any::{Any, TypeId};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use r2d2::{CustomizeConnection, ManageConnection, Pool, PooledConnection};
 use redis::{ConnectionLike, RedisError};
@@ -138,6 +141,21 @@ pub(crate) trait Connector: Send + Sync + 'static {
         op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
     ) -> Result<redis::Value, Error>;
 
+    /// Runs a renewal: on the connection kept aside for renewals when it is
+    /// free (see [`Connector::reserve`]), else as [`Connector::run`] does. An
+    /// application that holds every other pooled connection cannot starve
+    /// a lease this way.
+    fn run_renewal(
+        &self,
+        checkout: Duration,
+        io: Duration,
+        op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
+    ) -> Result<redis::Value, Error>;
+
+    /// Sets a connection aside for renewals, if none is and the pool has
+    /// one idle and at least [`MIN_POOL_FOR_SPARE`] connections. Never waits.
+    fn reserve(&self);
+
     /// Whether this is a Redis Cluster (keys of one script must share a slot).
     fn is_cluster(&self) -> bool;
 
@@ -181,7 +199,56 @@ const LISTENER_IDLE: Duration = Duration::from_secs(1);
 /// given it socket timeouts.
 struct TimeoutsSet;
 
-impl<M> Connector for Pool<M>
+/// A spare connection for renewals is kept only by pools of at least this
+/// many connections, so that small pools are left to the application.
+pub(crate) const MIN_POOL_FOR_SPARE: u32 = 8;
+
+/// A user's pool, and the connection a locker keeps aside for renewals.
+pub(crate) struct Pooled<M: ManageConnection> {
+    pool: Pool<M>,
+    spare: Mutex<Option<PooledConnection<M>>>,
+}
+
+/// The type-erased connector of a pool.
+pub(crate) fn connector<M>(pool: Pool<M>) -> Arc<dyn Connector>
+where
+    M: ManageConnection,
+    M::Connection: ConnectionLike,
+{
+    Arc::new(Pooled {
+        pool,
+        spare: Mutex::new(None),
+    })
+}
+
+/// Runs `op` on `conn`, bounded by `io`. Returns whether the connection
+/// should not be used again: an I/O error, or a master demoted by a
+/// failover (READONLY), which is also closed so that the pool discards it.
+fn run_on_conn<M>(
+    conn: &mut PooledConnection<M>,
+    io: Duration,
+    op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
+) -> (Result<redis::Value, Error>, bool)
+where
+    M: ManageConnection,
+    M::Connection: ConnectionLike,
+{
+    if let Err(e) = bound_io(conn, io) {
+        return (Err(e), true);
+    }
+    let result = op(&mut **conn);
+    let mut spoiled = false;
+    if let Err(Error::Redis(e)) = &result {
+        if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly) {
+            discard_plain(conn);
+            spoiled = true;
+        }
+        spoiled |= e.is_io_error();
+    }
+    (result, spoiled)
+}
+
+impl<M> Connector for Pooled<M>
 where
     M: ManageConnection,
     M::Connection: ConnectionLike,
@@ -192,15 +259,38 @@ where
         io: Duration,
         op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
     ) -> Result<redis::Value, Error> {
-        let mut conn = self.get_timeout(checkout)?;
-        bound_io(&mut conn, io)?;
-        let result = op(&mut *conn);
-        if let Err(Error::Redis(e)) = &result {
-            if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly) {
-                discard_plain(&mut conn);
+        let mut conn = self.pool.get_timeout(checkout)?;
+        run_on_conn(&mut conn, io, op).0
+    }
+
+    fn run_renewal(
+        &self,
+        checkout: Duration,
+        io: Duration,
+        op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
+    ) -> Result<redis::Value, Error> {
+        if let Some(mut slot) = self.spare.try_lock() {
+            if let Some(conn) = slot.as_mut() {
+                let (result, spoiled) = run_on_conn(conn, io, op);
+                if spoiled {
+                    // Back to the pool, which drops it if it is closed.
+                    *slot = None;
+                }
+                return result;
             }
         }
-        result
+        self.run(checkout, io, op)
+    }
+
+    fn reserve(&self) {
+        if self.pool.max_size() < MIN_POOL_FOR_SPARE {
+            return;
+        }
+        if let Some(mut slot) = self.spare.try_lock() {
+            if slot.is_none() {
+                *slot = self.pool.try_get();
+            }
+        }
     }
 
     fn is_cluster(&self) -> bool {
@@ -214,10 +304,10 @@ where
         io: Duration,
         mut on: Box<dyn FnMut(Heard<'_>) -> bool + Send>,
     ) -> Result<bool, Error> {
-        if self.is_cluster() || self.max_size() < MIN_POOL_FOR_LISTENER {
+        if self.is_cluster() || self.pool.max_size() < MIN_POOL_FOR_LISTENER {
             return Ok(false);
         }
-        let mut conn = self.get_timeout(checkout)?;
+        let mut conn = self.pool.get_timeout(checkout)?;
         if as_plain(&mut conn).is_none() {
             return Ok(false);
         }
@@ -261,13 +351,13 @@ where
     }
 
     fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.state();
+        let state = self.pool.state();
         write!(
             f,
             "Pool {{ connections: {}, idle: {}, max_size: {} }}",
             state.connections,
             state.idle_connections,
-            self.max_size()
+            self.pool.max_size()
         )
     }
 }

@@ -9,6 +9,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::proxy::{Mode, Proxy};
 use common::{key, timed, Server};
 use redmutex::{Error, Locker};
 
@@ -196,4 +197,53 @@ fn a_lost_acquire_reply_leaves_no_orphan_lock() {
         .expect("the pause ends after a second");
     assert!(after.is_none(), "orphan lock left behind: {after:?}");
     assert!(locker.try_lock(&k).unwrap().is_some());
+}
+
+/// The server applies an acquire but its reply never arrives (the
+/// connection is cut first): the lock must not stay behind until its TTL.
+#[test]
+fn a_cut_connection_after_an_acquire_leaves_no_orphan_lock() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let locker = Locker::builder(redmutex::pool(&proxy.url()).unwrap())
+        .ttl(Duration::from_secs(60))
+        .io_timeout(IO)
+        .checkout_timeout(IO)
+        .build()
+        .unwrap();
+    let k = key("orphan");
+    // Load the script first: a NOSCRIPT reply would mean nothing ran.
+    drop(locker.try_lock(&key("warm-up")).unwrap().unwrap());
+    proxy.set(Mode::DropReplies);
+    let r = locker.try_lock(&k);
+    assert!(r.is_err(), "{r:?}");
+    proxy.set(Mode::Pass);
+    // The clean-up runs before the failed call returns.
+    let left: Option<String> = redis::cmd("GET").arg(&k).query(&mut server.conn()).unwrap();
+    assert_eq!(left, None, "the lock stayed behind after a lost reply");
+    assert!(locker.try_lock(&k).unwrap().is_some());
+}
+
+/// The application checks out every connection of the pool while it holds
+/// a lock: the watchdog renews on the connection the locker set aside.
+#[test]
+fn a_lease_survives_an_application_holding_every_pooled_connection() {
+    let server = Server::start();
+    let pool = server.bare_pool(8);
+    let ttl = Duration::from_millis(1500);
+    let locker = Locker::builder(pool.clone())
+        .ttl(ttl)
+        .io_timeout(IO)
+        .checkout_timeout(IO)
+        .build()
+        .unwrap();
+    let guard = locker.lock(&key("starved")).unwrap();
+    let taken: Vec<_> = std::iter::from_fn(|| pool.try_get()).collect();
+    assert!(pool.try_get().is_none() && !taken.is_empty());
+    assert!(
+        !guard.wait_lost(ttl * 2),
+        "the lease was lost to a starved pool"
+    );
+    drop(taken);
+    guard.unlock().unwrap();
 }

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use redmutex::{Builder, Locker};
 
+pub mod proxy;
+
 // The examples' throw-away server, so the start-up logic exists once.
 #[path = "../../examples/support/mod.rs"]
 mod support;

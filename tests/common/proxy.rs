@@ -1,0 +1,130 @@
+//! A TCP proxy between the workers and the lock server, with faults.
+//!
+//! - `Delay`: every chunk waits a while before it is passed on.
+//! - `Blackhole`: nothing passes either way, as in a partition; what was
+//!   sent waits, as TCP would retransmit it, and arrives when it heals.
+//! - `DropReplies`: requests reach the server and are applied, but a reply
+//!   is thrown away and its connection cut, so the client never learns
+//!   what happened to its last command.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Mode {
+    Pass = 0,
+    Delay = 1,
+    Blackhole = 2,
+    DropReplies = 3,
+}
+
+const DELAY: Duration = Duration::from_millis(40);
+/// How often a stalled pump looks at the mode again.
+const STALL_TICK: Duration = Duration::from_millis(5);
+
+pub struct Proxy {
+    port: u16,
+    mode: Arc<AtomicU8>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Proxy {
+    /// Listens on a free loopback port and forwards to `target_port`.
+    pub fn start(target_port: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let port = listener.local_addr().expect("proxy address").port();
+        let mode = Arc::new(AtomicU8::new(Mode::Pass as u8));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (m, st) = (Arc::clone(&mode), Arc::clone(&stop));
+        std::thread::Builder::new()
+            .name("proxy-accept".into())
+            .spawn(move || {
+                for client in listener.incoming() {
+                    if st.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(client) = client else { continue };
+                    let Ok(server) = TcpStream::connect(("127.0.0.1", target_port)) else {
+                        let _ = client.shutdown(Shutdown::Both);
+                        continue;
+                    };
+                    let _ = client.set_nodelay(true);
+                    let _ = server.set_nodelay(true);
+                    pump_pair(client, server, &m);
+                }
+            })
+            .expect("spawn the proxy");
+        Proxy { port, mode, stop }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn set(&self, mode: Mode) {
+        self.mode.store(mode as u8, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+fn pump_pair(client: TcpStream, server: TcpStream, mode: &Arc<AtomicU8>) {
+    let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
+        return;
+    };
+    let m = Arc::clone(mode);
+    let _ = std::thread::Builder::new()
+        .name("proxy-up".into())
+        .spawn(move || pump(client, s2, &m, false));
+    let m = Arc::clone(mode);
+    let _ = std::thread::Builder::new()
+        .name("proxy-down".into())
+        .spawn(move || pump(server, c2, &m, true));
+}
+
+/// Copies `from` to `to` until either side closes; `replies` tells the
+/// server-to-client direction.
+fn pump(mut from: TcpStream, mut to: TcpStream, mode: &AtomicU8, replies: bool) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        loop {
+            match mode.load(Ordering::SeqCst) {
+                m if m == Mode::Blackhole as u8 => std::thread::sleep(STALL_TICK),
+                m if m == Mode::Delay as u8 => {
+                    std::thread::sleep(DELAY);
+                    break;
+                }
+                m if m == Mode::DropReplies as u8 && replies => {
+                    // The reply is lost and the connection with it.
+                    let _ = from.shutdown(Shutdown::Both);
+                    let _ = to.shutdown(Shutdown::Both);
+                    return;
+                }
+                _ => break,
+            }
+        }
+        if to.write_all(buf.get(..n).unwrap_or_default()).is_err() {
+            break;
+        }
+    }
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}
