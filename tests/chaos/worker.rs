@@ -1,0 +1,394 @@
+//! A worker process: this test binary, re-executed by the coordinator, with
+//! its own pool, watchdog threads and listener, so that `kill -9` and
+//! `SIGSTOP` hit a real process.
+//!
+//! Each thread loops: lock → record entry → critical section (a fenced read
+//! of a counter in the resource Redis, a hold, a fenced write of the counter
+//! plus one) → record exit → unlock → record the unlock. Several "fast"
+//! threads take short holds on a few keys; one "slow" thread takes holds of
+//! about a TTL on the key `slow`, so that watchdogs renew and the faults aimed
+//! at a holder find one. Standard input carries commands (`starve`); its end
+//! means stop.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::Script;
+use redmutex::{Backoff, Error, Guard, Locker};
+
+use crate::broken::BrokenLocker;
+use crate::history::{line, now_ns, Op, Unlock};
+
+/// The environment variable that makes this binary a worker; its value is
+/// the worker's settings.
+pub const ENV: &str = "REDMUTEX_CHAOS_WORKER";
+
+/// The keys the fast threads lock; `slow` is the slow thread's.
+pub const FAST_KEYS: [&str; 3] = ["k0", "k1", "k2"];
+pub const SLOW_KEY: &str = "slow";
+pub const PREFIX: &str = "chaos";
+const FAST_THREADS: usize = 3;
+const POOL_SIZE: u32 = 8;
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub id: u32,
+    /// One URL per lock server (several: Redlock).
+    pub lock_urls: Vec<String>,
+    pub resource_url: String,
+    pub out: PathBuf,
+    pub ttl: Duration,
+    pub io: Duration,
+    pub backoff_max: Duration,
+    /// The negative control: a deliberately broken locker.
+    pub broken: bool,
+}
+
+impl Settings {
+    pub fn encode(&self) -> String {
+        format!(
+            "{}|{}|{}|{}|{}|{}|{}|{}",
+            self.id,
+            self.lock_urls.join(","),
+            self.resource_url,
+            self.out.display(),
+            self.ttl.as_millis(),
+            self.io.as_millis(),
+            self.backoff_max.as_millis(),
+            u8::from(self.broken)
+        )
+    }
+
+    fn decode(s: &str) -> Settings {
+        let f: Vec<&str> = s.split('|').collect();
+        let get = |i: usize| f.get(i).copied().unwrap_or_default();
+        let ms = |i: usize| Duration::from_millis(get(i).parse().expect("a number of ms"));
+        Settings {
+            id: get(0).parse().expect("worker id"),
+            lock_urls: get(1).split(',').map(str::to_owned).collect(),
+            resource_url: get(2).to_owned(),
+            out: PathBuf::from(get(3)),
+            ttl: ms(4),
+            io: ms(5),
+            backoff_max: ms(6),
+            broken: get(7) == "1",
+        }
+    }
+}
+
+/// A held lock, whichever locker gave it.
+pub trait Held: Send {
+    fn token(&self) -> u64;
+    fn wait_lost(&self, d: Duration) -> bool;
+    fn is_lost(&self) -> bool;
+    fn unlock(self: Box<Self>) -> Unlock;
+}
+
+/// A locker, real or broken.
+pub trait Lock: Send + Sync {
+    fn lock(&self, key: &str, wait: Duration) -> Result<Box<dyn Held>, String>;
+}
+
+struct Real {
+    locker: Locker,
+}
+
+impl Held for Guard {
+    fn token(&self) -> u64 {
+        self.fencing_token()
+    }
+    fn wait_lost(&self, d: Duration) -> bool {
+        Guard::wait_lost(self, d)
+    }
+    fn is_lost(&self) -> bool {
+        Guard::is_lost(self)
+    }
+    fn unlock(self: Box<Self>) -> Unlock {
+        match Guard::unlock(*self) {
+            Ok(()) => Unlock::Ok,
+            Err(Error::Lost { .. }) => Unlock::Lost,
+            Err(_) => Unlock::Err,
+        }
+    }
+}
+
+impl Lock for Real {
+    fn lock(&self, key: &str, wait: Duration) -> Result<Box<dyn Held>, String> {
+        match self.locker.lock_timeout(key, wait) {
+            Ok(g) => Ok(Box::new(g)),
+            Err(e) => Err(error_kind(&e).to_owned()),
+        }
+    }
+}
+
+fn error_kind(e: &Error) -> &'static str {
+    match e {
+        Error::Timeout { .. } => "timeout",
+        Error::Redis(_) => "redis",
+        Error::Pool(_) => "pool",
+        Error::NoQuorum { .. } => "no-quorum",
+        _ => "other",
+    }
+}
+
+/// The fenced resource: a counter per key that accepts a read or a write
+/// only with a fencing token at least as large as any it has seen.
+static FENCED: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
+    Script::new(
+        r"
+local t = tonumber(ARGV[1])
+local max = tonumber(redis.call('GET', KEYS[1]) or '0')
+if t < max then
+  redis.call('HINCRBY', KEYS[3], 'rejected', 1)
+  return false
+end
+if t > max then redis.call('SET', KEYS[1], ARGV[1]) end
+if ARGV[2] == 'get' then return tonumber(redis.call('GET', KEYS[2]) or '0') end
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('HINCRBY', KEYS[3], 'accepted', 1)
+return 1
+",
+    )
+});
+
+pub fn resource_keys(key: &str) -> [String; 3] {
+    [
+        format!("max:{key}"),
+        format!("count:{key}"),
+        format!("stats:{key}"),
+    ]
+}
+
+struct Resource {
+    url: String,
+    conn: redis::Connection,
+}
+
+impl Resource {
+    fn open(url: &str) -> Resource {
+        let conn = redis::Client::open(url)
+            .expect("resource url")
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .expect("connect to the resource");
+        conn.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        Resource {
+            url: url.to_owned(),
+            conn,
+        }
+    }
+
+    fn call(&mut self, key: &str, token: u64, what: &str) -> (Op, i64) {
+        let k = resource_keys(key);
+        let r: redis::RedisResult<Option<i64>> = FENCED
+            .key(&k[0])
+            .key(&k[1])
+            .key(&k[2])
+            .arg(token.to_string())
+            .arg(what)
+            .invoke(&mut self.conn);
+        match r {
+            Ok(Some(v)) => (Op::Ok, v),
+            Ok(None) => (Op::Rejected, 0),
+            Err(_) => {
+                // Start over on a fresh connection.
+                *self = Resource::open(&self.url);
+                (Op::Err, 0)
+            }
+        }
+    }
+}
+
+struct Recorder {
+    file: File,
+}
+
+impl Recorder {
+    /// One `write` per record: what is written survives a `kill -9`.
+    fn put(&self, record: &str) {
+        let _ = (&self.file).write_all(record.as_bytes());
+    }
+}
+
+pub fn main(spec: &str) {
+    let settings = Settings::decode(spec);
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&settings.out)
+        .expect("open the record file");
+    let rec = Arc::new(Recorder { file });
+    let pools: Vec<r2d2::Pool<redis::Client>> = settings
+        .lock_urls
+        .iter()
+        .map(|u| {
+            r2d2::Pool::builder()
+                .max_size(POOL_SIZE)
+                .min_idle(Some(0))
+                .test_on_check_out(false)
+                .connection_timeout(Duration::from_secs(1))
+                .build_unchecked(redis::Client::open(u.as_str()).expect("lock server url"))
+        })
+        .collect();
+    let lock: Arc<dyn Lock> = if settings.broken {
+        Arc::new(BrokenLocker::new(
+            pools.first().expect("a pool").clone(),
+            settings.ttl,
+            settings.id,
+        ))
+    } else {
+        let first = pools.first().expect("a pool").clone();
+        let mut b = Locker::builder(first)
+            .prefix(PREFIX)
+            .ttl(settings.ttl)
+            .io_timeout(settings.io)
+            .checkout_timeout(settings.io)
+            .metadata(format!("w{}", settings.id))
+            .backoff(Backoff::exponential(
+                Duration::from_millis(5),
+                settings.backoff_max,
+            ));
+        for p in pools.iter().skip(1) {
+            b = b.instance(p.clone());
+        }
+        Arc::new(Real {
+            locker: b.build().expect("a valid locker"),
+        })
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for n in 0..=FAST_THREADS {
+        let (lock, rec, stop, settings) = (
+            Arc::clone(&lock),
+            Arc::clone(&rec),
+            Arc::clone(&stop),
+            settings.clone(),
+        );
+        let slow = n == FAST_THREADS;
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("worker-{n}"))
+                .spawn(move || {
+                    let mut res = Resource::open(&settings.resource_url);
+                    let mut rng = Rng::new(u64::from(settings.id) << 8 | n as u64);
+                    while !stop.load(Ordering::SeqCst) {
+                        let (key, hold) = if slow {
+                            let ttl = settings.ttl.as_millis() as u64;
+                            (SLOW_KEY, ttl / 2 + rng.below(ttl))
+                        } else {
+                            let k = FAST_KEYS[rng.below(FAST_KEYS.len() as u64) as usize];
+                            (k, 1 + rng.below(3))
+                        };
+                        section(
+                            &*lock,
+                            &rec,
+                            &mut res,
+                            key,
+                            Duration::from_millis(hold),
+                            None,
+                        );
+                    }
+                })
+                .expect("spawn a worker thread"),
+        );
+    }
+
+    // Commands from the coordinator until our standard input ends.
+    for cmd in std::io::stdin().lock().lines().map_while(Result::ok) {
+        if cmd == "starve" {
+            let mut res = Resource::open(&settings.resource_url);
+            let pool = pools.first().expect("a pool");
+            section(
+                &*lock,
+                &rec,
+                &mut res,
+                SLOW_KEY,
+                settings.ttl * 3,
+                Some(pool),
+            );
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    for t in threads {
+        let _ = t.join();
+    }
+    drop(lock);
+    // Every guard is gone: no watchdog may still be renewing.
+    let give_up = Instant::now() + Duration::from_secs(5);
+    while redmutex::watchdog_threads().running > 0 && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    rec.put(&line::end(now_ns(), redmutex::watchdog_threads().running));
+}
+
+/// One round: lock, the critical section, unlock, each recorded. With
+/// `starve`, the section also holds every connection of that pool.
+fn section(
+    lock: &dyn Lock,
+    rec: &Recorder,
+    res: &mut Resource,
+    key: &str,
+    hold: Duration,
+    starve: Option<&r2d2::Pool<redis::Client>>,
+) {
+    // The starving round waits behind the slow holds queued before it.
+    let wait = Duration::from_secs(if starve.is_some() { 10 } else { 3 });
+    let held = match lock.lock(key, wait) {
+        Ok(h) => h,
+        Err(kind) => {
+            rec.put(&line::failed(now_ns(), &kind));
+            std::thread::sleep(Duration::from_millis(5));
+            return;
+        }
+    };
+    let token = held.token();
+    rec.put(&line::enter(key, token, now_ns()));
+    let (get, value) = res.call(key, token, "get");
+    let mut taken = Vec::new();
+    if let Some(pool) = starve {
+        // Take every connection, as each comes free, for a while.
+        let until = Instant::now() + Duration::from_millis(1500);
+        while Instant::now() < until {
+            if let Ok(c) = pool.get_timeout(Duration::from_millis(20)) {
+                taken.push(c);
+            }
+        }
+        rec.put(&line::starved(key, token, now_ns(), taken.len()));
+    }
+    if held.wait_lost(hold) {
+        rec.put(&line::lost(key, token, now_ns()));
+    }
+    drop(taken);
+    let set_start = now_ns();
+    let set = if get == Op::Ok {
+        res.call(key, token, &(value + 1).to_string()).0
+    } else {
+        Op::Skipped
+    };
+    let t = now_ns();
+    let lost = held.is_lost();
+    rec.put(&line::exit(key, token, t, get, set, set_start, lost));
+    let u = held.unlock();
+    rec.put(&line::unlock(key, token, now_ns(), u));
+}
+
+/// A small deterministic generator (xorshift), enough to vary holds and keys.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n.max(1)
+    }
+}
