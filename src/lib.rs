@@ -42,6 +42,12 @@
 //! - **Nothing hangs.** Every Redis call is bounded by a checkout timeout and
 //!   socket timeouts (2 s each by default).
 //!
+//! These are tested under faults (killed, frozen and starved holders, a
+//! frozen server, tampered keys, cut and stalled connections) by a suite
+//! that records every critical section of several processes and checks the
+//! history. The figures of its last long run are in [`reliability`]
+//! (`RELIABILITY.md` at the top of the repository).
+//!
 //! Replicated and multi-master setups are covered under "Topologies and
 //! what they promise" below. What no setup can promise, and what to do about
 //! it:
@@ -200,3 +206,6 @@ pub use workers::{watchdog_threads, WatchdogThreads};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+#[doc = include_str!("../RELIABILITY.md")]
+pub mod reliability {}

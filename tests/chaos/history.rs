@@ -404,6 +404,19 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits) -> Verdict {
                 && e.victims.iter().any(|(k, t)| *k == s.key && *t == s.token)
         })
     };
+    // A holder whose lock was taken away and whose section ended before a
+    // renewal could tell it, with an unlock that failed (another fault), was
+    // never told: nothing could have told it in time.
+    let untellable = |s: &Section| {
+        events.iter().any(|e| {
+            e.kind.is_tamper()
+                && e.victims.iter().any(|(k, t)| *k == s.key && *t == s.token)
+                && s.exit
+                    .as_ref()
+                    .is_some_and(|x| x.t <= e.start + limits.loss_report())
+                && s.unlock.is_none_or(|(_, u)| u == Unlock::Err)
+        })
+    };
 
     let mut excused = std::collections::HashSet::new();
     for sections in by_key.values_mut() {
@@ -433,7 +446,7 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits) -> Verdict {
                 // pause hit it between `lock` returning and the record).
                 let (old, new) = if a.token < b.token { (a, b) } else { (b, a) };
                 let since = a.enter.max(b.enter);
-                match judge(old, since, &paused, &tampered) {
+                match judge(old, since, &paused, &tampered, &untellable) {
                     Judged::Excused => {
                         excused.insert((old.worker, old.token));
                         v.notes.push(format!(
@@ -464,7 +477,7 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits) -> Verdict {
             // holder that recorded its entry late (it was told, and fenced off).
             if let Some(b) = sections.get(i + 1) {
                 if !overlapped && b.token <= a.token {
-                    match judge(b, b.enter, &paused, &tampered) {
+                    match judge(b, b.enter, &paused, &tampered, &untellable) {
                         Judged::Excused => {
                             excused.insert((b.worker, b.token));
                         }
@@ -508,7 +521,21 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits) -> Verdict {
             if killed.get(&s.worker).is_some_and(|&k| k > e.start) && s.told().is_none() {
                 continue; // killed before it could be told
             }
+            // Another fault in the way (a frozen server or holder, a cut
+            // link) delays the renewal that would tell: the lease deadline
+            // tells instead, and the bound does not apply.
+            let hindered = events.iter().any(|o| {
+                !o.kind.is_tamper()
+                    && !matches!(o.kind, Kind::ScriptFlush | Kind::KillHolder)
+                    && o.start < e.start + limits.loss_report()
+                    && o.end + limits.ttl > e.start
+            });
             match s.told() {
+                Some(t) if hindered => {
+                    v.losses_reported += 1;
+                    let _ = t;
+                }
+                None if untellable(s) || hindered => {}
                 Some(t) => {
                     let late = t.saturating_sub(e.start);
                     v.losses_reported += 1;
@@ -595,10 +622,12 @@ fn judge(
     since: u64,
     paused: &dyn Fn(&Section, u64) -> bool,
     tampered: &dyn Fn(&Section, u64) -> bool,
+    untellable: &dyn Fn(&Section) -> bool,
 ) -> Judged {
-    let told = old
-        .told()
-        .is_some_and(|t| t <= since || paused(old, since) || tampered(old, since));
+    let told = match old.told() {
+        Some(t) => t <= since || paused(old, since) || tampered(old, since),
+        None => tampered(old, since) && untellable(old),
+    };
     let wrote = old
         .exit
         .as_ref()

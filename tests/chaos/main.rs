@@ -77,6 +77,17 @@ fn main() {
         worker::main(&spec);
         return;
     }
+    // Behave as a one-test libtest binary: `--list`, and name filters.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--list") {
+        println!("chaos: test");
+        return;
+    }
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    if !filters.is_empty() && !filters.iter().any(|f| "chaos".contains(f.as_str())) {
+        println!("chaos: filtered out");
+        return;
+    }
     let long = std::env::var("REDMUTEX_CHAOS").is_ok_and(|v| v == "long");
     let started = Instant::now();
     let mut failed = false;
@@ -257,6 +268,8 @@ struct Worker {
     id: u32,
     child: Child,
     stdin: Option<ChildStdin>,
+    /// When it was last told to starve its pool.
+    starved: Option<Instant>,
 }
 
 /// One scenario's servers, workers and record of faults.
@@ -348,7 +361,12 @@ impl Run<'_> {
             .expect("start a worker process");
         let mut child = child;
         let stdin = child.stdin.take();
-        self.workers.push(Worker { id, child, stdin });
+        self.workers.push(Worker {
+            id,
+            child,
+            stdin,
+            starved: None,
+        });
     }
 
     /// Waits until every worker has recorded a critical section.
@@ -496,7 +514,16 @@ impl Run<'_> {
                 }
             }
             Kind::StarvePool => {
-                let w = &mut self.workers[0];
+                // One starving round at a time per worker: each can wait
+                // seconds for the slow key.
+                let now = Instant::now();
+                let Some(w) = self.workers.iter_mut().find(|w| {
+                    w.starved
+                        .is_none_or(|t| now.duration_since(t) > Duration::from_secs(20))
+                }) else {
+                    return;
+                };
+                w.starved = Some(now);
                 event.worker = Some(w.id);
                 let stdin = w.stdin.as_mut().expect("a worker's stdin");
                 stdin
