@@ -518,8 +518,8 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits) -> Verdict {
             else {
                 continue; // taken from a holder that had not recorded yet
             };
-            if killed.get(&s.worker).is_some_and(|&k| k > e.start) && s.told().is_none() {
-                continue; // killed before it could be told
+            if killed.get(&s.worker).is_some_and(|&k| k > s.enter) && s.told().is_none() {
+                continue; // killed (before or after the tamper) before it was told
             }
             // Another fault in the way (a frozen server or holder, a cut
             // link) delays the renewal that would tell: the lease deadline

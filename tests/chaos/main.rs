@@ -450,15 +450,15 @@ impl Run<'_> {
                     Kind::ForeignSet => "set",
                     _ => "pexpire",
                 };
-                event.victims = self.tamper(action);
-                event.start = now_ns();
+                (event.start, event.victims) = self.tamper(action);
             }
             Kind::FlushAll => {
+                // The keys go while the script runs: count from before it.
+                event.start = now_ns();
                 let values: Vec<(String, String)> = redis::Script::new(FLUSH_ALL)
                     .arg(format!("{PREFIX}:*"))
                     .invoke(&mut self.conn(0))
                     .expect("FLUSHALL");
-                event.start = now_ns();
                 event.victims = values
                     .into_iter()
                     .filter_map(|(k, v)| Some((lock_name(&k)?, fence_in(&v)?)))
@@ -539,10 +539,12 @@ impl Run<'_> {
 
     /// Takes the slow key away from its holder (`del`, `set`, `pexpire`),
     /// atomically with reading whose it was.
-    fn tamper(&mut self, action: &str) -> Vec<(String, u64)> {
+    /// Returns when it was sent (the key goes while it runs) and the victim.
+    fn tamper(&mut self, action: &str) -> (u64, Vec<(String, u64)>) {
         let key = format!("{PREFIX}:{SLOW_KEY}");
         let give_up = Instant::now() + Duration::from_secs(3);
         while Instant::now() < give_up {
+            let sent = now_ns();
             let v: Option<String> = redis::Script::new(TAMPER)
                 .key(&key)
                 .arg(action)
@@ -550,13 +552,13 @@ impl Run<'_> {
                 .invoke(&mut self.conn(0))
                 .expect("tamper");
             if let Some(fence) = v.as_deref().and_then(fence_in) {
-                return vec![(SLOW_KEY.to_owned(), fence)];
+                return (sent, vec![(SLOW_KEY.to_owned(), fence)]);
             }
             std::thread::sleep(Duration::from_millis(1));
         }
         self.violations
             .push(format!("nobody held {SLOW_KEY} for 3 s (tamper {action})"));
-        Vec::new()
+        (now_ns(), Vec::new())
     }
 
     fn finish(mut self) -> Outcome {
