@@ -218,8 +218,19 @@ impl Shared {
         i: usize,
         op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<Value, Error>,
     ) -> Result<Value, Error> {
-        let instance = self.instance(i)?;
-        instance.run(self.config.checkout_timeout, self.config.io_timeout, op)
+        let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
+        self.instance(i)?.run(checkout, io, op)
+    }
+
+    /// As [`Shared::run_on`], for a renewal: on the connection set aside for
+    /// renewals when it is free.
+    fn run_renewal_on(
+        &self,
+        i: usize,
+        op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<Value, Error>,
+    ) -> Result<Value, Error> {
+        let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
+        self.instance(i)?.run_renewal(checkout, io, op)
     }
 
     fn instance(&self, i: usize) -> Result<&Arc<dyn Connector>, Error> {
@@ -437,10 +448,7 @@ impl Shared {
             call.key(redis_keys)
                 .arg(token.as_str())
                 .arg(time::millis_ceil(ttl));
-            let instance = self.instance(i)?;
-            let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
-            let reply =
-                instance.run_renewal(checkout, io, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            let reply = self.run_renewal_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             Ok(int_reply(&reply, "renew")? == 1)
         });
         match redlock::decide_renew(&answers) {
