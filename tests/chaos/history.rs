@@ -492,9 +492,9 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits) -> Verdict {
     }
 
     v.excused_overlaps = excused.len() as u64;
-    v.told = logs
-        .iter()
-        .flat_map(|l| &l.sections)
+    v.told = by_key
+        .values()
+        .flatten()
         .filter(|s| s.told().is_some())
         .count() as u64;
 
@@ -511,10 +511,9 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits) -> Verdict {
     // Every holder whose lock was taken away is told, in time.
     for e in events.iter().filter(|e| e.kind.is_tamper() && e.loses) {
         for (key, token) in &e.victims {
-            let Some(s) = logs
-                .iter()
-                .flat_map(|l| &l.sections)
-                .find(|s| s.key == *key && s.token == *token)
+            let Some(s) = by_key
+                .get(key.as_str())
+                .and_then(|ss| ss.iter().find(|s| s.token == *token))
             else {
                 continue; // taken from a holder that had not recorded yet
             };
@@ -531,10 +530,7 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits) -> Verdict {
                     && o.end + limits.ttl > e.start
             });
             match s.told() {
-                Some(t) if hindered => {
-                    v.losses_reported += 1;
-                    let _ = t;
-                }
+                Some(_) if hindered => v.losses_reported += 1,
                 None if untellable(s) || hindered => {}
                 Some(t) => {
                     let late = t.saturating_sub(e.start);
@@ -570,11 +566,10 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits) -> Verdict {
                 && o.start < e.start + limits.takeover()
                 && o.end + limits.ttl > e.start
         });
-        let held: Vec<&Section> = logs
-            .iter()
-            .flat_map(|l| &l.sections)
-            .filter(|s| s.worker == w && s.enter < e.start && s.unlock.is_none())
-            .collect();
+        let held = by_key
+            .values()
+            .flatten()
+            .filter(|s| s.worker == w && s.enter < e.start && s.unlock.is_none());
         for s in held {
             let next = by_key.get(s.key.as_str()).and_then(|ss| {
                 ss.iter()

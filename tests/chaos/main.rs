@@ -35,7 +35,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use common::proxy::{Mode, Proxy};
-use common::{Server, TempDir};
+use common::{fence_in, Server, TempDir, SOMEONE_ELSE};
 use history::{check, ms, now_ns, summary, Event, Kind, Limits, Verdict, WorkerLog};
 use worker::{resource_keys, Rng, Settings, FAST_KEYS, PREFIX, SLOW_KEY};
 
@@ -221,9 +221,7 @@ impl Totals {
         for e in &o.events {
             *self.faults.entry(e.kind).or_default() += 1;
         }
-        for (k, n) in &o.failures {
-            *self.failures.entry(k.clone()).or_default() += n;
-        }
+        add_counts(&mut self.failures, &o.failures);
     }
 
     fn report(&self, control: usize, took: Duration) -> String {
@@ -494,24 +492,6 @@ impl Run<'_> {
                 proxy.set(mode);
                 std::thread::sleep(hold);
                 proxy.set(Mode::Pass);
-                if std::env::var("REDMUTEX_CHAOS_VERBOSE").is_ok() {
-                    let mut c = self.conn(0);
-                    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
-                    for k in keys {
-                        let t: i64 = redis::cmd("PTTL").arg(&k).query(&mut c).unwrap();
-                        let v: Option<String> =
-                            redis::cmd("GET").arg(&k).query(&mut c).unwrap_or(None);
-                        println!("    after {kind:?}: {k} pttl {t} {v:?}");
-                    }
-                    let info: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
-                    println!(
-                        "    {}",
-                        info.lines()
-                            .filter(|l| l.starts_with("total_conn"))
-                            .collect::<Vec<_>>()
-                            .join(" ")
-                    );
-                }
             }
             Kind::StarvePool => {
                 // One starving round at a time per worker: each can wait
@@ -549,6 +529,7 @@ impl Run<'_> {
                 .key(&key)
                 .arg(action)
                 .arg(TTL.as_millis() as u64)
+                .arg(SOMEONE_ELSE)
                 .invoke(&mut self.conn(0))
                 .expect("tamper");
             if let Some(fence) = v.as_deref().and_then(fence_in) {
@@ -666,9 +647,7 @@ impl Run<'_> {
         verdict.violations.append(&mut self.violations);
         let mut failures = BTreeMap::new();
         for l in &logs {
-            for (k, n) in &l.failures {
-                *failures.entry(k.clone()).or_default() += n;
-            }
+            add_counts(&mut failures, &l.failures);
         }
         Outcome {
             verdict,
@@ -677,6 +656,13 @@ impl Run<'_> {
             rejected,
             failures,
         }
+    }
+}
+
+/// Adds the counts of `from` to `into`, key by key.
+fn add_counts(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+    for (k, n) in from {
+        *into.entry(k.clone()).or_default() += n;
     }
 }
 
@@ -691,19 +677,14 @@ fn lock_name(redis_key: &str) -> Option<String> {
     (!name.starts_with("__redmutex__") && name != "broken-fence").then(|| name.to_owned())
 }
 
-/// The fencing token in a lock value `<owner>:<fence>:<metadata>`.
-fn fence_in(value: &str) -> Option<u64> {
-    value.split(':').nth(1)?.parse().ok()
-}
-
 /// Reads the value of KEYS[1] and, if there was one, takes the key away:
-/// ARGV[1] = del | set (someone else's value, for ARGV[2] ms) | pexpire.
+/// ARGV[1] = del | set (ARGV[3]'s value, for ARGV[2] ms) | pexpire.
 const TAMPER: &str = r"
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
 if ARGV[1] == 'del' then redis.call('DEL', KEYS[1])
 elseif ARGV[1] == 'set' then
-  redis.call('SET', KEYS[1], 'ffffffffffffffffffffffffffffffff:1:intruder', 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], ARGV[3] .. ':1:intruder', 'PX', ARGV[2])
 else redis.call('PEXPIRE', KEYS[1], 1) end
 return v
 ";

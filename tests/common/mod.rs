@@ -446,13 +446,18 @@ pub fn owner_of(server: &Server, key: &str) -> Option<String> {
     v.map(|v| owner_in(&v).to_owned())
 }
 
+/// The fencing token a lock value `<token>:<fence>:<metadata>` names.
+pub fn fence_in(value: &str) -> Option<u64> {
+    value.split(':').nth(1)?.parse().ok()
+}
+
 /// The fencing token stored in the lock at `key` on `server`.
 pub fn fence_of(server: &Server, key: &str) -> u64 {
     let v: String = redis::cmd("GET")
         .arg(key)
         .query(&mut server.conn())
         .unwrap();
-    v.split(':').nth(1).unwrap().parse().unwrap()
+    fence_in(&v).unwrap()
 }
 
 /// An owner token that is not any locker's.
