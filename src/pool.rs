@@ -144,7 +144,10 @@ pub(crate) trait Connector: Send + Sync + 'static {
     /// Runs a renewal: on the connection kept aside for renewals when it is
     /// free (see [`Connector::reserve`]), else as [`Connector::run`] does. An
     /// application that holds every other pooled connection cannot starve
-    /// a lease this way.
+    /// a lease this way. The spare survives timeouts; when it is found
+    /// closed, a fresh connection takes its place at once and the renewal
+    /// is sent again on it. With no spare yet, the connection checked out
+    /// for the renewal becomes the spare.
     fn run_renewal(
         &self,
         checkout: Duration,
@@ -222,8 +225,10 @@ where
 }
 
 /// Runs `op` on `conn`, bounded by `io`. Returns whether the connection
-/// should not be used again: an I/O error, or a master demoted by a
-/// failover (READONLY), which is also closed so that the pool discards it.
+/// should not be used again: it is closed (the server or the network cut
+/// it), or it reaches a master demoted by a failover (READONLY), which is
+/// also closed so that the pool discards it. A timeout alone does not spoil
+/// a connection: redis-rs skips the late reply before reading the next one.
 fn run_on_conn<M>(
     conn: &mut PooledConnection<M>,
     io: Duration,
@@ -243,8 +248,9 @@ where
             discard_plain(conn);
             spoiled = true;
         }
-        spoiled |= e.is_io_error();
+        spoiled |= e.is_io_error() && !e.is_timeout();
     }
+    spoiled |= !conn.is_open();
     (result, spoiled)
 }
 
@@ -269,17 +275,35 @@ where
         io: Duration,
         op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
     ) -> Result<redis::Value, Error> {
-        if let Some(mut slot) = self.spare.try_lock() {
-            if let Some(conn) = slot.as_mut() {
-                let (result, spoiled) = run_on_conn(conn, io, op);
-                if spoiled {
-                    // Back to the pool, which drops it if it is closed.
-                    *slot = None;
-                }
+        // Another renewal has the spare: this one goes through the pool.
+        let Some(mut slot) = self.spare.try_lock() else {
+            return self.run(checkout, io, op);
+        };
+        let mut first = None;
+        if let Some(conn) = slot.as_mut() {
+            let (result, spoiled) = run_on_conn(conn, io, op);
+            if !spoiled {
                 return result;
             }
+            // Back to the pool, which drops it as closed; its place in the
+            // pool is taken again at once, before the application takes it.
+            *slot = None;
+            first = Some(result);
         }
-        self.run(checkout, io, op)
+        if self.pool.max_size() < MIN_POOL_FOR_SPARE {
+            drop(slot);
+            return first.unwrap_or_else(|| self.run(checkout, io, op));
+        }
+        let mut conn = match self.pool.get_timeout(checkout) {
+            Ok(conn) => conn,
+            Err(e) => return first.unwrap_or(Err(e.into())),
+        };
+        // A renewal is owner-checked: sending it again is safe.
+        let (result, spoiled) = run_on_conn(&mut conn, io, op);
+        if !spoiled {
+            *slot = Some(conn);
+        }
+        result
     }
 
     fn reserve(&self) {

@@ -7,7 +7,9 @@
 
 mod common;
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use common::proxy::{Mode, Proxy};
 use common::{key, timed, Server};
@@ -224,11 +226,10 @@ fn a_cut_connection_after_an_acquire_leaves_no_orphan_lock() {
     assert!(locker.try_lock(&k).unwrap().is_some());
 }
 
-/// The application checks out every connection of the pool while it holds
-/// a lock: the watchdog renews on the connection the locker set aside.
-#[test]
-fn a_lease_survives_an_application_holding_every_pooled_connection() {
-    let server = Server::start();
+/// A pool of 8 (big enough for a spare renewal connection) and a locker
+/// over it with a TTL of 1.5 s.
+#[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
+fn starvable(server: &Server) -> (r2d2::Pool<redis::Client>, Locker, Duration) {
     let pool = server.bare_pool(8);
     let ttl = Duration::from_millis(1500);
     let locker = Locker::builder(pool.clone())
@@ -237,6 +238,55 @@ fn a_lease_survives_an_application_holding_every_pooled_connection() {
         .checkout_timeout(IO)
         .build()
         .unwrap();
+    (pool, locker, ttl)
+}
+
+/// As above, while the server freezes long enough for a renewal to time
+/// out, and the application takes every connection that comes free: the
+/// connection set aside for renewals must stay with the locker, or the
+/// application takes it and the lease runs out.
+#[test]
+fn a_lease_survives_a_renewal_timeout_in_a_starved_pool() {
+    let server = Server::start();
+    let (pool, locker, ttl) = starvable(&server);
+    let guard = locker.lock(&key("starved")).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let starver = {
+        let (pool, stop) = (pool.clone(), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut taken = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(c) = pool.get_timeout(Duration::from_millis(20)) {
+                    taken.push(c);
+                }
+            }
+            taken.len()
+        })
+    };
+    // The first renewal (a third of the TTL in) times out while frozen; the
+    // lease still has 400 ms when the server comes back.
+    server.pause();
+    let back = guard.valid_until() - Duration::from_millis(400);
+    common::wait_until("the server has been frozen long enough", ttl, || {
+        Instant::now() >= back
+    });
+    server.resume();
+    let lost = guard.wait_lost(ttl * 2);
+    stop.store(true, Ordering::SeqCst);
+    let taken = starver.join().unwrap();
+    assert!(
+        !lost,
+        "the lease was lost to a starved pool ({taken} taken)"
+    );
+    guard.unlock().unwrap();
+}
+
+/// The application checks out every connection of the pool while it holds
+/// a lock: the watchdog renews on the connection the locker set aside.
+#[test]
+fn a_lease_survives_an_application_holding_every_pooled_connection() {
+    let server = Server::start();
+    let (pool, locker, ttl) = starvable(&server);
     let guard = locker.lock(&key("starved")).unwrap();
     let taken: Vec<_> = std::iter::from_fn(|| pool.try_get()).collect();
     assert!(pool.try_get().is_none() && !taken.is_empty());
