@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::builder::validate_ttl;
 use crate::lease::Lease;
-use crate::ops::Shared;
-use crate::token::Token;
+use crate::ops::{Acquisition, Shared};
 use crate::watchdog::{Renewal, Watchdog};
 use crate::Error;
 
@@ -60,8 +59,7 @@ pub struct Guard {
 /// What a guard needs to talk to Redis.
 struct Held {
     shared: Arc<Shared>,
-    redis_keys: Arc<[String]>,
-    token: Token,
+    acquisition: Acquisition,
     watchdog: Option<Watchdog>,
 }
 
@@ -86,21 +84,18 @@ impl Guard {
     /// releases it through `Drop`), then starts its watchdog.
     pub(crate) fn new(
         shared: Arc<Shared>,
-        keys: Vec<String>,
-        redis_keys: Arc<[String]>,
-        token: Token,
+        mut acquisition: Acquisition,
         fence: u64,
         lease: Arc<Lease>,
     ) -> Result<Guard, Error> {
         let watchdog_on = shared.config.watchdog;
         let mut guard = Guard {
-            keys,
+            keys: std::mem::take(&mut acquisition.caller_keys),
             fence,
             lease,
             held: Some(Held {
                 shared,
-                redis_keys,
-                token,
+                acquisition,
                 watchdog: None,
             }),
         };
@@ -108,8 +103,8 @@ impl Guard {
             if let Some(held) = guard.held.as_mut() {
                 let (shared, keys, token) = (
                     Arc::clone(&held.shared),
-                    Arc::clone(&held.redis_keys),
-                    held.token.clone(),
+                    Arc::clone(&held.acquisition.redis_keys),
+                    held.acquisition.token.clone(),
                 );
                 let lease = Arc::clone(&guard.lease);
                 let dog = Watchdog::start(Arc::clone(&guard.lease), move |ttl| {
@@ -259,10 +254,12 @@ impl Guard {
             return Err(self.lost());
         };
         validate_ttl(ttl, held.shared.config.drift)?;
-        match held
-            .shared
-            .renew(&self.lease, &held.redis_keys, &held.token, ttl)?
-        {
+        match held.shared.renew(
+            &self.lease,
+            &held.acquisition.redis_keys,
+            &held.acquisition.token,
+            ttl,
+        )? {
             Renewal::Confirmed => {
                 if let Some(dog) = &held.watchdog {
                     dog.reschedule();
@@ -326,9 +323,10 @@ impl Held {
     fn release(mut self) -> Result<bool, Error> {
         // Dropping the handle stops the watchdog.
         drop(self.watchdog.take());
-        let result = self.shared.release(&self.redis_keys, &self.token);
-        self.shared.notify_released(&self.redis_keys);
-        result
+        let result = self.shared.release(&self.acquisition);
+        let handed = result.as_ref().ok().and_then(|(_, h)| h.as_ref());
+        self.shared.notify_released(&self.acquisition, handed);
+        result.map(|(ours, _)| ours)
     }
 }
 

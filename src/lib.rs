@@ -89,16 +89,22 @@
 //!
 //! [`Locker::lock`] waits without polling where it can:
 //!
-//! - **Woken on release.** A release publishes the key on the prefix's
-//!   release channel. A locker's first waiter starts a listener (one thread,
-//!   one connection lent by the pool for the locker's life) that wakes the
-//!   waiters of the released key, in this process and every other. A release
-//!   by a guard of the same locker wakes its waiters directly.
-//! - **Fairness.** Waiters on a single key queue in Redis, first come, first
-//!   served: a free lock goes to the longest waiter, so a thread that
-//!   releases and locks again at once queues behind the others. A waiter
-//!   that dies holds its place only until its deadline (its longest backoff
-//!   pause plus the I/O timeout). [`Locker::try_lock`] respects the queue.
+//! - **Handed over on release.** Waiters on a single key queue in Redis,
+//!   first come, first served. A release gives the lock to the longest
+//!   live waiter inside the release script (with that waiter's TTL and
+//!   metadata, and a new fencing token) and announces it on the prefix's
+//!   release channel; a release with nobody queued announces the free key.
+//!   A locker's first waiter starts a listener (one thread, one connection
+//!   lent by the pool for the locker's life) that hands the news to its
+//!   waiters, in this process and every other; a release by a guard of the
+//!   same locker tells them directly. The waiter holds the lock without a
+//!   round trip of its own, its lease counted from its last attempt.
+//! - **Fairness.** A thread that releases and locks again at once queues
+//!   behind the others. A waiter that dies holds its place only until its
+//!   deadline (its longest backoff pause plus the I/O timeout); a lock
+//!   handed to it then waits out its TTL, as a dead holder's does. A waiter
+//!   that gives up frees a lock handed to it meanwhile.
+//!   [`Locker::try_lock`] respects the queue.
 //! - **A safety net.** Between attempts a waiter also keeps its [`Backoff`]
 //!   (exponential, 8 to 256 ms, by default) and retries when the holder's
 //!   lease would have run out, so a lost message costs one backoff pause,

@@ -287,7 +287,8 @@ impl Locker {
         let deadline = wait.and_then(|w| time::deadline(start, w));
         let backoff = self.shared.config.backoff;
         let watched = Arc::clone(&acquisition.redis_keys);
-        let watch = self.shared.signal().watch(&watched);
+        let token = acquisition.token.as_str().to_owned();
+        let watch = self.shared.signal().watch(&watched, &token);
         // A queued waiter's place lasts until its next attempt could come,
         // plus one round trip's worth of slack.
         let stay = backoff
@@ -298,15 +299,16 @@ impl Locker {
         loop {
             let seen = watch.current();
             attempts = attempts.saturating_add(1);
-            let holder_ttl = match self.shared.acquire(&acquisition, queue)? {
+            let (holder_ttl, sent) = match self.shared.acquire(&acquisition, queue)? {
                 Outcome::Granted { sent, fence } => return self.grant(acquisition, sent, fence),
-                Outcome::Busy { holder_ttl } => holder_ttl,
+                Outcome::Busy { holder_ttl, sent } => (holder_ttl, sent),
             };
             let now = Instant::now();
             let out_of_time = deadline.is_some_and(|d| now >= d);
             let out_of_attempts = backoff.attempt_limit().is_some_and(|n| attempts >= n);
             if out_of_time || out_of_attempts {
                 if queue != Queue::Ignore {
+                    // Frees a lock handed over to us in the meantime.
                     self.shared.dequeue(&acquisition);
                 }
                 return Err(Error::Timeout {
@@ -329,6 +331,13 @@ impl Locker {
                 wake = wake.min(d);
             }
             watch.wait_until(seen, wake);
+            if let Some(fence) = watch.take_handed() {
+                // A release gave us the lock after the attempt above. When it
+                // cannot be taken as it is, the next attempt finds it ours.
+                if self.shared.takes_handed(&acquisition, fence, sent) {
+                    return self.grant(acquisition, sent, fence);
+                }
+            }
         }
     }
 
@@ -339,14 +348,7 @@ impl Locker {
             self.shared.reserve_for_renewals();
         }
         let lease = Arc::new(Lease::new(sent, config.ttl, config.drift));
-        Guard::new(
-            Arc::clone(&self.shared),
-            a.caller_keys,
-            a.redis_keys,
-            a.token,
-            fence,
-            lease,
-        )
+        Guard::new(Arc::clone(&self.shared), a, fence, lease)
     }
 }
 

@@ -2,6 +2,7 @@
 //! quorum: each operation runs a script on every instance (in parallel when
 //! there are several), and a pure function in `redlock.rs` decides.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -62,6 +63,10 @@ pub(crate) struct Acquisition {
     /// The waiters' queue and its deadlines (used for single-key locks on
     /// one instance or a cluster; see `scripts::ACQUIRE`).
     queue: (String, String),
+    /// The fencing counter as the latest refused attempt saw it: a lock
+    /// handed over to this acquisition with a token at or below it was
+    /// handed over before that attempt, and lost since.
+    floor: AtomicU64,
 }
 
 /// How an attempt treats the waiters' queue.
@@ -86,8 +91,15 @@ pub(crate) enum Outcome {
     Busy {
         /// How long the busy key's lease has left, when it has a TTL.
         holder_ttl: Option<Duration>,
+        /// When the attempt was sent: a lock handed over to this acquisition
+        /// afterwards counts its lease from here.
+        sent: Instant,
     },
 }
+
+/// A lock that a release handed over to a waiter: its owner token and
+/// fencing token.
+pub(crate) type Handed = (String, u64);
 
 impl Shared {
     pub(crate) fn new(instances: Vec<Arc<dyn Connector>>, config: Config) -> Self {
@@ -188,6 +200,7 @@ impl Shared {
             fence_key: space.fence_key_for(&redis_keys, self.config.cluster),
             queue: space.queue_keys(first, self.config.cluster),
             redis_keys,
+            floor: AtomicU64::new(0),
         })
     }
 
@@ -202,13 +215,29 @@ impl Shared {
     }
 
     /// Leaves the queue of `a` (a waiter that gave up), best effort: the
-    /// entry expires on its own anyway.
+    /// entry expires on its own anyway. A lock handed over to it meanwhile
+    /// is freed, and handed to the next waiter.
     pub(crate) fn dequeue(&self, a: &Acquisition) {
         let mut call = scripts::DEQUEUE.prepare_invoke();
-        call.key(&a.queue.0).key(&a.queue.1).arg(a.token.as_str());
+        call.key(&*a.redis_keys)
+            .key(&a.fence_key)
+            .key(&a.queue.0)
+            .key(&a.queue.1)
+            .arg(a.token.as_str())
+            .arg(self.channel.as_deref().unwrap_or(""));
         for i in 0..self.instances.len() {
             let _ = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?));
         }
+    }
+
+    /// Whether a lock handed over to `a`, with fencing token `fence`, may be
+    /// taken as granted without a round trip: it was handed over after the
+    /// latest refused attempt (sent at `sent`), whose lease then still has
+    /// most of its TTL, and no replica must acknowledge it first.
+    pub(crate) fn takes_handed(&self, a: &Acquisition, fence: u64, sent: Instant) -> bool {
+        self.config.min_replicas == 0
+            && fence > a.floor.load(Ordering::SeqCst)
+            && sent.elapsed() < self.config.ttl / 3
     }
 
     /// Runs one operation on instance `i`, bounded by the checkout and I/O
@@ -282,7 +311,7 @@ impl Shared {
                 if n > 1 {
                     self.release_quietly(a);
                 }
-                Ok(Outcome::Busy { holder_ttl })
+                Ok(Outcome::Busy { holder_ttl, sent })
             }
             Acquired::NoQuorum { granted, last } => {
                 if n > 1 {
@@ -334,7 +363,8 @@ impl Shared {
                     return Err(e.into());
                 }
             };
-            let g = parse_acquire(&reply)?;
+            let (g, floor) = parse_acquire(&reply)?;
+            a.floor.store(floor, Ordering::SeqCst);
             if matches!(g, Grant::Granted(_)) && config.min_replicas > 0 {
                 let wait_ms = time::millis_ceil(config.replica_timeout);
                 let acked = redis::cmd("WAIT")
@@ -394,24 +424,37 @@ impl Shared {
 
     /// Releases on every instance, ignoring the outcome (clean-up paths).
     fn release_quietly(&self, a: &Acquisition) {
-        let _ = self.release(&a.redis_keys, &a.token);
+        let _ = self.release(a);
     }
 
-    /// Deletes the keys still owned by `token` on every instance, and
-    /// announces the release. `Ok(true)`: a majority still had the lock;
-    /// `Ok(false)`: it had been lost.
-    pub(crate) fn release(&self, redis_keys: &[String], token: &Token) -> Result<bool, Error> {
+    /// Deletes the keys still owned by `a` on every instance, announces the
+    /// release, and hands a single-key lock to the first live waiter in its
+    /// queue. `Ok(true)`: a majority still had the lock; `Ok(false)`: it had
+    /// been lost. With the hand-over, if there was one.
+    pub(crate) fn release(&self, a: &Acquisition) -> Result<(bool, Option<Handed>), Error> {
         let channel = self.channel.as_deref().unwrap_or("");
+        let queued = self.channel.is_some() && self.queue_mode(a, Queue::Respect) != Queue::Ignore;
+        let handed = Mutex::new(None);
         let answers = redlock::fan_out(self.instances.len(), |i| {
             let mut call = scripts::RELEASE.prepare_invoke();
-            call.key(redis_keys).arg(token.as_str()).arg(channel);
+            call.key(&*a.redis_keys);
+            if queued {
+                call.key(&a.fence_key).key(&a.queue.0).key(&a.queue.1);
+            }
+            call.arg(a.token.as_str())
+                .arg(channel)
+                .arg(a.redis_keys.len());
             let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
-            let deleted = int_reply(&reply, "release")?;
-            Ok(usize::try_from(deleted).is_ok_and(|d| d == redis_keys.len()))
+            let (deleted, to) = parse_release(&reply)?;
+            if to.is_some() {
+                *handed.lock() = to;
+            }
+            Ok(usize::try_from(deleted).is_ok_and(|d| d == a.redis_keys.len()))
         });
+        let handed = handed.into_inner();
         match redlock::decide_release(answers) {
-            Released::Clean => Ok(true),
-            Released::Lost => Ok(false),
+            Released::Clean => Ok((true, handed)),
+            Released::Lost => Ok((false, handed)),
             Released::Unknown { ours, last } => Err(self.quorum_error(ours, last)),
         }
     }
@@ -482,10 +525,16 @@ impl Shared {
         }
     }
 
-    /// Wakes this locker's waiters for `redis_keys` after a release here.
-    pub(crate) fn notify_released(&self, redis_keys: &[String]) {
-        for k in redis_keys {
-            self.released.notify(k);
+    /// Wakes this locker's waiters after a release of `a` here: the one the
+    /// lock was handed over to, or else those of its keys.
+    pub(crate) fn notify_released(&self, a: &Acquisition, handed: Option<&Handed>) {
+        match handed {
+            Some((token, fence)) => self.released.hand_over(token, *fence),
+            None => {
+                for k in a.redis_keys.iter() {
+                    self.released.notify(k);
+                }
+            }
         }
     }
 }
@@ -498,11 +547,11 @@ fn hear(shared: &Weak<Shared>, heard: Heard<'_>) -> bool {
     };
     match heard {
         Heard::Subscribed => shared.set_listener(Listener::On),
-        Heard::Message(key) => {
-            if let Ok(key) = std::str::from_utf8(key) {
-                shared.released.notify(key);
-            }
-        }
+        Heard::Message(message) => match parse_announcement(message) {
+            Some(Announced::Released(key)) => shared.released.notify(key),
+            Some(Announced::Handed { token, fence }) => shared.released.hand_over(token, fence),
+            None => {}
+        },
         Heard::Idle => {}
         Heard::Gone => {
             shared.set_listener(Listener::Off);
@@ -535,18 +584,64 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
-/// A bulk string is the fencing token of a grant; an integer is the PTTL of
-/// the busy key (negative: no TTL).
-fn parse_acquire(reply: &Value) -> Result<Grant, Error> {
+/// A bulk string is the fencing token of a grant; an array of an integer
+/// (the PTTL of the busy key, negative: no TTL) and the fencing counter is a
+/// refusal. With the counter (0 for a grant).
+fn parse_acquire(reply: &Value) -> Result<(Grant, u64), Error> {
     match reply {
-        Value::Int(pttl) => Ok(Grant::Busy(
-            u64::try_from(*pttl).ok().map(Duration::from_millis),
-        )),
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(pttl), Value::Int(counter)] => Ok((
+                Grant::Busy(u64::try_from(*pttl).ok().map(Duration::from_millis)),
+                u64::try_from(*counter).unwrap_or(0),
+            )),
+            _ => Err(unexpected("acquire", reply)),
+        },
         other => match text(other).and_then(|s| s.parse::<u64>().ok()) {
-            Some(fence) => Ok(Grant::Granted(fence)),
+            Some(fence) => Ok((Grant::Granted(fence), 0)),
             None => Err(unexpected("acquire", reply)),
         },
     }
+}
+
+/// The number of keys deleted; after a hand-over, an array of that number,
+/// the grantee's owner token and its fencing token.
+fn parse_release(reply: &Value) -> Result<(i64, Option<Handed>), Error> {
+    match reply {
+        Value::Int(n) => Ok((*n, None)),
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(n), token, fence] => {
+                let token = text(token).ok_or_else(|| unexpected("release", reply))?;
+                let fence = text(fence)
+                    .and_then(|f| f.parse::<u64>().ok())
+                    .ok_or_else(|| unexpected("release", reply))?;
+                Ok((*n, Some((token, fence))))
+            }
+            _ => Err(unexpected("release", reply)),
+        },
+        other => Err(unexpected("release", other)),
+    }
+}
+
+/// What a release channel message says.
+#[derive(Debug, PartialEq, Eq)]
+enum Announced<'a> {
+    /// `-<key>`: the lock was freed.
+    Released(&'a str),
+    /// `+<token>:<fence>:<key>`: the lock was handed over to a waiter (the
+    /// waiter is known by its token).
+    Handed { token: &'a str, fence: u64 },
+}
+
+fn parse_announcement(message: &[u8]) -> Option<Announced<'_>> {
+    let message = std::str::from_utf8(message).ok()?;
+    if let Some(key) = message.strip_prefix('-') {
+        return Some(Announced::Released(key));
+    }
+    let mut parts = message.strip_prefix('+')?.splitn(3, ':');
+    let token = parts.next()?;
+    let fence = parts.next()?.parse().ok()?;
+    parts.next().filter(|key| !key.is_empty())?;
+    Some(Announced::Handed { token, fence })
 }
 
 /// `[value, pttl]`, or an empty array for a missing key. The value is
@@ -598,17 +693,51 @@ mod tests {
     #[test]
     fn acquire_replies() {
         let granted = parse_acquire(&Value::BulkString(b"1763712345000001".to_vec())).unwrap();
-        assert!(matches!(granted, Grant::Granted(1_763_712_345_000_001)));
         assert!(matches!(
-            parse_acquire(&Value::Int(250)).unwrap(),
-            Grant::Busy(Some(d)) if d == Duration::from_millis(250)
+            granted,
+            (Grant::Granted(1_763_712_345_000_001), 0)
+        ));
+        let busy = |pttl, counter| Value::Array(vec![Value::Int(pttl), Value::Int(counter)]);
+        assert!(matches!(
+            parse_acquire(&busy(250, 9)).unwrap(),
+            (Grant::Busy(Some(d)), 9) if d == Duration::from_millis(250)
         ));
         assert!(matches!(
-            parse_acquire(&Value::Int(-1)).unwrap(),
-            Grant::Busy(None)
+            parse_acquire(&busy(-1, 0)).unwrap(),
+            (Grant::Busy(None), 0)
         ));
         assert!(parse_acquire(&Value::Nil).is_err());
+        assert!(parse_acquire(&Value::Int(3)).is_err());
         assert!(parse_acquire(&Value::BulkString(b"x".to_vec())).is_err());
+    }
+
+    #[test]
+    fn release_replies_and_announcements() {
+        assert_eq!(parse_release(&Value::Int(1)).unwrap(), (1, None));
+        let handed = Value::Array(vec![
+            Value::Int(1),
+            Value::BulkString(b"abc".to_vec()),
+            Value::BulkString(b"42".to_vec()),
+        ]);
+        assert_eq!(
+            parse_release(&handed).unwrap(),
+            (1, Some(("abc".to_owned(), 42)))
+        );
+        assert!(parse_release(&Value::Nil).is_err());
+        assert_eq!(
+            parse_announcement(b"-p:k"),
+            Some(Announced::Released("p:k"))
+        );
+        assert_eq!(
+            parse_announcement(b"+abc:42:p:k"),
+            Some(Announced::Handed {
+                token: "abc",
+                fence: 42
+            })
+        );
+        for bad in [&b"p:k"[..], b"+abc:x:k", b"+abc:1:", b"+abc", b"\xff"] {
+            assert_eq!(parse_announcement(bad), None);
+        }
     }
 
     #[test]

@@ -24,12 +24,72 @@ local function owned(key, token)
 end
 ";
 
+/// Shared by the scripts that grant a lock: the server's clock, and the next
+/// fencing token. A missing counter (first use, or data lost) starts from
+/// the server's clock in microseconds, so tokens keep rising after a flush
+/// or a restart unless that clock went back. Integers stay below 2^53,
+/// where Lua's numbers are exact, for thousands of years.
+const MINT: &str = r"
+local function clock()
+  local now = redis.call('TIME')
+  return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000),
+    tonumber(now[1]) * 1000000 + tonumber(now[2])
+end
+local function mint(counter)
+  local fence = redis.call('INCR', counter)
+  if fence == 1 then
+    local _, micros = clock()
+    fence = micros
+    redis.call('SET', counter, string.format('%.0f', fence))
+  end
+  return string.format('%.0f', fence)
+end
+";
+
+/// Shared by the scripts that free a lock with waiters queued for it: gives
+/// it to the first waiter whose deadline has not passed, with the TTL and
+/// metadata that waiter registered (`<deadline ms>:<ttl ms>:<metadata>` in
+/// the deadlines hash), and announces `+<token>:<fence>:<key>` on the
+/// channel; waiters whose deadline passed are dropped on the way. Returns
+/// the grantee's token and fencing token, or nothing when nobody waits (the
+/// caller then announces the plain release `-<key>`).
+const HAND_OVER: &str = r"
+local function hand_over(key, counter, queue, waiters, channel)
+  local now = clock()
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  while head do
+    local entry = redis.call('HGET', waiters, head) or ''
+    redis.call('ZREM', queue, head)
+    redis.call('HDEL', waiters, head)
+    local deadline, ttl, meta = string.match(entry, '^(%d+):(%d+):(.*)$')
+    if deadline and tonumber(deadline) >= now then
+      local fence = mint(counter)
+      redis.call('SET', key, head .. ':' .. fence .. ':' .. meta, 'PX', ttl)
+      redis.call('PUBLISH', channel, '+' .. head .. ':' .. fence .. ':' .. key)
+      return head, fence
+    end
+    head = redis.call('ZRANGE', queue, 0, 0)[1]
+  end
+  return nil
+end
+local function free(key, counter, queue, waiters, channel)
+  redis.call('DEL', key)
+  if channel == '' then return nil end
+  if queue then
+    local head, fence = hand_over(key, counter, queue, waiters, channel)
+    if head then return head, fence end
+  end
+  redis.call('PUBLISH', channel, '-' .. key)
+  return nil
+end
+";
+
 /// Takes every lock key or none, and mints a fencing token; for a single
 /// key, keeps waiters in a first-come, first-served queue.
 ///
 /// - `KEYS[1]`: the fencing counter; `KEYS[2]`, `KEYS[3]`: the queue (a
-///   sorted set of owner tokens by arrival) and its waiters' deadlines (a
-///   hash); `KEYS[4..]`: the lock keys.
+///   sorted set of owner tokens by arrival) and its waiters (a hash of
+///   `<deadline ms>:<ttl ms>:<metadata>`); `KEYS[4..]`: the lock keys.
 /// - `ARGV[1]`: owner token, `ARGV[2]`: TTL in ms, `ARGV[3]`: metadata,
 ///   `ARGV[4]`: queue mode: `""` ignores the queue (multi-key locks,
 ///   Redlock), `"0"` respects it (a free lock with waiters queued is theirs),
@@ -39,61 +99,60 @@ end
 /// Waiters whose deadline passed are dropped from the head of the queue, so
 /// a dead waiter holds the line for at most its last timeout; both queue
 /// keys expire a second after the last waiter's timeout, so none outlives
-/// its waiters. A key already ours counts as free, so a retry after a lost
-/// reply succeeds (its value is overwritten). A missing counter (first use,
-/// or data lost) starts from the server's clock in microseconds, so tokens
-/// keep rising after a flush or a restart unless that clock went back.
-/// Integers stay below 2^53, where Lua's numbers are exact, for thousands of
-/// years.
+/// its waiters. Keys that are all ours already (a retry after a lost reply,
+/// or a lock handed over by a release) are granted again whatever the queue
+/// says, with a new fencing token.
 ///
-/// Replies: a bulk string, the fencing token, when granted; an integer when
-/// not: the PTTL in ms of the first busy key (-1: it has no TTL), or -2 when
-/// the lock is free but others are queued first.
+/// Replies: a bulk string, the fencing token, when granted; when not, an
+/// array of the PTTL in ms of the first busy key (-1: it has no TTL; -2: the
+/// lock is free but others are queued first) and the fencing counter as it
+/// stands (0 when missing), below which no hand-over can be newer than this
+/// attempt.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{OWNED}
+        "{OWNED}{MINT}
 local token, mode = ARGV[1], ARGV[4]
-local queue, deadlines = KEYS[2], KEYS[3]
-local busy = nil
+local queue, waiters = KEYS[2], KEYS[3]
+local busy, mine = nil, true
 for i = 4, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 and not owned(KEYS[i], token) then
-    busy = redis.call('PTTL', KEYS[i])
+  if redis.call('EXISTS', KEYS[i]) == 0 then
+    mine = false
+  elseif not owned(KEYS[i], token) then
+    mine, busy = false, redis.call('PTTL', KEYS[i])
     break
   end
 end
-if mode ~= '' and (busy or redis.call('EXISTS', queue) == 1) then
-  local now = redis.call('TIME')
-  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local function refuse(pttl)
+  return {{pttl, tonumber(redis.call('GET', KEYS[1]) or '0')}}
+end
+if mode ~= '' and not mine and (busy or redis.call('EXISTS', queue) == 1) then
+  local now_ms, micros = clock()
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
-  while head and tonumber(redis.call('HGET', deadlines, head) or '0') < now_ms do
+  while head do
+    local deadline = string.match(redis.call('HGET', waiters, head) or '', '^%d+')
+    if deadline and tonumber(deadline) >= now_ms then break end
     redis.call('ZREM', queue, head)
-    redis.call('HDEL', deadlines, head)
+    redis.call('HDEL', waiters, head)
     head = redis.call('ZRANGE', queue, 0, 0)[1]
   end
   if busy or (head and head ~= token) then
     local wait = tonumber(mode)
     if wait > 0 then
-      local arrival = tonumber(now[1]) * 1000000 + tonumber(now[2])
-      redis.call('ZADD', queue, 'NX', string.format('%.0f', arrival), token)
-      redis.call('HSET', deadlines, token, string.format('%.0f', now_ms + wait))
+      redis.call('ZADD', queue, 'NX', string.format('%.0f', micros), token)
+      redis.call('HSET', waiters, token,
+        string.format('%.0f', now_ms + wait) .. ':' .. ARGV[2] .. ':' .. ARGV[3])
       redis.call('PEXPIRE', queue, wait + 1000)
-      redis.call('PEXPIRE', deadlines, wait + 1000)
+      redis.call('PEXPIRE', waiters, wait + 1000)
     end
-    return busy or -2
+    return refuse(busy or -2)
   end
   if head == token then
     redis.call('ZREM', queue, token)
-    redis.call('HDEL', deadlines, token)
+    redis.call('HDEL', waiters, token)
   end
 end
-if busy then return busy end
-local fence = redis.call('INCR', KEYS[1])
-if fence == 1 then
-  local now = redis.call('TIME')
-  fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  redis.call('SET', KEYS[1], string.format('%.0f', fence))
-end
-fence = string.format('%.0f', fence)
+if busy then return refuse(busy) end
+local fence = mint(KEYS[1])
 local value = token .. ':' .. fence .. ':' .. ARGV[3]
 for i = 4, #KEYS do
   redis.call('SET', KEYS[i], value, 'PX', ARGV[2])
@@ -103,18 +162,24 @@ return fence
     ))
 });
 
-/// Leaves the queue: a waiter that gave up.
+/// Leaves the queue: a waiter that gave up. A lock handed over to it in
+/// the meantime is freed again (and handed to the next waiter).
 ///
-/// - `KEYS[1]`, `KEYS[2]`: the queue and its deadlines. `ARGV[1]`: owner token.
+/// - `KEYS[1]`: the lock key, `KEYS[2]`: the fencing counter, `KEYS[3]`,
+///   `KEYS[4]`: the queue and its waiters. `ARGV[1]`: owner token,
+///   `ARGV[2]`: the release channel (`""`: none).
 ///
-/// Replies: the number of entries removed.
+/// Replies: 1 when a lock handed over to it was freed, else 0.
 pub(crate) static DEQUEUE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-redis.call('HDEL', KEYS[2], ARGV[1])
-return redis.call('ZREM', KEYS[1], ARGV[1])
-",
-    )
+    Script::new(&format!(
+        "{OWNED}{MINT}{HAND_OVER}
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
+if not owned(KEYS[1], ARGV[1]) then return 0 end
+free(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
+return 1
+"
+    ))
 });
 
 /// Redlock: raises a counter to at least a floor after a grant, so the next
@@ -163,13 +228,18 @@ return 1
     ))
 });
 
-/// Deletes the lock keys that are ours and leaves every other key alone, and
-/// announces each deleted key on the release channel, if one is given.
+/// Deletes the lock keys that are ours and leaves every other key alone;
+/// announces each freed key on the release channel, if one is given, and
+/// for a single key with a queue, hands the lock to the first live waiter.
 ///
-/// - `KEYS`: the lock keys. `ARGV[1]`: owner token, `ARGV[2]` (optional):
-///   the release channel.
+/// - `KEYS[1..n]`: the lock keys; with a queue, `KEYS[n+1..n+3]`: the
+///   fencing counter, the queue and its waiters. `ARGV[1]`: owner token,
+///   `ARGV[2]` (optional): the release channel, `ARGV[3]` (optional): `n`
+///   (all the keys when missing).
 ///
-/// Replies: the number of keys deleted (all of them when the lock was held).
+/// Replies: the number of keys deleted (all of them when the lock was held);
+/// after a hand-over, an array of that number, the grantee's owner token
+/// and its fencing token.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&RELEASE_SRC));
 
 /// The source of [`RELEASE`], for the one place that sends it with a plain
@@ -177,17 +247,22 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&RELE
 /// the script cache.
 pub(crate) static RELEASE_SRC: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "{OWNED}
-local n = 0
-for i = 1, #KEYS do
+        "{OWNED}{MINT}{HAND_OVER}
+local n_keys = tonumber(ARGV[3] or #KEYS)
+local channel = ARGV[2] or ''
+local queued = #KEYS == n_keys + 3
+local n, head, fence = 0, nil, nil
+for i = 1, n_keys do
   if owned(KEYS[i], ARGV[1]) then
-    redis.call('DEL', KEYS[i])
     n = n + 1
-    if ARGV[2] and ARGV[2] ~= '' then
-      redis.call('PUBLISH', ARGV[2], KEYS[i])
+    if queued then
+      head, fence = free(KEYS[i], KEYS[n_keys + 1], KEYS[n_keys + 2], KEYS[n_keys + 3], channel)
+    else
+      free(KEYS[i], nil, nil, nil, channel)
     end
   end
 end
+if head then return {{n, head, fence}} end
 return n
 "
     )

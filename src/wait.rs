@@ -1,44 +1,73 @@
 //! Waiting between acquisition attempts without sleeping: a waiter parks on
-//! a condition variable until its deadline, or until a release of one of its
+//! a condition variable until its deadline, until a release of one of its
 //! keys is seen (a guard of this locker dropping it, or a release message
-//! from Redis), whichever comes first.
+//! from Redis), or until the lock is handed over to it by a release,
+//! whichever comes first.
 
 use std::collections::HashMap;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-/// Release counters for the keys that have waiters right now.
+/// Release counters for the keys that have waiters right now, and the
+/// hand-overs to those waiters.
 #[derive(Debug, Default)]
 pub(crate) struct Signal {
-    /// Redis key -> (releases seen, waiters registered).
-    keys: Mutex<HashMap<String, (u64, usize)>>,
+    state: Mutex<State>,
     changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Redis key -> (releases seen, waiters registered).
+    keys: HashMap<String, (u64, usize)>,
+    /// Owner token of a waiter -> the fencing token of a lock handed over
+    /// to it, once one is.
+    handed: HashMap<String, Option<u64>>,
 }
 
 /// A waiter's interest in some keys; dropping it withdraws it.
 pub(crate) struct Watch<'a> {
     signal: &'a Signal,
     keys: &'a [String],
+    token: &'a str,
 }
 
 impl Signal {
-    /// Registers interest in `keys` for the life of the returned watch.
-    pub(crate) fn watch<'a>(&'a self, keys: &'a [String]) -> Watch<'a> {
-        let mut map = self.keys.lock();
+    /// Registers interest in `keys`, and in hand-overs to `token`, for the
+    /// life of the returned watch.
+    pub(crate) fn watch<'a>(&'a self, keys: &'a [String], token: &'a str) -> Watch<'a> {
+        let mut state = self.state.lock();
         for k in keys {
-            map.entry(k.clone()).or_insert((0, 0)).1 += 1;
+            state.keys.entry(k.clone()).or_insert((0, 0)).1 += 1;
         }
-        Watch { signal: self, keys }
+        state.handed.insert(token.to_owned(), None);
+        Watch {
+            signal: self,
+            keys,
+            token,
+        }
     }
 
     /// A release of `key` was seen: wakes its waiters. Free when nobody
     /// waits for it.
     pub(crate) fn notify(&self, key: &str) {
-        let mut map = self.keys.lock();
-        if let Some(entry) = map.get_mut(key) {
+        let mut state = self.state.lock();
+        if let Some(entry) = state.keys.get_mut(key) {
             entry.0 += 1;
-            drop(map);
+            drop(state);
+            self.changed.notify_all();
+        }
+    }
+
+    /// A release handed a lock over to the waiter with `token`, with fencing
+    /// token `fence`: wakes it, if it is one of ours. Nothing for others to
+    /// retry: the lock is held again.
+    pub(crate) fn hand_over(&self, token: &str, fence: u64) {
+        let mut state = self.state.lock();
+        if let Some(slot) = state.handed.get_mut(token) {
+            *slot = Some(fence);
+            drop(state);
             self.changed.notify_all();
         }
     }
@@ -48,18 +77,19 @@ impl Watch<'_> {
     /// The releases seen so far for the watched keys; pass it to
     /// [`Watch::wait_until`].
     pub(crate) fn current(&self) -> u64 {
-        let map = self.signal.keys.lock();
-        self.sum(&map)
+        let state = self.signal.state.lock();
+        self.sum(&state)
     }
 
-    /// Blocks until a release of a watched key after `seen`, or `deadline`.
+    /// Blocks until a release of a watched key after `seen`, a hand-over to
+    /// this waiter, or `deadline`.
     pub(crate) fn wait_until(&self, seen: u64, deadline: Instant) {
-        let mut map = self.signal.keys.lock();
-        while self.sum(&map) == seen {
+        let mut state = self.signal.state.lock();
+        while self.sum(&state) == seen && Self::fence_in(&state, self.token).is_none() {
             if self
                 .signal
                 .changed
-                .wait_until(&mut map, deadline)
+                .wait_until(&mut state, deadline)
                 .timed_out()
             {
                 return;
@@ -67,25 +97,37 @@ impl Watch<'_> {
         }
     }
 
-    fn sum(&self, map: &HashMap<String, (u64, usize)>) -> u64 {
+    /// The fencing token of a lock handed over to this waiter since the last
+    /// call, if one was.
+    pub(crate) fn take_handed(&self) -> Option<u64> {
+        let mut state = self.signal.state.lock();
+        state.handed.get_mut(self.token).and_then(Option::take)
+    }
+
+    fn fence_in(state: &State, token: &str) -> Option<u64> {
+        state.handed.get(token).copied().flatten()
+    }
+
+    fn sum(&self, state: &State) -> u64 {
         self.keys
             .iter()
-            .filter_map(|k| map.get(k))
+            .filter_map(|k| state.keys.get(k))
             .fold(0u64, |acc, e| acc.wrapping_add(e.0))
     }
 }
 
 impl Drop for Watch<'_> {
     fn drop(&mut self) {
-        let mut map = self.signal.keys.lock();
+        let mut state = self.signal.state.lock();
         for k in self.keys {
-            if let Some(entry) = map.get_mut(k) {
+            if let Some(entry) = state.keys.get_mut(k) {
                 entry.1 = entry.1.saturating_sub(1);
                 if entry.1 == 0 {
-                    map.remove(k);
+                    state.keys.remove(k);
                 }
             }
         }
+        state.handed.remove(self.token);
     }
 }
 
@@ -99,7 +141,7 @@ mod tests {
     fn times_out_without_release() {
         let s = Signal::default();
         let keys = ["k".to_owned()];
-        let w = s.watch(&keys);
+        let w = s.watch(&keys, "t");
         let start = Instant::now();
         w.wait_until(w.current(), start + Duration::from_millis(20));
         assert!(start.elapsed() >= Duration::from_millis(20));
@@ -114,7 +156,7 @@ mod tests {
             std::thread::Builder::new()
                 .spawn(move || {
                     let keys = ["mine".to_owned()];
-                    let w = s.watch(&keys);
+                    let w = s.watch(&keys, "t");
                     let seen = w.current();
                     tx.send(()).unwrap();
                     w.wait_until(seen, Instant::now() + Duration::from_secs(3600));
@@ -131,11 +173,29 @@ mod tests {
     fn a_release_before_waiting_is_not_missed() {
         let s = Signal::default();
         let keys = ["k".to_owned()];
-        let w = s.watch(&keys);
+        let w = s.watch(&keys, "t");
         let seen = w.current();
         s.notify("k");
         // Returns at once even with a far deadline.
         w.wait_until(seen, Instant::now() + Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn a_hand_over_wakes_its_waiter_once_and_no_other() {
+        let s = Signal::default();
+        let keys = ["k".to_owned()];
+        let mine = s.watch(&keys, "mine");
+        let other = s.watch(&keys, "other");
+        s.hand_over("mine", 7);
+        s.hand_over("stranger", 8); // not a waiter here: ignored
+        let seen = mine.current();
+        mine.wait_until(seen, Instant::now() + Duration::from_secs(3600));
+        assert_eq!(mine.take_handed(), Some(7));
+        assert_eq!(mine.take_handed(), None);
+        assert_eq!(other.take_handed(), None);
+        let start = Instant::now();
+        other.wait_until(other.current(), start + Duration::from_millis(20));
+        assert!(start.elapsed() >= Duration::from_millis(20));
     }
 
     #[test]
@@ -144,10 +204,12 @@ mod tests {
         s.notify("nobody-waits");
         {
             let keys = ["a".to_owned(), "b".to_owned()];
-            let _w1 = s.watch(&keys);
-            let _w2 = s.watch(&keys[..1]);
-            assert_eq!(s.keys.lock().len(), 2);
+            let _w1 = s.watch(&keys, "t1");
+            let _w2 = s.watch(&keys[..1], "t2");
+            assert_eq!(s.state.lock().keys.len(), 2);
+            assert_eq!(s.state.lock().handed.len(), 2);
         }
-        assert!(s.keys.lock().is_empty());
+        assert!(s.state.lock().keys.is_empty());
+        assert!(s.state.lock().handed.is_empty());
     }
 }

@@ -33,18 +33,23 @@ fn wait_behind(
     t
 }
 
+/// A locker with a minute of TTL and backoff: only a release can get its
+/// waiters the lock quickly.
+#[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
+fn slow(server: &Server) -> Locker {
+    server
+        .builder()
+        .ttl(Duration::from_secs(60))
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn a_release_elsewhere_wakes_the_waiter_not_its_backoff() {
     // A minute of backoff and TTL: only the release can get the waiter the
     // lock long before the end of its 30 s wait.
     let server = Server::start();
-    let slow = |s: &Server| {
-        s.builder()
-            .ttl(Duration::from_secs(60))
-            .backoff(Backoff::fixed(Duration::from_secs(60)))
-            .build()
-            .unwrap()
-    };
     let (holder, waiter) = (slow(&server), slow(&server));
     let k = key("woken");
     let held = holder.lock(&k).unwrap();
@@ -121,4 +126,34 @@ fn one_listener_serves_every_waiter_of_a_locker() {
             "{got:?} {took:?}"
         );
     }
+}
+
+/// A release hands the lock to the first queued waiter inside the release
+/// script: the waiter holds it without sending another attempt.
+#[test]
+fn a_release_hands_the_lock_to_the_queued_waiter_in_one_round_trip() {
+    let server = Server::start();
+    let (holder, waiter) = (slow(&server), slow(&server));
+    let k = key("handed");
+    // Loads the release script, so that the release below is one call.
+    holder.lock(&key("warm-up")).unwrap().unlock().unwrap();
+    let held = holder.lock(&k).unwrap();
+    let holder_fence = held.fencing_token();
+    let t = wait_behind(&server, &waiter, &k, Duration::from_secs(30), 2);
+    let before = server.evalsha_calls();
+    drop(held);
+    let (got, _) = t.join().unwrap();
+    let guard = got.unwrap();
+    assert_eq!(
+        server.evalsha_calls() - before,
+        1,
+        "the release only: the waiter sent no attempt of its own"
+    );
+    assert!(guard.fencing_token() > holder_fence);
+    let info = holder.holder(&k).unwrap().unwrap();
+    assert_eq!(info.fencing_token(), guard.fencing_token());
+    // The waiter's lease is real: renewable, and released by its unlock.
+    guard.extend(Duration::from_secs(60)).unwrap();
+    guard.unlock().unwrap();
+    assert!(holder.holder(&k).unwrap().is_none());
 }
