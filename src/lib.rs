@@ -69,12 +69,15 @@
 //! [`Locker`] is `Clone + Send + Sync`: clone it into every thread. [`Guard`]
 //! is `Send + Sync`: it can be released on another thread, and `&Guard` can
 //! be shared. While a guard lives, one watchdog thread renews its lease
-//! (turn it off with [`Builder::watchdog`]); the thread comes from a pool of
-//! parked workers shared by the process, so taking a lock spawns no thread
-//! once one is parked. A process holding 10,000 guards therefore runs
-//! 10,000 watchdog threads, each with a 128 KiB stack of which a few pages
-//! are touched ([`watchdog_threads`] counts them). A locker whose waiters
-//! wait also keeps one listener thread with one pooled connection.
+//! (turn it off with [`Builder::watchdog`]). The thread is taken when the
+//! first renewal is due, a third of the TTL after the grant, from a pool of
+//! parked workers shared by the process; until then one starter thread per
+//! process keeps the guard's start time. So taking a lock spawns no thread
+//! once one is parked, and a guard gone before its first renewal wakes no
+//! thread at all. A process holding 10,000 guards past their first renewal
+//! runs 10,000 watchdog threads, each with a 128 KiB stack of which a few
+//! pages are touched ([`watchdog_threads`] counts them). A locker whose
+//! waiters wait also keeps one listener thread with one pooled connection.
 //!
 //! # Dropping a guard
 //!

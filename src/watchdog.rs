@@ -1,7 +1,8 @@
 //! The renewal thread of one guard, and its handle. Nothing else renews.
 //!
 //! The thread renews every `ttl / 3`, counted from when the last confirmed
-//! renewal was *sent*. A renewal is owner-checked in Redis; what it reports
+//! renewal was *sent*. It starts when the first renewal is due (see
+//! `workers::run_at`): a guard gone before then never needed one. A renewal is owner-checked in Redis; what it reports
 //! decides everything:
 //!
 //! - confirmed: the lease's deadline moves forward;
@@ -51,6 +52,8 @@ enum Msg {
 pub(crate) struct Watchdog {
     lease: Arc<Lease>,
     tx: Option<Sender<Msg>>,
+    /// The job's id with the starter, until it starts.
+    job: u64,
 }
 
 impl Watchdog {
@@ -62,15 +65,19 @@ impl Watchdog {
     {
         let (tx, rx) = mpsc::channel();
         let handle_lease = Arc::clone(&lease);
-        workers::run(move || run(&lease, &rx, renew))?;
+        let at = first_renewal(&lease);
+        let job = workers::run_at(at, move || run(&lease, &rx, renew))?;
         Ok(Watchdog {
             lease: handle_lease,
             tx: Some(tx),
+            job,
         })
     }
 
-    /// Tells the thread the TTL changed.
+    /// Tells the thread the TTL changed (starting it sooner if it has not
+    /// started yet and the next renewal now comes sooner).
     pub(crate) fn reschedule(&self) {
+        workers::advance(self.job, first_renewal(&self.lease));
         if let Some(tx) = &self.tx {
             // A send fails only when the thread has ended; nothing to do then.
             let _ = tx.send(Msg::Reschedule);
@@ -82,6 +89,7 @@ impl Watchdog {
 /// returns (one in flight is waited for), and the thread is told to end.
 impl Drop for Watchdog {
     fn drop(&mut self) {
+        workers::cancel(self.job);
         self.lease.stop();
         self.tx = None;
     }

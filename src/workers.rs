@@ -5,15 +5,25 @@
 //! pool. While the guard lives the thread is its own; when the job ends the
 //! thread parks, ready for the next guard. At most [`MAX_PARKED`] threads
 //! stay parked, each for at most [`PARK_LIFETIME`]; the others end.
+//!
+//! A watchdog has nothing to do before its first renewal, a third of the
+//! TTL after the grant, and most guards are gone by then. So a job is only
+//! scheduled when the guard is granted ([`run_at`]): one thread per process,
+//! the starter, hands it to a worker when that time comes, unless the guard
+//! went first ([`cancel`]). Taking and releasing a short-lived lock then
+//! wakes no thread at all: scheduling a job later than the starter's next
+//! wake-up only pushes it on a heap.
 
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SendError, Sender};
 use std::sync::LazyLock;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 /// Most threads kept parked for later guards.
 pub(crate) const MAX_PARKED: usize = 64;
@@ -96,6 +106,131 @@ fn work(id: u64, first: Job) {
     }
 }
 
+/// Jobs waiting for their start time, and the starter thread's schedule.
+#[derive(Default)]
+struct Schedule {
+    /// Start times and job ids, earliest first. Ids whose job is gone
+    /// (cancelled, or moved earlier) are skipped when they come up.
+    heap: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// The jobs still to start, by id.
+    jobs: HashMap<u64, Job>,
+    /// When the starter wakes up next, if it is running and asleep.
+    wakes_at: Option<Instant>,
+    /// Whether the starter thread has been spawned.
+    spawned: bool,
+    /// The lead time of the latest job: how long the starter sleeps when it
+    /// has nothing to start, so that a job like it needs no wake-up.
+    lead: Duration,
+    next_id: u64,
+}
+
+struct Starter {
+    schedule: Mutex<Schedule>,
+    changed: Condvar,
+}
+
+static STARTER: LazyLock<Starter> = LazyLock::new(|| Starter {
+    schedule: Mutex::new(Schedule::default()),
+    changed: Condvar::new(),
+});
+
+/// The longest the starter sleeps with nothing to start.
+const STARTER_IDLE: Duration = Duration::from_secs(1);
+
+/// Runs `job` on a worker at `at` (at once if `at` has passed), unless it is
+/// cancelled first. Returns its id for [`cancel`] and [`advance`].
+pub(crate) fn run_at(at: Instant, job: impl FnOnce() + Send + 'static) -> io::Result<u64> {
+    let now = Instant::now();
+    if at <= now {
+        run(job)?;
+        return Ok(u64::MAX);
+    }
+    let mut s = STARTER.schedule.lock();
+    if !s.spawned {
+        thread::Builder::new()
+            .name("redmutex-starter".into())
+            .stack_size(STACK_SIZE)
+            .spawn(starter)?;
+        s.spawned = true;
+    }
+    let id = s.next_id;
+    s.next_id = s.next_id.wrapping_add(1);
+    s.jobs.insert(id, Box::new(job));
+    s.heap.push(Reverse((at, id)));
+    s.lead = at - now;
+    if s.wakes_at.is_none_or(|w| at < w) {
+        STARTER.changed.notify_one();
+    }
+    Ok(id)
+}
+
+/// Makes a scheduled job start no later than `at`. Returns false when it
+/// has started already (or was cancelled).
+pub(crate) fn advance(id: u64, at: Instant) -> bool {
+    let mut s = STARTER.schedule.lock();
+    if !s.jobs.contains_key(&id) {
+        return false;
+    }
+    s.heap.push(Reverse((at, id)));
+    if s.wakes_at.is_none_or(|w| at < w) {
+        STARTER.changed.notify_one();
+    }
+    true
+}
+
+/// Drops a scheduled job that has not started. Never wakes a thread.
+pub(crate) fn cancel(id: u64) {
+    let mut s = STARTER.schedule.lock();
+    if s.jobs.remove(&id).is_some() && s.heap.len() > 64 && s.heap.len() > 2 * s.jobs.len() {
+        // Mostly cancelled entries: keep the heap from growing with them.
+        let live = &s.jobs;
+        let kept: BinaryHeap<_> = s
+            .heap
+            .iter()
+            .filter(|Reverse((_, id))| live.contains_key(id))
+            .copied()
+            .collect();
+        s.heap = kept;
+    }
+}
+
+/// The starter thread: hands each job to a worker when its time comes.
+fn starter() {
+    let mut s = STARTER.schedule.lock();
+    loop {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        while let Some(&Reverse((at, id))) = s.heap.peek() {
+            if at > now {
+                break;
+            }
+            s.heap.pop();
+            if let Some(job) = s.jobs.remove(&id) {
+                due.push(job);
+            }
+        }
+        if !due.is_empty() {
+            s.wakes_at = None;
+            drop(s);
+            for job in due {
+                // A worker that cannot be had leaves the lease unrenewed:
+                // it is reported lost at its deadline.
+                let _ = run(job);
+            }
+            s = STARTER.schedule.lock();
+            continue;
+        }
+        let idle = s.lead.min(STARTER_IDLE);
+        let wake = match s.heap.peek() {
+            Some(&Reverse((at, _))) => at,
+            None => now + idle,
+        };
+        s.wakes_at = Some(wake);
+        STARTER.changed.wait_until(&mut s, wake);
+        s.wakes_at = None;
+    }
+}
+
 /// How many worker threads this process has, by state. See
 /// [`watchdog_threads`](crate::watchdog_threads).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,10 +239,14 @@ pub struct WatchdogThreads {
     pub running: usize,
     /// Threads parked, ready for the next guard.
     pub parked: usize,
+    /// Guards whose watchdog starts at their first renewal, a third of the
+    /// TTL after the grant (none runs before: nothing is due).
+    pub pending: usize,
 }
 
 /// Counts this process's watchdog threads: those renewing a live guard's
-/// lease, and those parked for the next guard. When a guard goes, its lease
+/// lease, and those parked for the next guard; and the guards whose
+/// watchdog has not started yet. When a guard goes, its lease
 /// stops being renewed before the drop returns; its thread finishes and
 /// parks (or ends) a moment later, on its own.
 ///
@@ -115,7 +254,7 @@ pub struct WatchdogThreads {
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
 /// let guard = locker.lock("k")?;
 /// let t = redmutex::watchdog_threads();
-/// println!("{} renewing, {} parked", t.running, t.parked);
+/// println!("{} renewing, {} parked, {} to start", t.running, t.parked, t.pending);
 /// # drop(guard);
 /// # Ok::<(), redmutex::Error>(())
 /// ```
@@ -123,6 +262,7 @@ pub fn watchdog_threads() -> WatchdogThreads {
     WatchdogThreads {
         running: WORKERS.running.load(Ordering::Relaxed),
         parked: WORKERS.parked.lock().len(),
+        pending: STARTER.schedule.lock().jobs.len(),
     }
 }
 
@@ -144,5 +284,31 @@ mod tests {
         run(move || tx.send(thread::current().id()).unwrap()).unwrap();
         let b = rx.recv_timeout(Duration::from_secs(10)).unwrap();
         assert_eq!(a, b, "the parked worker ran the second job");
+    }
+
+    #[test]
+    fn scheduled_jobs_start_on_time_unless_cancelled() {
+        let (tx, rx) = mpsc::channel();
+        let now = Instant::now();
+        let (late, early, gone) = (tx.clone(), tx.clone(), tx);
+        let a = run_at(now + Duration::from_secs(3600), move || {
+            late.send("late").unwrap()
+        })
+        .unwrap();
+        let b = run_at(now + Duration::from_millis(20), move || {
+            early.send("early").unwrap()
+        })
+        .unwrap();
+        let c = run_at(now + Duration::from_millis(10), move || {
+            gone.send("gone").unwrap()
+        })
+        .unwrap();
+        cancel(c);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "early");
+        assert!(!advance(b, now), "b has started");
+        assert!(advance(a, now), "a is still scheduled");
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "late");
+        // The cancelled job never runs; every sender is gone.
+        assert!(rx.recv_timeout(Duration::from_secs(10)).is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! A guard's watchdog stops when the guard goes (`drop` or `unlock`) and
-//! when its lease is lost, and taking a lock spawns no thread once a parked
-//! worker is available. Alone in its own test binary so that no other test's
+//! when its lease is lost, taking a lock spawns no thread once a parked
+//! worker is available, and a guard gone before its first renewal never
+//! takes one. Alone in its own test binary so that no other test's
 //! watchdogs are counted.
 //!
 //! That no renewal *starts* after a guard's drop returns is shown by the
@@ -82,4 +83,26 @@ fn watchdogs_end_with_their_guards_and_threads_are_reused() {
     let after = worker_threads();
     assert!(after <= before + 3, "{before} worker threads, then {after}");
     expect_running(0, "all stopped");
+    assert_eq!(watchdog_threads().pending, 0, "none left to start");
+
+    // A guard gone before its first renewal is due never takes a thread.
+    let long = server
+        .builder()
+        .ttl(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let g = long.lock(&key("short-lived")).unwrap();
+    assert_eq!(
+        watchdog_threads().pending,
+        1,
+        "its watchdog waits for its time"
+    );
+    assert_eq!(running(), 0, "no thread before the first renewal is due");
+    drop(g);
+    assert_eq!(
+        watchdog_threads().pending,
+        0,
+        "dropped: nothing left to start"
+    );
+    assert_eq!(running(), 0);
 }

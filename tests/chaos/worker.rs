@@ -320,10 +320,14 @@ pub fn main(spec: &str) {
     drop(lock);
     // Every guard is gone: no watchdog may still be renewing.
     let give_up = Instant::now() + Duration::from_secs(5);
-    while redmutex::watchdog_threads().running > 0 && Instant::now() < give_up {
+    let alive = || {
+        let t = redmutex::watchdog_threads();
+        t.running + t.pending
+    };
+    while alive() > 0 && Instant::now() < give_up {
         std::thread::sleep(Duration::from_millis(10));
     }
-    rec.put(&line::end(now_ns(), redmutex::watchdog_threads().running));
+    rec.put(&line::end(now_ns(), alive()));
 }
 
 /// One round: lock, the critical section, unlock, each recorded. With
