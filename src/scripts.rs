@@ -55,8 +55,9 @@ end
 /// caller then announces the plain release `-<key>`).
 const HAND_OVER: &str = r"
 local function hand_over(key, counter, queue, waiters, channel)
-  local now = clock()
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  if not head then return nil end
+  local now = clock()
   while head do
     local entry = redis.call('HGET', waiters, head) or ''
     redis.call('ZREM', queue, head)
