@@ -46,6 +46,26 @@ local function mint(counter)
 end
 ";
 
+/// Shared by the scripts that read a waiters' queue: the first waiter whose
+/// deadline (the leading number of its entry) has not passed, and its
+/// entry, after dropping the waiters before it whose deadline has. The
+/// server's clock is read only when someone is queued, unless `now` is given.
+const LIVE_HEAD: &str = r"
+local function live_head(queue, waiters, now)
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  while head do
+    now = now or clock()
+    local entry = redis.call('HGET', waiters, head) or ''
+    local deadline = string.match(entry, '^%d+')
+    if deadline and tonumber(deadline) >= now then return head, entry end
+    redis.call('ZREM', queue, head)
+    redis.call('HDEL', waiters, head)
+    head = redis.call('ZRANGE', queue, 0, 0)[1]
+  end
+  return nil
+end
+";
+
 /// Shared by the scripts that free a lock with waiters queued for it: gives
 /// it to the first waiter whose deadline has not passed, with the TTL and
 /// metadata that waiter registered (`<deadline ms>:<ttl ms>:<metadata>` in
@@ -55,21 +75,18 @@ end
 /// caller then announces the plain release `-<key>`).
 const HAND_OVER: &str = r"
 local function hand_over(key, counter, queue, waiters, channel)
-  local head = redis.call('ZRANGE', queue, 0, 0)[1]
-  if not head then return nil end
-  local now = clock()
+  local head, entry = live_head(queue, waiters)
   while head do
-    local entry = redis.call('HGET', waiters, head) or ''
     redis.call('ZREM', queue, head)
     redis.call('HDEL', waiters, head)
-    local deadline, ttl, meta = string.match(entry, '^(%d+):(%d+):(.*)$')
-    if deadline and tonumber(deadline) >= now then
+    local ttl, meta = string.match(entry, '^%d+:(%d+):(.*)$')
+    if ttl then
       local fence = mint(counter)
       redis.call('SET', key, head .. ':' .. fence .. ':' .. meta, 'PX', ttl)
       redis.call('PUBLISH', channel, '+' .. head .. ':' .. fence .. ':' .. key)
       return head, fence
     end
-    head = redis.call('ZRANGE', queue, 0, 0)[1]
+    head, entry = live_head(queue, waiters)
   end
   return nil
 end
@@ -111,7 +128,7 @@ end
 /// attempt.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{OWNED}{MINT}
+        "{OWNED}{MINT}{LIVE_HEAD}
 local token, mode = ARGV[1], ARGV[4]
 local queue, waiters = KEYS[2], KEYS[3]
 local busy, mine = nil, true
@@ -128,14 +145,7 @@ local function refuse(pttl)
 end
 if mode ~= '' and not mine and (busy or redis.call('EXISTS', queue) == 1) then
   local now_ms, micros = clock()
-  local head = redis.call('ZRANGE', queue, 0, 0)[1]
-  while head do
-    local deadline = string.match(redis.call('HGET', waiters, head) or '', '^%d+')
-    if deadline and tonumber(deadline) >= now_ms then break end
-    redis.call('ZREM', queue, head)
-    redis.call('HDEL', waiters, head)
-    head = redis.call('ZRANGE', queue, 0, 0)[1]
-  end
+  local head = live_head(queue, waiters, now_ms)
   if busy or (head and head ~= token) then
     local wait = tonumber(mode)
     if wait > 0 then
@@ -173,7 +183,7 @@ return fence
 /// Replies: 1 when a lock handed over to it was freed, else 0.
 pub(crate) static DEQUEUE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{OWNED}{MINT}{HAND_OVER}
+        "{OWNED}{MINT}{LIVE_HEAD}{HAND_OVER}
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
 if not owned(KEYS[1], ARGV[1]) then return 0 end
@@ -248,19 +258,15 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&RELE
 /// the script cache.
 pub(crate) static RELEASE_SRC: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "{OWNED}{MINT}{HAND_OVER}
+        "{OWNED}{MINT}{LIVE_HEAD}{HAND_OVER}
 local n_keys = tonumber(ARGV[3] or #KEYS)
 local channel = ARGV[2] or ''
-local queued = #KEYS == n_keys + 3
 local n, head, fence = 0, nil, nil
 for i = 1, n_keys do
   if owned(KEYS[i], ARGV[1]) then
     n = n + 1
-    if queued then
-      head, fence = free(KEYS[i], KEYS[n_keys + 1], KEYS[n_keys + 2], KEYS[n_keys + 3], channel)
-    else
-      free(KEYS[i], nil, nil, nil, channel)
-    end
+    -- Without a queue, the three keys after the lock keys are nil.
+    head, fence = free(KEYS[i], KEYS[n_keys + 1], KEYS[n_keys + 2], KEYS[n_keys + 3], channel)
   end
 end
 if head then return {{n, head, fence}} end
