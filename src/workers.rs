@@ -138,7 +138,9 @@ static STARTER: LazyLock<Starter> = LazyLock::new(|| Starter {
 const STARTER_IDLE: Duration = Duration::from_secs(1);
 
 /// Runs `job` on a worker at `at` (at once if `at` has passed), unless it is
-/// cancelled first. Returns its id for [`cancel`] and [`advance`].
+/// cancelled first. Returns its id for [`cancel`] and [`advance`]; a job run
+/// at once gets `u64::MAX`, which names no scheduled job, so both do nothing
+/// with it.
 pub(crate) fn run_at(at: Instant, job: impl FnOnce() + Send + 'static) -> io::Result<u64> {
     let now = Instant::now();
     if at <= now {
