@@ -30,8 +30,9 @@
 //! What the lock promises, with one Redis server:
 //!
 //! - **One holder at a time**, as long as Redis keeps its data and its clock.
-//!   A lock is a key with a random 128-bit owner token and a TTL; only the
-//!   owner extends or deletes it, in Lua scripts that check the token first.
+//!   A lock is a key with a unique, unguessable 128-bit owner token and a
+//!   TTL; only the owner extends or deletes it, in Lua scripts that check
+//!   the token first.
 //! - **The holder is told.** [`Guard::is_lost`] turns true, for good, the
 //!   moment the lease can no longer be promised: its local deadline
 //!   ([`Guard::valid_until`], counted from when the request was *sent*, minus
