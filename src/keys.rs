@@ -32,22 +32,32 @@ pub(crate) const RESERVED: &str = "__redmutex__";
 #[derive(Debug, Clone)]
 pub(crate) struct KeySpace {
     prefix: Option<String>,
+    /// `<prefix>:__redmutex__:`, the start of every name of ours, built once
+    /// (names are built on every lock call).
+    reserved: String,
 }
 
 impl KeySpace {
     /// A key space for `prefix` (`None`: keys are used as given).
     pub(crate) fn new(prefix: Option<String>) -> Self {
-        KeySpace { prefix }
+        let reserved = match &prefix {
+            Some(p) => format!("{p}:{RESERVED}:"),
+            None => format!("{RESERVED}:"),
+        };
+        KeySpace { prefix, reserved }
     }
 
     /// The Redis key of the lock on `key`.
     pub(crate) fn lock_key(&self, key: &str) -> String {
-        self.qualify(key)
+        match &self.prefix {
+            Some(p) => concat(&[p, ":", key]),
+            None => key.to_owned(),
+        }
     }
 
     /// The Redis key of this prefix's fencing counter.
     pub(crate) fn fence_key(&self) -> String {
-        self.qualify(&format!("{RESERVED}:fence"))
+        concat(&[&self.reserved, "fence"])
     }
 
     /// The counter for a script over `redis_keys` (all in one slot on a
@@ -56,7 +66,7 @@ impl KeySpace {
         match (cluster, redis_keys.first()) {
             (true, Some(first)) => {
                 let tag = slots::tag_for(slots::slot(first));
-                self.qualify(&format!("{RESERVED}:fence:{{{tag}}}"))
+                concat(&[&self.reserved, "fence:{", tag, "}"])
             }
             _ => self.fence_key(),
         }
@@ -66,30 +76,30 @@ impl KeySpace {
     /// deadlines (a hash), in the lock key's slot on a cluster. They exist
     /// only while someone waits, and expire soon after the last waiter.
     pub(crate) fn queue_keys(&self, key: &str, cluster: bool) -> (String, String) {
-        let base = if cluster {
+        let queue = if cluster {
             let tag = slots::tag_for(slots::slot(&self.lock_key(key)));
-            format!("{RESERVED}:queue:{{{tag}}}:{key}")
+            concat(&[&self.reserved, "queue:{", tag, "}:", key])
         } else {
-            format!("{RESERVED}:queue:{key}")
+            concat(&[&self.reserved, "queue:", key])
         };
-        (
-            self.qualify(&base),
-            self.qualify(&format!("{base}:deadlines")),
-        )
+        let deadlines = concat(&[&queue, ":deadlines"]);
+        (queue, deadlines)
     }
 
     /// The pub/sub channel on which releases of this prefix's locks are
     /// announced (the message is the released Redis key).
     pub(crate) fn release_channel(&self) -> String {
-        self.qualify(&format!("{RESERVED}:released"))
+        concat(&[&self.reserved, "released"])
     }
+}
 
-    fn qualify(&self, name: &str) -> String {
-        match &self.prefix {
-            Some(p) => format!("{p}:{name}"),
-            None => name.to_owned(),
-        }
+/// The parts one after the other, in one allocation.
+fn concat(parts: &[&str]) -> String {
+    let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        s.push_str(p);
     }
+    s
 }
 
 /// Checks one caller key: not empty, not in the reserved namespace.
