@@ -28,7 +28,9 @@ end
 /// fencing token. A missing counter (first use, or data lost) starts from
 /// the server's clock in microseconds, so tokens keep rising after a flush
 /// or a restart unless that clock went back. Integers stay below 2^53,
-/// where Lua's numbers are exact, for thousands of years.
+/// where Lua's numbers are exact, for thousands of years. The new token is
+/// read back as a string rather than formatted from Lua's number (exponent
+/// form by default; `string.format` costs more than the GET).
 const MINT: &str = r"
 local function clock()
   local now = redis.call('TIME')
@@ -36,13 +38,11 @@ local function clock()
     tonumber(now[1]) * 1000000 + tonumber(now[2])
 end
 local function mint(counter)
-  local fence = redis.call('INCR', counter)
-  if fence == 1 then
+  if redis.call('INCR', counter) == 1 then
     local _, micros = clock()
-    fence = micros
-    redis.call('SET', counter, string.format('%.0f', fence))
+    redis.call('SET', counter, string.format('%.0f', micros))
   end
-  return string.format('%.0f', fence)
+  return redis.call('GET', counter)
 end
 ";
 
@@ -93,7 +93,8 @@ end
 local function free(key, counter, queue, waiters, channel)
   redis.call('DEL', key)
   if channel == '' then return nil end
-  if queue then
+  -- EXISTS first: on a missing key it costs far less than ZRANGE.
+  if queue and redis.call('EXISTS', queue) == 1 then
     local head, fence = hand_over(key, counter, queue, waiters, channel)
     if head then return head, fence end
   end
@@ -131,6 +132,18 @@ pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
         "{OWNED}{MINT}{LIVE_HEAD}
 local token, mode = ARGV[1], ARGV[4]
 local queue, waiters = KEYS[2], KEYS[3]
+local function grant()
+  local fence = mint(KEYS[1])
+  local value = token .. ':' .. fence .. ':' .. ARGV[3]
+  for i = 4, #KEYS do
+    redis.call('SET', KEYS[i], value, 'PX', ARGV[2])
+  end
+  return fence
+end
+-- The common case first, in one call: a single free key, nobody queued.
+if #KEYS == 4 and redis.call('EXISTS', KEYS[4], queue) == 0 then
+  return grant()
+end
 local busy, mine = nil, true
 for i = 4, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 0 then
@@ -163,12 +176,7 @@ if mode ~= '' and not mine and (busy or redis.call('EXISTS', queue) == 1) then
   end
 end
 if busy then return refuse(busy) end
-local fence = mint(KEYS[1])
-local value = token .. ':' .. fence .. ':' .. ARGV[3]
-for i = 4, #KEYS do
-  redis.call('SET', KEYS[i], value, 'PX', ARGV[2])
-end
-return fence
+return grant()
 "
     ))
 });
