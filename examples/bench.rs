@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --release --example bench            # everything, about two minutes
 //! cargo run --release --example bench -- quick   # shorter runs
+//! cargo run --release --example bench -- 1 2      # only sections 1 and 2
 //! ```
 //!
 //! 1. uncontended: lock + unlock cycles/s, raw loop vs redmutex;
@@ -71,33 +72,50 @@ fn rate(run: Duration, mut cycle: impl FnMut() -> Res<()>) -> Res<f64> {
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
+/// Cycles per second of the raw loop and of redmutex, measured in
+/// alternating chunks of 50 cycles for `3 * run` each: drift in the machine's
+/// load (other processes, CPU frequency) then hits both alike, where whole
+/// runs one after the other differed by up to 20% on the same code.
 fn uncontended(url: &str, run: Duration) -> Res<(f64, f64)> {
+    const CHUNK: u32 = 50;
     let pool = redmutex::pool(url)?;
     let cad = Script::new(CAD);
     let locker = Locker::builder(redmutex::pool(url)?).build()?;
-    let (mut raw, mut ours) = (Vec::new(), Vec::new());
-    // Alternate, so drift in the machine's load hits both alike.
-    for round in 0..3 {
-        raw.push(rate(run, || {
-            let mut c = pool.get_timeout(Duration::from_secs(2))?;
-            let token = format!("raw-{round}");
-            if !raw_try(&mut c, "bench:u:raw", &token)? {
-                return Err("raw lock unexpectedly busy".into());
-            }
-            raw_release(&mut c, &cad, "bench:u:raw", &token)
-        })?);
-        ours.push(rate(run, || {
-            let g = locker.lock("bench:u:ours")?;
-            g.unlock()?;
-            Ok(())
-        })?);
+    let raw_cycle = |n: u32| -> Res<()> {
+        let mut c = pool.get_timeout(Duration::from_secs(2))?;
+        let token = format!("raw-{n}");
+        if !raw_try(&mut c, "bench:u:raw", &token)? {
+            return Err("raw lock unexpectedly busy".into());
+        }
+        raw_release(&mut c, &cad, "bench:u:raw", &token)
+    };
+    let our_cycle = || -> Res<()> {
+        let g = locker.lock("bench:u:ours")?;
+        g.unlock()?;
+        Ok(())
+    };
+    // Warm both up (connections, scripts loaded) before timing.
+    for n in 0..CHUNK {
+        raw_cycle(n)?;
+        our_cycle()?;
     }
-    Ok((median(&mut raw), median(&mut ours)))
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
+    let (mut raw, mut ours) = (Duration::ZERO, Duration::ZERO);
+    let mut cycles = 0u64;
+    while raw + ours < run * 6 {
+        let t = Instant::now();
+        for n in 0..CHUNK {
+            raw_cycle(n)?;
+        }
+        raw += t.elapsed();
+        let t = Instant::now();
+        for _ in 0..CHUNK {
+            our_cycle()?;
+        }
+        ours += t.elapsed();
+        cycles += u64::from(CHUNK);
+    }
+    let per_sec = |d: Duration| cycles as f64 / d.as_secs_f64();
+    Ok((per_sec(raw), per_sec(ours)))
 }
 
 /// What one contended run measured.
@@ -221,6 +239,11 @@ fn print_contended(name: &str, c: &Contended) {
 
 fn main() -> Res<()> {
     let quick = std::env::args().any(|a| a == "quick");
+    let chosen: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a.parse::<u8>().is_ok())
+        .collect();
+    let runs = |section: &str| chosen.is_empty() || chosen.iter().any(|c| c == section);
     let run = if quick {
         Duration::from_millis(700)
     } else {
@@ -230,25 +253,43 @@ fn main() -> Res<()> {
     let url = server.url();
     println!("redmutex bench: {}", machine());
 
-    println!("\n1. uncontended lock + unlock");
-    let (raw, ours) = uncontended(&url, run)?;
-    println!("   raw SET NX PX + EVALSHA compare-and-delete: {raw:>8.0} cycles/s");
-    println!("   redmutex lock + unlock (watchdog on):       {ours:>8.0} cycles/s");
-    println!("   cycle time ratio redmutex/raw: {:.2}", raw / ours);
+    if runs("1") {
+        println!("\n1. uncontended lock + unlock");
+        let (raw, ours) = uncontended(&url, run)?;
+        println!("   raw SET NX PX + EVALSHA compare-and-delete: {raw:>8.0} cycles/s");
+        println!("   redmutex lock + unlock (watchdog on):       {ours:>8.0} cycles/s");
+        println!("   cycle time ratio redmutex/raw: {:.2}", raw / ours);
+    }
+    if runs("2") {
+        contention(&url, run)?;
+    }
+    if runs("3") {
+        redlock(&url, run)?;
+    }
+    if runs("4") {
+        let guards = if quick { 2_000 } else { 10_000 };
+        let ttl = Duration::from_secs(if quick { 3 } else { 6 });
+        println!("\n4. {guards} guards held for 3 x TTL ({ttl:?}), watchdogs on");
+        held_guards(guards, ttl)?;
+    }
+    Ok(())
+}
 
+/// Section 2: the contended runs, raw loop and redmutex.
+fn contention(url: &str, run: Duration) -> Res<()> {
     println!("\n2. contended: 4 threads over 2 lockers (2 pools) on one key");
     let raw_modes = [
-        Mode::Raw(redmutex::pool(&url)?),
-        Mode::Raw(redmutex::pool(&url)?),
+        Mode::Raw(redmutex::pool(url)?),
+        Mode::Raw(redmutex::pool(url)?),
     ];
     let our_modes = [
-        Mode::Ours(Locker::open(&url)?),
-        Mode::Ours(Locker::open(&url)?),
+        Mode::Ours(Locker::open(url)?),
+        Mode::Ours(Locker::open(url)?),
     ];
     for hold in [Duration::ZERO, Duration::from_millis(2)] {
         println!("   critical section {hold:?}:");
-        let raw = contended(&url, run * 2, hold, &raw_modes)?;
-        let ours = contended(&url, run * 2, hold, &our_modes)?;
+        let raw = contended(url, run * 2, hold, &raw_modes)?;
+        let ours = contended(url, run * 2, hold, &our_modes)?;
         print_contended("raw", &raw);
         print_contended("redmutex", &ours);
         println!(
@@ -258,16 +299,20 @@ fn main() -> Res<()> {
             ours.max.as_secs_f64() / raw.max.as_secs_f64(),
         );
     }
+    Ok(())
+}
 
+/// Section 3: Redlock over 3 and 5 local masters against one instance.
+fn redlock(url: &str, run: Duration) -> Res<()> {
     println!("\n3. Redlock: uncontended lock + unlock, ratio of cycle time to one instance");
-    let single = Locker::open(&url)?;
+    let single = Locker::open(url)?;
     let one = rate(run, || {
         single.lock("bench:r")?.unlock()?;
         Ok(())
     })?;
     let extra: Vec<ThrowAwayServer> = (0..4).map(|_| start_server()).collect::<Res<_>>()?;
     for n in [3usize, 5] {
-        let mut b = Locker::builder(redmutex::pool(&url)?);
+        let mut b = Locker::builder(redmutex::pool(url)?);
         for s in extra.iter().take(n - 1) {
             b = b.instance(redmutex::pool(&s.url())?);
         }
@@ -281,11 +326,6 @@ fn main() -> Res<()> {
             one / r
         );
     }
-
-    let guards = if quick { 2_000 } else { 10_000 };
-    let ttl = Duration::from_secs(if quick { 3 } else { 6 });
-    println!("\n4. {guards} guards held for 3 x TTL ({ttl:?}), watchdogs on");
-    held_guards(guards, ttl)?;
     Ok(())
 }
 
