@@ -331,10 +331,14 @@ impl Shared {
     /// release goes on a fresh one instead.
     fn acquire_on(&self, i: usize, a: &Acquisition, queue: Queue) -> Result<Grant, Error> {
         let config = &self.config;
-        let mode = match queue {
-            Queue::Ignore => String::new(),
-            Queue::Respect => "0".to_owned(),
-            Queue::Join(d) => time::millis_ceil(d).max(1).to_string(),
+        // The queue mode, and how long the queue keys outlive this waiter.
+        let (mode, keep) = match queue {
+            Queue::Ignore => (String::new(), 0),
+            Queue::Respect => ("0".to_owned(), 0),
+            Queue::Join(d) => {
+                let ms = time::millis_ceil(d).max(1);
+                (ms.to_string(), ms.saturating_add(1000))
+            }
         };
         let mut call = scripts::ACQUIRE.prepare_invoke();
         call.key(&a.fence_key)
@@ -344,7 +348,8 @@ impl Shared {
             .arg(a.token.as_str())
             .arg(time::millis_ceil(config.ttl))
             .arg(&config.metadata)
-            .arg(mode);
+            .arg(mode)
+            .arg(keep);
         // The clean-up, built only on the failure paths. Its own failure
         // changes nothing we report, but sends it again on a fresh
         // connection (below): the first one may be gone.

@@ -18,46 +18,62 @@ use redis::Script;
 /// Shared by the scripts that check ownership. A key of another type makes
 /// GET fail; `pcall` turns that into a table, which is not a string.
 const OWNED: &str = r"
-local function owned(key, token)
-  local v = redis.pcall('GET', key)
+local function ours(v, token)
   return type(v) == 'string' and string.sub(v, 1, #token + 1) == token .. ':'
+end
+local function owned(key, token)
+  return ours(redis.pcall('GET', key), token)
 end
 ";
 
-/// Shared by the scripts that grant a lock: the server's clock, and the next
-/// fencing token. A missing counter (first use, or data lost) starts from
-/// the server's clock in microseconds, so tokens keep rising after a flush
-/// or a restart unless that clock went back. Integers stay below 2^53,
-/// where Lua's numbers are exact, for thousands of years. The new token is
-/// read back as a string rather than formatted from Lua's number (exponent
-/// form by default; `string.format` costs more than the GET).
+/// Shared by the scripts that grant a lock or queue for one: the server's
+/// clock, and the next fencing token.
+///
+/// `clock()` gives the time in ms as a number, and as strings in ms and in
+/// µs, built from TIME's digits: Lua formats a number with `sprintf`, which
+/// costs about a microsecond a time here, and in exponent form past 14
+/// digits.
+///
+/// A missing counter (first use, or data lost) starts from the server's
+/// clock in microseconds, so tokens keep rising after a flush or a restart
+/// unless that clock went back. Integers stay below 2^53, where Lua's
+/// numbers are exact, for thousands of years. The new token is read back
+/// as a string for the same reason.
 const MINT: &str = r"
 local function clock()
   local now = redis.call('TIME')
-  return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000),
-    tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local usec = string.rep('0', 6 - #now[2]) .. now[2]
+  local ms = now[1] .. string.sub(usec, 1, 3)
+  return tonumber(ms), ms, now[1] .. usec
 end
 local function mint(counter)
   if redis.call('INCR', counter) == 1 then
-    local _, micros = clock()
-    redis.call('SET', counter, string.format('%.0f', micros))
+    local _, _, micros = clock()
+    redis.call('SET', counter, micros)
+    return micros
   end
   return redis.call('GET', counter)
 end
 ";
 
-/// Shared by the scripts that read a waiters' queue: the first waiter whose
-/// deadline (the leading number of its entry) has not passed, and its
-/// entry, after dropping the waiters before it whose deadline has. The
-/// server's clock is read only when someone is queued, unless `now` is given.
+/// Shared by the scripts that read a waiters' queue. A waiter's entry in
+/// the waiters hash is `<ms>:<stay ms>:<ttl ms>:<metadata>`: it was last
+/// seen at `<ms>` (server clock) and stays queued until `<ms> + <stay>`;
+/// the TTL and metadata are those of its lock, for a hand-over. An entry
+/// that does not parse counts as expired.
+///
+/// `live_head` gives the first waiter whose deadline has not passed, and
+/// its entry, after dropping the waiters before it whose deadline has.
 const LIVE_HEAD: &str = r"
+local function alive(entry, now)
+  local at, stay = string.match(entry or '', '^(%d+):(%d+):')
+  return at ~= nil and tonumber(at) + tonumber(stay) >= now
+end
 local function live_head(queue, waiters, now)
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
   while head do
-    now = now or clock()
-    local entry = redis.call('HGET', waiters, head) or ''
-    local deadline = string.match(entry, '^%d+')
-    if deadline and tonumber(deadline) >= now then return head, entry end
+    local entry = redis.call('HGET', waiters, head)
+    if alive(entry, now) then return head, entry end
     redis.call('ZREM', queue, head)
     redis.call('HDEL', waiters, head)
     head = redis.call('ZRANGE', queue, 0, 0)[1]
@@ -66,39 +82,38 @@ local function live_head(queue, waiters, now)
 end
 ";
 
-/// Shared by the scripts that free a lock with waiters queued for it: gives
-/// it to the first waiter whose deadline has not passed, with the TTL and
-/// metadata that waiter registered (`<deadline ms>:<ttl ms>:<metadata>` in
-/// the deadlines hash), and announces `+<token>:<fence>:<key>` on the
-/// channel; waiters whose deadline passed are dropped on the way. Returns
-/// the grantee's token and fencing token, or nothing when nobody waits (the
-/// caller then announces the plain release `-<key>`).
+/// Shared by the scripts that free a lock: gives it to the first queued
+/// waiter whose deadline has not passed, with the TTL and metadata of its
+/// entry, and announces `+<token>:<fence>:<key>` on the channel; waiters
+/// whose deadline passed are dropped on the way. Without a live waiter the
+/// key is deleted and `-<key>` announced. Returns the grantee's token and
+/// fencing token, if there was one.
 const HAND_OVER: &str = r"
 local function hand_over(key, counter, queue, waiters, channel)
-  local head, entry = live_head(queue, waiters)
-  while head do
-    redis.call('ZREM', queue, head)
+  local now = nil
+  while true do
+    local head = redis.call('ZPOPMIN', queue)[1]
+    if not head then return nil end
+    local entry = redis.call('HGET', waiters, head)
     redis.call('HDEL', waiters, head)
-    local ttl, meta = string.match(entry, '^%d+:(%d+):(.*)$')
-    if ttl then
+    now = now or clock()
+    local ttl, meta = string.match(entry or '', '^%d+:%d+:(%d+):(.*)$')
+    if ttl and alive(entry, now) then
       local fence = mint(counter)
       redis.call('SET', key, head .. ':' .. fence .. ':' .. meta, 'PX', ttl)
       redis.call('PUBLISH', channel, '+' .. head .. ':' .. fence .. ':' .. key)
       return head, fence
     end
-    head, entry = live_head(queue, waiters)
   end
-  return nil
 end
 local function free(key, counter, queue, waiters, channel)
-  redis.call('DEL', key)
-  if channel == '' then return nil end
-  -- EXISTS first: on a missing key it costs far less than ZRANGE.
-  if queue and redis.call('EXISTS', queue) == 1 then
+  -- EXISTS first: on a missing key it costs far less than a read.
+  if channel ~= '' and queue and redis.call('EXISTS', queue) == 1 then
     local head, fence = hand_over(key, counter, queue, waiters, channel)
     if head then return head, fence end
   end
-  redis.call('PUBLISH', channel, '-' .. key)
+  redis.call('DEL', key)
+  if channel ~= '' then redis.call('PUBLISH', channel, '-' .. key) end
   return nil
 end
 ";
@@ -108,12 +123,13 @@ end
 ///
 /// - `KEYS[1]`: the fencing counter; `KEYS[2]`, `KEYS[3]`: the queue (a
 ///   sorted set of owner tokens by arrival) and its waiters (a hash of
-///   `<deadline ms>:<ttl ms>:<metadata>`); `KEYS[4..]`: the lock keys.
+///   entries, see `LIVE_HEAD`); `KEYS[4..]`: the lock keys.
 /// - `ARGV[1]`: owner token, `ARGV[2]`: TTL in ms, `ARGV[3]`: metadata,
 ///   `ARGV[4]`: queue mode: `""` ignores the queue (multi-key locks,
 ///   Redlock), `"0"` respects it (a free lock with waiters queued is theirs),
 ///   `"<ms>"` respects it and, when the lock cannot be had, joins it (or
-///   stays in it) for that many more milliseconds.
+///   stays in it) for that many more milliseconds; `ARGV[5]`: how long the
+///   queue keys live after that, in ms (`<ms>` + 1000).
 ///
 /// Waiters whose deadline passed are dropped from the head of the queue, so
 /// a dead waiter holds the line for at most its last timeout; both queue
@@ -146,9 +162,10 @@ if #KEYS == 4 and redis.call('EXISTS', KEYS[4], queue) == 0 then
 end
 local busy, mine = nil, true
 for i = 4, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 0 then
+  local v = redis.pcall('GET', KEYS[i])
+  if not v then
     mine = false
-  elseif not owned(KEYS[i], token) then
+  elseif not ours(v, token) then
     mine, busy = false, redis.call('PTTL', KEYS[i])
     break
   end
@@ -156,26 +173,32 @@ end
 local function refuse(pttl)
   return {{pttl, tonumber(redis.call('GET', KEYS[1]) or '0')}}
 end
-if mode ~= '' and not mine and (busy or redis.call('EXISTS', queue) == 1) then
-  local now_ms, micros = clock()
-  local head = live_head(queue, waiters, now_ms)
-  if busy or (head and head ~= token) then
-    local wait = tonumber(mode)
-    if wait > 0 then
-      redis.call('ZADD', queue, 'NX', string.format('%.0f', micros), token)
-      redis.call('HSET', waiters, token,
-        string.format('%.0f', now_ms + wait) .. ':' .. ARGV[2] .. ':' .. ARGV[3])
-      redis.call('PEXPIRE', queue, wait + 1000)
-      redis.call('PEXPIRE', waiters, wait + 1000)
-    end
-    return refuse(busy or -2)
+local function join(ms, micros)
+  if mode == '0' then return end
+  redis.call('ZADD', queue, 'NX', micros, token)
+  redis.call('HSET', waiters, token, ms .. ':' .. mode .. ':' .. ARGV[2] .. ':' .. ARGV[3])
+  redis.call('PEXPIRE', queue, ARGV[5])
+  redis.call('PEXPIRE', waiters, ARGV[5])
+end
+if busy then
+  if mode ~= '' and mode ~= '0' then
+    local _, ms, micros = clock()
+    join(ms, micros)
+  end
+  return refuse(busy)
+end
+if mode ~= '' and not mine and redis.call('EXISTS', queue) == 1 then
+  local now, ms, micros = clock()
+  local head = live_head(queue, waiters, now)
+  if head and head ~= token then
+    join(ms, micros)
+    return refuse(-2)
   end
   if head == token then
     redis.call('ZREM', queue, token)
     redis.call('HDEL', waiters, token)
   end
 end
-if busy then return refuse(busy) end
 return grant()
 "
     ))
