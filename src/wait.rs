@@ -5,6 +5,7 @@
 //! whichever comes first.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
@@ -14,7 +15,6 @@ use parking_lot::{Condvar, Mutex};
 #[derive(Debug, Default)]
 pub(crate) struct Signal {
     state: Mutex<State>,
-    changed: Condvar,
 }
 
 #[derive(Debug, Default)]
@@ -22,8 +22,9 @@ struct State {
     /// Redis key -> (releases seen, waiters registered).
     keys: HashMap<String, (u64, usize)>,
     /// Owner token of a waiter -> the fencing token of a lock handed over
-    /// to it, once one is.
-    handed: HashMap<String, Option<u64>>,
+    /// to it, once one is, and what it waits on. One condition variable per
+    /// waiter, so a hand-over wakes its waiter and no other thread.
+    handed: HashMap<String, (Option<u64>, Arc<Condvar>)>,
 }
 
 /// A waiter's interest in some keys; dropping it withdraws it.
@@ -31,6 +32,7 @@ pub(crate) struct Watch<'a> {
     signal: &'a Signal,
     keys: &'a [String],
     token: &'a str,
+    wake: Arc<Condvar>,
 }
 
 impl Signal {
@@ -41,11 +43,15 @@ impl Signal {
         for k in keys {
             state.keys.entry(k.clone()).or_insert((0, 0)).1 += 1;
         }
-        state.handed.insert(token.to_owned(), None);
+        let wake = Arc::new(Condvar::new());
+        state
+            .handed
+            .insert(token.to_owned(), (None, Arc::clone(&wake)));
         Watch {
             signal: self,
             keys,
             token,
+            wake,
         }
     }
 
@@ -55,8 +61,10 @@ impl Signal {
         let mut state = self.state.lock();
         if let Some(entry) = state.keys.get_mut(key) {
             entry.0 += 1;
-            drop(state);
-            self.changed.notify_all();
+            // Any waiter may watch it; those that do not go back to sleep.
+            for (_, wake) in state.handed.values() {
+                wake.notify_one();
+            }
         }
     }
 
@@ -65,10 +73,9 @@ impl Signal {
     /// retry: the lock is held again.
     pub(crate) fn hand_over(&self, token: &str, fence: u64) {
         let mut state = self.state.lock();
-        if let Some(slot) = state.handed.get_mut(token) {
+        if let Some((slot, wake)) = state.handed.get_mut(token) {
             *slot = Some(fence);
-            drop(state);
-            self.changed.notify_all();
+            wake.notify_one();
         }
     }
 }
@@ -86,12 +93,7 @@ impl Watch<'_> {
     pub(crate) fn wait_until(&self, seen: u64, deadline: Instant) {
         let mut state = self.signal.state.lock();
         while self.sum(&state) == seen && Self::fence_in(&state, self.token).is_none() {
-            if self
-                .signal
-                .changed
-                .wait_until(&mut state, deadline)
-                .timed_out()
-            {
+            if self.wake.wait_until(&mut state, deadline).timed_out() {
                 return;
             }
         }
@@ -101,11 +103,14 @@ impl Watch<'_> {
     /// call, if one was.
     pub(crate) fn take_handed(&self) -> Option<u64> {
         let mut state = self.signal.state.lock();
-        state.handed.get_mut(self.token).and_then(Option::take)
+        state
+            .handed
+            .get_mut(self.token)
+            .and_then(|(fence, _)| fence.take())
     }
 
     fn fence_in(state: &State, token: &str) -> Option<u64> {
-        state.handed.get(token).copied().flatten()
+        state.handed.get(token).and_then(|(fence, _)| *fence)
     }
 
     fn sum(&self, state: &State) -> u64 {
