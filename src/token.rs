@@ -50,17 +50,7 @@ static SOURCE: Mutex<Option<Source>> = Mutex::new(None);
 impl Token {
     /// A fresh token, distinct from every other one this process made.
     pub(crate) fn new() -> Result<Self, Error> {
-        let pid = std::process::id();
-        let (unique, secret) = {
-            let mut source = SOURCE.lock();
-            let source = match &mut *source {
-                Some(s) if s.pid == pid => s,
-                stale => stale.insert(Source::seed(pid)?),
-            };
-            let n = source.next;
-            source.next = n.wrapping_add(1);
-            (source.prefix ^ n, source.hasher.hash_one(n))
-        };
+        let (unique, secret) = next(&mut SOURCE.lock(), std::process::id())?;
         let mut hex = String::with_capacity(32);
         push_hex(&mut hex, unique);
         push_hex(&mut hex, secret);
@@ -70,6 +60,19 @@ impl Token {
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// The two halves of the next token of process `pid`, seeding `source`
+/// first when it is empty or was seeded by another process (the parent of
+/// a `fork`).
+fn next(source: &mut Option<Source>, pid: u32) -> Result<(u64, u64), Error> {
+    let source = match source {
+        Some(s) if s.pid == pid => s,
+        stale => stale.insert(Source::seed(pid)?),
+    };
+    let n = source.next;
+    source.next = n.wrapping_add(1);
+    Ok((source.prefix ^ n, source.hasher.hash_one(n)))
 }
 
 /// Appends `v` as 16 lower-case hex digits.
@@ -109,6 +112,21 @@ mod tests {
         assert_eq!(distinct.len(), tokens.len());
         // Consecutive tokens share nothing visible: the hashed half differs.
         assert_ne!(tokens[0].as_str()[16..], tokens[1].as_str()[16..]);
+    }
+
+    #[test]
+    fn a_forked_child_draws_new_secrets() {
+        let mut source = None;
+        let first = next(&mut source, 1).unwrap();
+        assert_ne!(first, next(&mut source, 1).unwrap());
+        let parent_prefix = source.as_ref().map(|s| s.prefix).unwrap();
+        // The parent's state seen from another pid, as in a forked child:
+        // it must not go on with the parent's next token.
+        let child = next(&mut source, 2).unwrap();
+        let s = source.as_ref().unwrap();
+        assert_eq!((s.pid, s.next), (2, 1), "reseeded, counting afresh");
+        assert_ne!(s.prefix, parent_prefix, "with a prefix of its own");
+        assert_ne!(child.0, parent_prefix ^ 2);
     }
 
     #[test]
