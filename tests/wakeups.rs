@@ -157,3 +157,43 @@ fn a_release_hands_the_lock_to_the_queued_waiter_in_one_round_trip() {
     guard.unlock().unwrap();
     assert!(holder.holder(&k).unwrap().is_none());
 }
+
+/// A release skips a queued waiter that died (its deadline passed) and
+/// hands the lock to the live waiter behind it, still in the one call.
+#[test]
+fn a_release_skips_a_dead_waiter_and_hands_the_lock_to_the_next() {
+    let server = Server::start();
+    let (holder, waiter) = (slow(&server), slow(&server));
+    let k = key("dead-head");
+    holder.lock(&key("warm-up")).unwrap().unlock().unwrap();
+    let held = holder.lock(&k).unwrap();
+    // A crashed waiter at the head of the queue: first in, last seen at
+    // 1 ms after the epoch, for a stay of 1 ms.
+    let q = format!("__redmutex__:queue:{k}");
+    let mut c = server.conn();
+    let _: () = redis::cmd("ZADD")
+        .arg(&q)
+        .arg(1)
+        .arg("dead")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{q}:deadlines"))
+        .arg("dead")
+        .arg("1:1:60000:ghost")
+        .query(&mut c)
+        .unwrap();
+    let t = wait_behind(&server, &waiter, &k, Duration::from_secs(10), 2);
+    let before = server.evalsha_calls();
+    drop(held);
+    let (got, _) = t.join().unwrap();
+    let guard = got.unwrap();
+    assert_eq!(
+        server.evalsha_calls() - before,
+        1,
+        "the release handed it over: the waiter sent no attempt of its own"
+    );
+    let info = holder.holder(&k).unwrap().unwrap();
+    assert_eq!(info.fencing_token(), guard.fencing_token());
+    assert_ne!(info.metadata(), "ghost");
+}
