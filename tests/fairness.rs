@@ -89,20 +89,7 @@ fn a_dead_waiter_holds_the_line_only_until_its_deadline() {
     let server = Server::start();
     let k = key("dead-waiter");
     // A queue entry whose deadline has passed, as a crashed waiter leaves.
-    let mut c = server.conn();
-    let q = format!("__redmutex__:queue:{k}");
-    let _: () = redis::cmd("ZADD")
-        .arg(&q)
-        .arg(1)
-        .arg("dead")
-        .query(&mut c)
-        .unwrap();
-    let _: () = redis::cmd("HSET")
-        .arg(format!("{q}:deadlines"))
-        .arg("dead")
-        .arg(1)
-        .query(&mut c)
-        .unwrap();
+    server.queue_dead_waiter(&k, "1");
     let locker = server.locker();
     assert!(
         locker.try_lock(&k).unwrap().is_some(),

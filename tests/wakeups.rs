@@ -167,22 +167,9 @@ fn a_release_skips_a_dead_waiter_and_hands_the_lock_to_the_next() {
     let k = key("dead-head");
     holder.lock(&key("warm-up")).unwrap().unlock().unwrap();
     let held = holder.lock(&k).unwrap();
-    // A crashed waiter at the head of the queue: first in, last seen at
-    // 1 ms after the epoch, for a stay of 1 ms.
-    let q = format!("__redmutex__:queue:{k}");
-    let mut c = server.conn();
-    let _: () = redis::cmd("ZADD")
-        .arg(&q)
-        .arg(1)
-        .arg("dead")
-        .query(&mut c)
-        .unwrap();
-    let _: () = redis::cmd("HSET")
-        .arg(format!("{q}:deadlines"))
-        .arg("dead")
-        .arg("1:1:60000:ghost")
-        .query(&mut c)
-        .unwrap();
+    // A crashed waiter at the head of the queue: last seen at 1 ms after
+    // the epoch, for a stay of 1 ms.
+    server.queue_dead_waiter(&k, "1:1:60000:ghost");
     let t = wait_behind(&server, &waiter, &k, Duration::from_secs(10), 2);
     let before = server.evalsha_calls();
     drop(held);

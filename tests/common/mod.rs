@@ -112,6 +112,26 @@ impl Server {
             .map_or(0, |n| n.parse().unwrap())
     }
 
+    /// Puts a waiter that died in the queue of `key` (a locker without a
+    /// prefix), at its head: arrival score 1, with `entry` as its record in
+    /// the waiters hash.
+    pub fn queue_dead_waiter(&self, key: &str, entry: &str) {
+        let q = format!("__redmutex__:queue:{key}");
+        let mut c = self.conn();
+        let _: () = redis::cmd("ZADD")
+            .arg(&q)
+            .arg(1)
+            .arg("dead")
+            .query(&mut c)
+            .unwrap();
+        let _: () = redis::cmd("HSET")
+            .arg(format!("{q}:deadlines"))
+            .arg("dead")
+            .arg(entry)
+            .query(&mut c)
+            .unwrap();
+    }
+
     /// Subscribers of the release channel of lockers without a prefix.
     pub fn release_subscribers(&self) -> i64 {
         let reply: (String, i64) = redis::cmd("PUBSUB")
