@@ -110,7 +110,8 @@ mod tests {
         }
         let distinct: HashSet<&str> = tokens.iter().map(Token::as_str).collect();
         assert_eq!(distinct.len(), tokens.len());
-        // Consecutive tokens share nothing visible: the hashed half differs.
+        // The first halves of consecutive tokens differ in their low bits
+        // only; the hashed halves differ throughout.
         assert_ne!(tokens[0].as_str()[16..], tokens[1].as_str()[16..]);
     }
 

@@ -21,10 +21,18 @@ pub(crate) struct Signal {
 struct State {
     /// Redis key -> (releases seen, waiters registered).
     keys: HashMap<String, (u64, usize)>,
-    /// Owner token of a waiter -> the fencing token of a lock handed over
-    /// to it, once one is, and what it waits on. One condition variable per
-    /// waiter, so a hand-over wakes its waiter and no other thread.
-    handed: HashMap<String, (Option<u64>, Arc<Condvar>)>,
+    /// Owner token of a waiter -> what it waits for and on.
+    waiters: HashMap<String, Waiter>,
+}
+
+/// One waiting thread.
+#[derive(Debug)]
+struct Waiter {
+    /// The fencing token of a lock handed over to it, once one is.
+    handed: Option<u64>,
+    /// What it parks on: one condition variable per waiter, so a hand-over
+    /// wakes its waiter and no other thread.
+    wake: Arc<Condvar>,
 }
 
 /// A waiter's interest in some keys; dropping it withdraws it.
@@ -44,9 +52,11 @@ impl Signal {
             state.keys.entry(k.clone()).or_insert((0, 0)).1 += 1;
         }
         let wake = Arc::new(Condvar::new());
-        state
-            .handed
-            .insert(token.to_owned(), (None, Arc::clone(&wake)));
+        let waiter = Waiter {
+            handed: None,
+            wake: Arc::clone(&wake),
+        };
+        state.waiters.insert(token.to_owned(), waiter);
         Watch {
             signal: self,
             keys,
@@ -62,8 +72,8 @@ impl Signal {
         if let Some(entry) = state.keys.get_mut(key) {
             entry.0 += 1;
             // Any waiter may watch it; those that do not go back to sleep.
-            for (_, wake) in state.handed.values() {
-                wake.notify_one();
+            for waiter in state.waiters.values() {
+                waiter.wake.notify_one();
             }
         }
     }
@@ -73,9 +83,9 @@ impl Signal {
     /// retry: the lock is held again.
     pub(crate) fn hand_over(&self, token: &str, fence: u64) {
         let mut state = self.state.lock();
-        if let Some((slot, wake)) = state.handed.get_mut(token) {
-            *slot = Some(fence);
-            wake.notify_one();
+        if let Some(waiter) = state.waiters.get_mut(token) {
+            waiter.handed = Some(fence);
+            waiter.wake.notify_one();
         }
     }
 }
@@ -104,13 +114,13 @@ impl Watch<'_> {
     pub(crate) fn take_handed(&self) -> Option<u64> {
         let mut state = self.signal.state.lock();
         state
-            .handed
+            .waiters
             .get_mut(self.token)
-            .and_then(|(fence, _)| fence.take())
+            .and_then(|w| w.handed.take())
     }
 
     fn fence_in(state: &State, token: &str) -> Option<u64> {
-        state.handed.get(token).and_then(|(fence, _)| *fence)
+        state.waiters.get(token).and_then(|w| w.handed)
     }
 
     fn sum(&self, state: &State) -> u64 {
@@ -132,7 +142,7 @@ impl Drop for Watch<'_> {
                 }
             }
         }
-        state.handed.remove(self.token);
+        state.waiters.remove(self.token);
     }
 }
 
@@ -212,9 +222,9 @@ mod tests {
             let _w1 = s.watch(&keys, "t1");
             let _w2 = s.watch(&keys[..1], "t2");
             assert_eq!(s.state.lock().keys.len(), 2);
-            assert_eq!(s.state.lock().handed.len(), 2);
+            assert_eq!(s.state.lock().waiters.len(), 2);
         }
         assert!(s.state.lock().keys.is_empty());
-        assert!(s.state.lock().handed.is_empty());
+        assert!(s.state.lock().waiters.is_empty());
     }
 }
