@@ -87,7 +87,8 @@ end
 /// entry, and announces `+<token>:<fence>:<key>` on the channel; waiters
 /// whose deadline passed are dropped on the way. Without a live waiter the
 /// key is deleted and `-<key>` announced. Returns the grantee's token and
-/// fencing token, if there was one.
+/// fencing token, if there was one. Uses `MINT` and `LIVE_HEAD`'s `alive`,
+/// so those come before it in a script.
 const HAND_OVER: &str = r"
 local function hand_over(key, counter, queue, waiters, channel)
   local now = nil
@@ -173,15 +174,16 @@ end
 local function refuse(pttl)
   return {{pttl, tonumber(redis.call('GET', KEYS[1]) or '0')}}
 end
+-- Whether a refused attempt joins the queue (or stays in it).
+local joining = mode ~= '' and mode ~= '0'
 local function join(ms, micros)
-  if mode == '0' then return end
   redis.call('ZADD', queue, 'NX', micros, token)
   redis.call('HSET', waiters, token, ms .. ':' .. mode .. ':' .. ARGV[2] .. ':' .. ARGV[3])
   redis.call('PEXPIRE', queue, ARGV[5])
   redis.call('PEXPIRE', waiters, ARGV[5])
 end
 if busy then
-  if mode ~= '' and mode ~= '0' then
+  if joining then
     local _, ms, micros = clock()
     join(ms, micros)
   end
@@ -191,7 +193,7 @@ if mode ~= '' and not mine and redis.call('EXISTS', queue) == 1 then
   local now, ms, micros = clock()
   local head = live_head(queue, waiters, now)
   if head and head ~= token then
-    join(ms, micros)
+    if joining then join(ms, micros) end
     return refuse(-2)
   end
   if head == token then
