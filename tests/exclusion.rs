@@ -150,12 +150,7 @@ fn a_release_in_this_process_wakes_a_waiter_of_the_same_locker() {
     // Backoff and TTL are a minute and the waiter may wait 30 s (with a last
     // attempt at the end): only the release can get it the lock long before.
     let server = Server::start();
-    let locker = server
-        .builder()
-        .ttl(Duration::from_secs(60))
-        .backoff(Backoff::fixed(Duration::from_secs(60)))
-        .build()
-        .unwrap();
+    let locker = server.slow_locker();
     let k = key("wake");
     let held = locker.lock(&k).unwrap();
     let before = server.evalsha_calls();

@@ -96,11 +96,7 @@ fn a_frozen_server_gives_errors_in_bounded_time() {
 #[test]
 fn a_flushed_script_cache_is_harmless() {
     let server = Server::start();
-    let locker = server
-        .builder()
-        .ttl(Duration::from_millis(300))
-        .build()
-        .unwrap();
+    let locker = server.locker_with_ttl(Duration::from_millis(300));
     let k = key("flush");
     let flush = || {
         let _: () = redis::cmd("SCRIPT")

@@ -33,16 +33,25 @@ fn wait_behind(
     t
 }
 
-/// A locker with a minute of TTL and backoff: only a release can get its
-/// waiters the lock quickly.
+/// Drops `held` while `waiting` waits behind it, and returns the waiter's
+/// guard after checking that the release handed the lock over by itself:
+/// one script call, no attempt of the waiter's own.
 #[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
-fn slow(server: &Server) -> Locker {
-    server
-        .builder()
-        .ttl(Duration::from_secs(60))
-        .backoff(Backoff::fixed(Duration::from_secs(60)))
-        .build()
-        .unwrap()
+fn hand_over(
+    server: &Server,
+    held: redmutex::Guard,
+    waiting: std::thread::JoinHandle<(Result<redmutex::Guard, redmutex::Error>, Duration)>,
+) -> redmutex::Guard {
+    let before = server.evalsha_calls();
+    drop(held);
+    let (got, _) = waiting.join().unwrap();
+    let guard = got.unwrap();
+    assert_eq!(
+        server.evalsha_calls() - before,
+        1,
+        "the release handed it over: the waiter sent no attempt of its own"
+    );
+    guard
 }
 
 #[test]
@@ -50,7 +59,7 @@ fn a_release_elsewhere_wakes_the_waiter_not_its_backoff() {
     // A minute of backoff and TTL: only the release can get the waiter the
     // lock long before the end of its 30 s wait.
     let server = Server::start();
-    let (holder, waiter) = (slow(&server), slow(&server));
+    let (holder, waiter) = (server.slow_locker(), server.slow_locker());
     let k = key("woken");
     let held = holder.lock(&k).unwrap();
     let t = wait_behind(&server, &waiter, &k, Duration::from_secs(30), 2);
@@ -67,11 +76,7 @@ fn a_release_elsewhere_wakes_the_waiter_not_its_backoff() {
 #[test]
 fn a_lost_notification_costs_one_backoff_not_a_hang() {
     let server = Server::start();
-    let holder = server
-        .builder()
-        .ttl(Duration::from_secs(60))
-        .build()
-        .unwrap();
+    let holder = server.locker_with_ttl(Duration::from_secs(60));
     let waiter = server
         .builder()
         .ttl(Duration::from_secs(60))
@@ -133,22 +138,14 @@ fn one_listener_serves_every_waiter_of_a_locker() {
 #[test]
 fn a_release_hands_the_lock_to_the_queued_waiter_in_one_round_trip() {
     let server = Server::start();
-    let (holder, waiter) = (slow(&server), slow(&server));
+    let (holder, waiter) = (server.slow_locker(), server.slow_locker());
     let k = key("handed");
     // Loads the release script, so that the release below is one call.
     holder.lock(&key("warm-up")).unwrap().unlock().unwrap();
     let held = holder.lock(&k).unwrap();
     let holder_fence = held.fencing_token();
     let t = wait_behind(&server, &waiter, &k, Duration::from_secs(30), 2);
-    let before = server.evalsha_calls();
-    drop(held);
-    let (got, _) = t.join().unwrap();
-    let guard = got.unwrap();
-    assert_eq!(
-        server.evalsha_calls() - before,
-        1,
-        "the release only: the waiter sent no attempt of its own"
-    );
+    let guard = hand_over(&server, held, t);
     assert!(guard.fencing_token() > holder_fence);
     let info = holder.holder(&k).unwrap().unwrap();
     assert_eq!(info.fencing_token(), guard.fencing_token());
@@ -163,7 +160,7 @@ fn a_release_hands_the_lock_to_the_queued_waiter_in_one_round_trip() {
 #[test]
 fn a_release_skips_a_dead_waiter_and_hands_the_lock_to_the_next() {
     let server = Server::start();
-    let (holder, waiter) = (slow(&server), slow(&server));
+    let (holder, waiter) = (server.slow_locker(), server.slow_locker());
     let k = key("dead-head");
     holder.lock(&key("warm-up")).unwrap().unlock().unwrap();
     let held = holder.lock(&k).unwrap();
@@ -171,15 +168,7 @@ fn a_release_skips_a_dead_waiter_and_hands_the_lock_to_the_next() {
     // the epoch, for a stay of 1 ms.
     server.queue_dead_waiter(&k, "1:1:60000:ghost");
     let t = wait_behind(&server, &waiter, &k, Duration::from_secs(10), 2);
-    let before = server.evalsha_calls();
-    drop(held);
-    let (got, _) = t.join().unwrap();
-    let guard = got.unwrap();
-    assert_eq!(
-        server.evalsha_calls() - before,
-        1,
-        "the release handed it over: the waiter sent no attempt of its own"
-    );
+    let guard = hand_over(&server, held, t);
     let info = holder.holder(&k).unwrap().unwrap();
     assert_eq!(info.fencing_token(), guard.fencing_token());
     assert_ne!(info.metadata(), "ghost");

@@ -19,7 +19,7 @@ fn renewals_keep_a_short_lease_alive_for_many_ttls() {
     let server = Server::start();
     let k = key("renewed");
     let events = keyspace_events(&server, &k, "Kg");
-    let locker = server.builder().ttl(TTL).build().unwrap();
+    let locker = server.locker_with_ttl(TTL);
     let start = Instant::now();
     let g = locker.lock(&k).unwrap();
     // 24 renewals at TTL/3 span eight TTLs (over three seconds): the key
@@ -59,7 +59,7 @@ fn without_watchdog_the_lease_expires_and_is_reported_lost() {
 fn a_deleted_key_is_reported_lost_and_not_recreated() {
     let server = Server::start();
     let k = key("deleted");
-    let locker = server.builder().ttl(TTL).build().unwrap();
+    let locker = server.locker_with_ttl(TTL);
     let g = locker.lock(&k).unwrap();
     let _: () = server.conn().del(&k).unwrap();
     assert!(g.wait_lost(LONG), "the watchdog must notice");
@@ -73,7 +73,7 @@ fn a_deleted_key_is_reported_lost_and_not_recreated() {
 fn a_key_overwritten_with_another_type_is_left_alone() {
     let server = Server::start();
     let k = key("overwritten");
-    let locker = server.builder().ttl(TTL).build().unwrap();
+    let locker = server.locker_with_ttl(TTL);
     let g = locker.lock(&k).unwrap();
     let mut conn = server.conn();
     let _: () = conn.set(&k, "someone else's value").unwrap();
@@ -90,7 +90,7 @@ fn a_key_overwritten_with_another_type_is_left_alone() {
 fn a_key_taken_by_another_owner_is_neither_extended_nor_deleted() {
     let server = Server::start();
     let k = key("taken");
-    let locker = server.builder().ttl(TTL).build().unwrap();
+    let locker = server.locker_with_ttl(TTL);
     let g = locker.lock(&k).unwrap();
     let mut conn = server.conn();
     // Another owner's lock, as if our key had expired and been re-acquired.
@@ -136,11 +136,7 @@ fn extend_sets_the_ttl_and_moves_the_deadline() {
 fn extend_changes_the_ttl_the_watchdog_renews_with() {
     let server = Server::start();
     let k = key("extend-watchdog");
-    let locker = server
-        .builder()
-        .ttl(Duration::from_secs(60))
-        .build()
-        .unwrap();
+    let locker = server.locker_with_ttl(Duration::from_secs(60));
     let events = keyspace_events(&server, &k, "Kg");
     let g = locker.lock(&k).unwrap();
     // From a 60 s lease renewed every 20 s to a 300 ms one renewed every 100 ms.

@@ -45,11 +45,7 @@ fn expect_running(n: usize, why: &str) {
 #[test]
 fn watchdogs_end_with_their_guards_and_threads_are_reused() {
     let server = Server::start();
-    let locker = server
-        .builder()
-        .ttl(Duration::from_millis(300))
-        .build()
-        .unwrap();
+    let locker = server.locker_with_ttl(Duration::from_millis(300));
     assert_eq!(running(), 0, "none before any lock");
 
     let a = locker.lock(&key("a")).unwrap();
@@ -86,11 +82,7 @@ fn watchdogs_end_with_their_guards_and_threads_are_reused() {
     assert_eq!(watchdog_threads().pending, 0, "none left to start");
 
     // A guard gone before its first renewal is due never takes a thread.
-    let long = server
-        .builder()
-        .ttl(Duration::from_secs(60))
-        .build()
-        .unwrap();
+    let long = server.locker_with_ttl(Duration::from_secs(60));
     let g = long.lock(&key("short-lived")).unwrap();
     assert_eq!(
         watchdog_threads().pending,

@@ -20,7 +20,7 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use redmutex::{Builder, Locker};
+use redmutex::{Backoff, Builder, Locker};
 
 pub mod proxy;
 
@@ -87,6 +87,22 @@ impl Server {
     /// A builder over its own pool.
     pub fn builder(&self) -> Builder {
         Locker::builder(redmutex::pool(&self.url()).unwrap())
+    }
+
+    /// A locker over its own pool with lease `ttl` and default settings
+    /// otherwise.
+    pub fn locker_with_ttl(&self, ttl: Duration) -> Locker {
+        self.builder().ttl(ttl).build().unwrap()
+    }
+
+    /// A locker with a minute of TTL and of backoff: only a release can get
+    /// its waiters the lock quickly.
+    pub fn slow_locker(&self) -> Locker {
+        self.builder()
+            .ttl(Duration::from_secs(60))
+            .backoff(Backoff::fixed(Duration::from_secs(60)))
+            .build()
+            .unwrap()
     }
 
     /// An r2d2 pool of `size` connections with no socket timeouts (as r2d2
