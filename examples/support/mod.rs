@@ -5,28 +5,48 @@
 use std::error::Error;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// A `redis-server` started by us, killed when dropped.
+/// A `redis-server` started by us, killed when dropped, with its data
+/// directory in the system's temporary directory (never the working tree),
+/// removed when dropped.
 pub struct ThrowAwayServer {
     child: Child,
     port: u16,
+    /// The arguments it was started with, to start it again.
+    args: Vec<String>,
+    ready_marker: String,
+    /// Its own data directory, if it made one.
+    dir: Option<PathBuf>,
 }
 
 impl ThrowAwayServer {
     /// Starts `redis-server` (or `$REDIS_SERVER`) on a free port with
     /// persistence off plus `extra` arguments, and waits until it logs that
-    /// it is ready (up to `ready_within`).
+    /// it is ready (up to `ready_within`). Its data directory is a fresh one in the system's temporary
+    /// directory (`extra` may name another with `--dir`).
     pub fn start(extra: &[&str], ready_within: Duration) -> Result<Self, Box<dyn Error>> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let port_arg = port.to_string();
+        let dir = temp_dir(&format!("redis-{port}"))?;
+        let dir_arg = dir.to_string_lossy().into_owned();
         let mut args = vec!["--port", &port_arg, "--bind", "127.0.0.1"];
         args.extend(["--save", "", "--appendonly", "no", "--daemonize", "no"]);
-        args.extend(["--logfile", ""]);
+        args.extend(["--logfile", "", "--dir", &dir_arg]);
         args.extend_from_slice(extra);
-        Self::launch(&args, port, "Ready to accept connections", ready_within)
+        match Self::launch(&args, port, "Ready to accept connections", ready_within) {
+            Ok(mut server) => {
+                server.dir = Some(dir);
+                Ok(server)
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(e)
+            }
+        }
     }
 
     /// Runs `redis-server args...` (its log on stdout), which will listen on
@@ -37,43 +57,29 @@ impl ThrowAwayServer {
         ready_marker: &str,
         ready_within: Duration,
     ) -> Result<Self, Box<dyn Error>> {
-        let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
-        let mut child = Command::new(&bin)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| {
-                format!(
-                    "cannot run `{bin}` ({e}): install Redis (Debian/Ubuntu: \
-                     `apt-get install redis-server`, macOS: `brew install redis`) \
-                     or set REDIS_SERVER to the redis-server binary"
-                )
-            })?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or("redis-server stdout not captured")?;
-        // Wait for the server's own word that it is ready, not for a timer.
-        let (tx, rx) = mpsc::channel();
-        let marker = ready_marker.to_owned();
-        std::thread::Builder::new()
-            .name(format!("redis-{port}-log"))
-            .spawn(move || {
-                let mut told = false;
-                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                    if !told && line.contains(&marker) {
-                        told = tx.send(()).is_ok();
-                    }
-                }
-            })?;
-        let mut server = ThrowAwayServer { child, port };
-        if rx.recv_timeout(ready_within).is_err() {
-            server.kill();
-            return Err(format!("redis-server on port {port} did not become ready").into());
-        }
-        Ok(server)
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let child = spawn_and_wait(&args, port, ready_marker, ready_within)?;
+        Ok(ThrowAwayServer {
+            child,
+            port,
+            args,
+            ready_marker: ready_marker.to_owned(),
+            dir: None,
+        })
+    }
+
+    /// Kills the server (`SIGKILL`: nothing is saved on the way) and starts
+    /// it again with the same arguments, so on the same port and data
+    /// directory: it loads whatever its persistence files hold.
+    pub fn restart(&mut self, ready_within: Duration) -> Result<(), Box<dyn Error>> {
+        self.kill();
+        self.child = spawn_and_wait(&self.args, self.port, &self.ready_marker, ready_within)?;
+        Ok(())
+    }
+
+    /// Its data directory, when it made its own.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
     }
 
     pub fn port(&self) -> u16 {
@@ -98,7 +104,66 @@ impl ThrowAwayServer {
 impl Drop for ThrowAwayServer {
     fn drop(&mut self) {
         self.kill();
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
+}
+/// Runs `redis-server args...` (its log on stdout), which will listen on
+/// `port`, and waits until a log line contains `ready_marker`.
+fn spawn_and_wait(
+    args: &[String],
+    port: u16,
+    ready_marker: &str,
+    ready_within: Duration,
+) -> Result<Child, Box<dyn Error>> {
+    let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+    let mut child = Command::new(&bin)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "cannot run `{bin}` ({e}): install Redis (Debian/Ubuntu: \
+                     `apt-get install redis-server`, macOS: `brew install redis`) \
+                     or set REDIS_SERVER to the redis-server binary"
+            )
+        })?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or("redis-server stdout not captured")?;
+    // Wait for the server's own word that it is ready, not for a timer.
+    let (tx, rx) = mpsc::channel();
+    let marker = ready_marker.to_owned();
+    std::thread::Builder::new()
+        .name(format!("redis-{port}-log"))
+        .spawn(move || {
+            let mut told = false;
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if !told && line.contains(&marker) {
+                    told = tx.send(()).is_ok();
+                }
+            }
+        })?;
+    if rx.recv_timeout(ready_within).is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(format!("redis-server on port {port} did not become ready").into());
+    }
+    Ok(child)
+}
+
+/// A fresh, empty directory in the system's temporary directory.
+pub fn temp_dir(name: &str) -> std::io::Result<PathBuf> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!("redmutex-{name}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
 }
 
 /// `$REDIS_URL`; else a server answering on 127.0.0.1:6379; else a

@@ -172,6 +172,17 @@ impl Server {
     pub fn kill(&mut self) {
         self.inner.kill();
     }
+
+    /// `kill -9`, then starts it again on the same port and data directory:
+    /// it comes back with what its persistence files hold.
+    pub fn restart(&mut self) {
+        self.inner.restart(START_TIMEOUT).unwrap();
+    }
+
+    /// `SAVE`: an RDB snapshot of this moment in its data directory.
+    pub fn save(&self) {
+        let _: () = redis::cmd("SAVE").query(&mut self.conn()).unwrap();
+    }
 }
 
 fn signal(pid: u32, sig: &str) {
