@@ -34,11 +34,13 @@ end
 /// costs about a microsecond a time here, and in exponent form past 14
 /// digits.
 ///
-/// A missing counter (first use, or data lost) starts from the server's
-/// clock in microseconds, so tokens keep rising after a flush or a restart
-/// unless that clock went back. Integers stay below 2^53, where Lua's
-/// numbers are exact, for thousands of years. The new token is read back
-/// as a string for the same reason.
+/// `mint` gives `max(counter + 1, server clock in µs)` and stores it, on
+/// every grant. So tokens rise across anything that takes the counter back
+/// (a restart from an older snapshot or AOF, a failover to a lagging
+/// replica, a flush) as long as the server clock does not go back. Tokens
+/// are compared as decimal strings of the same form (no sign, no leading
+/// zero), longer meaning larger, so no number is formatted; integers stay
+/// below 2^53, where Lua's numbers are exact, for thousands of years.
 const MINT: &str = r"
 local function clock()
   local now = redis.call('TIME')
@@ -47,12 +49,14 @@ local function clock()
   return tonumber(ms), ms, now[1] .. usec
 end
 local function mint(counter)
-  if redis.call('INCR', counter) == 1 then
-    local _, _, micros = clock()
-    redis.call('SET', counter, micros)
-    return micros
+  local _, _, micros = clock()
+  local last = redis.call('GET', counter)
+  if last and (#last > #micros or (#last == #micros and last >= micros)) then
+    redis.call('INCR', counter)
+    return redis.call('GET', counter)
   end
-  return redis.call('GET', counter)
+  redis.call('SET', counter, micros)
+  return micros
 end
 ";
 
