@@ -12,7 +12,7 @@ use redmutex::Locker;
 
 fn queued(server: &Server, k: &str) -> i64 {
     redis::cmd("ZCARD")
-        .arg(format!("__redmutex__:queue:{k}"))
+        .arg(common::queue_keys(None, k).0)
         .query(&mut server.conn())
         .unwrap_or(0)
 }

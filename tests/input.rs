@@ -79,3 +79,101 @@ fn a_bad_url_is_a_redis_error() {
     assert!(matches!(r, Err(Error::Redis(_))), "{r:?}");
     assert!(redmutex::pool("http://example.com/").is_err());
 }
+
+/// The reserved marker is refused wherever it stands in a key or a prefix,
+/// so no lock, under any prefix, can land on a counter, a queue or a
+/// waiters' hash of any prefix.
+#[test]
+fn the_reserved_marker_is_refused_anywhere() {
+    let server = Server::start();
+    let bare = server.locker();
+    for k in [
+        "jobs:__redmutex__:queue:x",
+        "b:__redmutex__:fence",
+        "x__redmutex__",
+        "__redmutex__",
+    ] {
+        invalid(bare.try_lock(k));
+        invalid(bare.lock(k));
+        invalid(bare.try_lock_all(&["ok", k]));
+        invalid(bare.holder(k));
+    }
+    invalid(server.builder().prefix("a:__redmutex__").build());
+    invalid(server.builder().prefix("__redmutex__").build());
+}
+
+/// A bare locker's key that spells another prefix's internal key, as
+/// `jobs:__redmutex__:queue:x` would, must not break that prefix's locks.
+#[test]
+fn no_user_key_reaches_an_internal_key_of_another_prefix() {
+    let server = Server::start();
+    let jobs = server.builder().prefix("jobs").build().unwrap();
+    let bare = server.locker();
+    // Taken before jobs:x has waiters, these would be strings where the
+    // queue and the counter of jobs:x must go.
+    let _squatters: Vec<_> = ["jobs:__redmutex__:queue:x", "jobs:__redmutex__:fence"]
+        .iter()
+        .map(|k| bare.try_lock(k))
+        .collect();
+    let held = jobs.lock("x").unwrap();
+    // A waiter, so that the queue keys of jobs:x are used.
+    let waiter = {
+        let jobs = jobs.clone();
+        std::thread::Builder::new()
+            .spawn(move || {
+                jobs.lock_timeout("x", Duration::from_secs(20))
+                    .map(|g| g.fencing_token())
+            })
+            .unwrap()
+    };
+    common::wait_until("the waiter is queued", Duration::from_secs(10), || {
+        redis::cmd("EXISTS")
+            .arg(common::queue_keys(Some("jobs"), "x").0)
+            .query::<bool>(&mut server.conn())
+            .unwrap()
+    });
+    held.unlock().unwrap();
+    let token = waiter.join().unwrap().unwrap();
+    assert!(token > 0);
+}
+
+/// Within one prefix, the waiters of one key are not the queue of another
+/// (`x:deadlines` used to name both the waiters' hash of `x` and the queue
+/// of the key `x:deadlines`).
+#[test]
+fn the_queue_of_one_key_is_not_the_waiters_of_another() {
+    let server = Server::start();
+    let a = server.slow_locker();
+    let b = server.slow_locker();
+    // Waiters on both keys, then releases hand each over.
+    let gx = a.lock("x").unwrap();
+    let gy = a.lock("x:deadlines").unwrap();
+    let wx = {
+        let b = b.clone();
+        std::thread::Builder::new()
+            .spawn(move || b.lock_timeout("x", Duration::from_secs(20)).is_ok())
+            .unwrap()
+    };
+    let wy = {
+        let b = b.clone();
+        std::thread::Builder::new()
+            .spawn(move || {
+                b.lock_timeout("x:deadlines", Duration::from_secs(20))
+                    .is_ok()
+            })
+            .unwrap()
+    };
+    for k in ["x", "x:deadlines"] {
+        common::wait_until("both waiters queued", Duration::from_secs(10), || {
+            redis::cmd("ZCARD")
+                .arg(common::queue_keys(None, k).0)
+                .query::<u64>(&mut server.conn())
+                .unwrap_or(0)
+                == 1
+        });
+    }
+    gx.unlock().unwrap();
+    gy.unlock().unwrap();
+    assert!(wx.join().unwrap());
+    assert!(wy.join().unwrap());
+}

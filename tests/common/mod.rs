@@ -132,7 +132,7 @@ impl Server {
     /// prefix), at its head: arrival score 1, with `entry` as its record in
     /// the waiters hash.
     pub fn queue_dead_waiter(&self, key: &str, entry: &str) {
-        let q = format!("__redmutex__:queue:{key}");
+        let (q, waiters) = queue_keys(None, key);
         let mut c = self.conn();
         let _: () = redis::cmd("ZADD")
             .arg(&q)
@@ -141,7 +141,7 @@ impl Server {
             .query(&mut c)
             .unwrap();
         let _: () = redis::cmd("HSET")
-            .arg(format!("{q}:deadlines"))
+            .arg(waiters)
             .arg("dead")
             .arg(entry)
             .query(&mut c)
@@ -192,6 +192,19 @@ fn signal(pid: u32, sig: &str) {
         .map(|s| s.success())
         .unwrap_or(false);
     assert!(ok, "kill {sig} {pid} failed");
+}
+
+/// The waiters' queue (a sorted set) and waiters (a hash) of the lock on
+/// `key` under `prefix`, as the library names them on a single server.
+pub fn queue_keys(prefix: Option<&str>, key: &str) -> (String, String) {
+    let reserved = prefix.map_or_else(
+        || "__redmutex__:".to_owned(),
+        |p| format!("{p}:__redmutex__:"),
+    );
+    (
+        format!("{reserved}queue:{key}"),
+        format!("{reserved}waiters:{key}"),
+    )
 }
 
 /// Polls `check` until it returns true, failing the test after `within`.
