@@ -13,14 +13,20 @@
 //!
 //! - While threads wait for the lock on `key`, they queue first come, first
 //!   served in `<prefix>:__redmutex__:queue:<key>` (a sorted set) and
-//!   `<prefix>:__redmutex__:queue:<key>:deadlines` (a hash); both expire
-//!   soon after the last waiter leaves or dies.
+//!   `<prefix>:__redmutex__:waiters:<key>` (a hash); both expire soon after
+//!   the last waiter leaves or dies. On a cluster, `{<tag>}:` stands before
+//!   `<key>` in both.
 //! - Releases are announced on the pub/sub channel
-//!   `<prefix>:__redmutex__:released` (message: the released Redis key), so
-//!   waiters elsewhere retry at once instead of at their next backoff.
+//!   `<prefix>:__redmutex__:released`, so waiters elsewhere retry at once
+//!   instead of at their next backoff (the messages are described in
+//!   `ops.rs`).
 //!
-//! Keys starting with [`RESERVED`] are refused, so no lock can land on the
-//! counter.
+//! Keys and prefixes with [`RESERVED`] anywhere in them are refused. So a
+//! lock key (`<prefix>:<key>` or `<key>`) never contains the marker, while
+//! every internal key does, right after its own prefix: no lock key of any
+//! prefix can be an internal key of any prefix. And an internal key names
+//! its kind (`fence`, `queue:`, `waiters:`) before the caller's key, so the
+//! internal keys of two lock names never meet either.
 
 use crate::slots;
 use crate::Error;
@@ -73,17 +79,21 @@ impl KeySpace {
     }
 
     /// The waiters' queue of the lock on `key` (a sorted set) and their
-    /// deadlines (a hash), in the lock key's slot on a cluster. They exist
+    /// entries (a hash), in the lock key's slot on a cluster. They exist
     /// only while someone waits, and expire soon after the last waiter.
     pub(crate) fn queue_keys(&self, key: &str, cluster: bool) -> (String, String) {
-        let queue = if cluster {
+        if cluster {
             let tag = slots::tag_for(slots::slot(&self.lock_key(key)));
-            concat(&[&self.reserved, "queue:{", tag, "}:", key])
+            (
+                concat(&[&self.reserved, "queue:{", tag, "}:", key]),
+                concat(&[&self.reserved, "waiters:{", tag, "}:", key]),
+            )
         } else {
-            concat(&[&self.reserved, "queue:", key])
-        };
-        let deadlines = concat(&[&queue, ":deadlines"]);
-        (queue, deadlines)
+            (
+                concat(&[&self.reserved, "queue:", key]),
+                concat(&[&self.reserved, "waiters:", key]),
+            )
+        }
     }
 
     /// The pub/sub channel on which releases of this prefix's locks are
@@ -102,14 +112,14 @@ fn concat(parts: &[&str]) -> String {
     s
 }
 
-/// Checks one caller key: not empty, not in the reserved namespace.
+/// Checks one caller key: not empty, no reserved marker anywhere in it.
 pub(crate) fn validate_key(key: &str) -> Result<(), Error> {
     if key.is_empty() {
         return Err(Error::InvalidInput("lock key must not be empty".into()));
     }
-    if key.starts_with(RESERVED) {
+    if key.contains(RESERVED) {
         return Err(Error::InvalidInput(format!(
-            "lock key {key:?} uses the reserved prefix {RESERVED:?}"
+            "lock key {key:?} contains {RESERVED:?}, which is reserved for the crate's own keys"
         )));
     }
     Ok(())
@@ -158,6 +168,11 @@ pub(crate) fn validate_prefix(prefix: &str) -> Result<(), Error> {
             "prefix must not be empty (leave it unset for no prefix)".into(),
         ));
     }
+    if prefix.contains(RESERVED) {
+        return Err(Error::InvalidInput(format!(
+            "prefix {prefix:?} contains {RESERVED:?}, which is reserved for the crate's own keys"
+        )));
+    }
     Ok(())
 }
 
@@ -202,7 +217,7 @@ mod tests {
         let space = KeySpace::new(Some("p".into()));
         let (q, d) = space.queue_keys("report", false);
         assert_eq!(q, "p:__redmutex__:queue:report");
-        assert_eq!(d, "p:__redmutex__:queue:report:deadlines");
+        assert_eq!(d, "p:__redmutex__:waiters:report");
         let lock = space.lock_key("report");
         let (q, d) = space.queue_keys("report", true);
         assert_eq!(slots::slot(&q), slots::slot(&lock));
@@ -228,6 +243,8 @@ mod tests {
     fn bad_keys_are_refused() {
         assert!(validate_key("").is_err());
         assert!(validate_key("__redmutex__:x").is_err());
+        assert!(validate_key("jobs:__redmutex__:queue:x").is_err());
+        assert!(validate_prefix("a:__redmutex__").is_err());
         assert!(validate_key("ok").is_ok());
         assert!(validate_keys(&[]).is_err());
         assert!(validate_keys(&["a", "b", "a"]).is_err());

@@ -60,7 +60,7 @@ pub(crate) struct Acquisition {
     /// The lock keys in Redis, in the caller's order.
     pub(crate) redis_keys: Arc<[String]>,
     fence_key: String,
-    /// The waiters' queue and its deadlines (used for single-key locks on
+    /// The waiters' queue and their entries (used for single-key locks on
     /// one instance or a cluster; see `scripts::ACQUIRE`).
     queue: (String, String),
     /// The fencing counter as the latest refused attempt saw it: a lock
