@@ -558,6 +558,15 @@ fn hear(shared: &Weak<Shared>, heard: Heard<'_>) -> bool {
             None => {}
         },
         Heard::Idle => {}
+        Heard::Refused => {
+            log::warn!(
+                target: "redmutex::listen",
+                "the server refused to subscribe to the release channel (no ACL rights on it?): \
+                 waiters of this locker poll with their backoff instead of being woken"
+            );
+            shared.set_listener(Listener::Unsupported);
+            return false;
+        }
         Heard::Gone => {
             shared.set_listener(Listener::Off);
             return false;

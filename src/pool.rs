@@ -187,6 +187,9 @@ pub(crate) enum Heard<'a> {
     Message(&'a [u8]),
     /// Nothing for a while: a chance to stop.
     Idle,
+    /// The server refused the subscription (an ACL user without rights on
+    /// the channel): the listener has stopped, and trying again is no use.
+    Refused,
     /// The connection failed; the listener has stopped.
     Gone,
 }
@@ -347,9 +350,22 @@ where
                     return;
                 }
                 {
+                    // SUBSCRIBE as a plain command first: its refusal
+                    // (NOPERM) comes back as an error, where `PubSub`
+                    // would take it for the confirmation.
+                    match redis::cmd("SUBSCRIBE").arg(&channel).exec(plain) {
+                        Ok(()) => {}
+                        Err(e) if !e.is_io_error() => {
+                            on(Heard::Refused);
+                            return;
+                        }
+                        Err(_) => {
+                            on(Heard::Gone);
+                            return;
+                        }
+                    }
                     let mut pubsub = plain.as_pubsub();
-                    if pubsub.subscribe(&channel).is_err() || !on(Heard::Subscribed) {
-                        on(Heard::Gone);
+                    if !on(Heard::Subscribed) {
                         return;
                     }
                     loop {

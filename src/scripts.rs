@@ -90,7 +90,9 @@ end
 /// waiter whose deadline has not passed, with the TTL and metadata of its
 /// entry, and announces `+<token>:<fence>:<key>` on the channel; waiters
 /// whose deadline passed are dropped on the way. Without a live waiter the
-/// key is deleted and `-<key>` announced. Returns the grantee's token and
+/// key is deleted and `-<key>` announced. An announcement that fails (an ACL
+/// user without rights on the channel) is skipped: the release stands, and
+/// waiters find it at their next attempt. Returns the grantee's token and
 /// fencing token, if there was one. Uses `MINT` and `LIVE_HEAD`'s `alive`,
 /// so those come before it in a script.
 const HAND_OVER: &str = r"
@@ -106,7 +108,7 @@ local function hand_over(key, counter, queue, waiters, channel)
     if ttl and alive(entry, now) then
       local fence = mint(counter)
       redis.call('SET', key, head .. ':' .. fence .. ':' .. meta, 'PX', ttl)
-      redis.call('PUBLISH', channel, '+' .. head .. ':' .. fence .. ':' .. key)
+      redis.pcall('PUBLISH', channel, '+' .. head .. ':' .. fence .. ':' .. key)
       return head, fence
     end
   end
@@ -118,7 +120,7 @@ local function free(key, counter, queue, waiters, channel)
     if head then return head, fence end
   end
   redis.call('DEL', key)
-  if channel ~= '' then redis.call('PUBLISH', channel, '-' .. key) end
+  if channel ~= '' then redis.pcall('PUBLISH', channel, '-' .. key) end
   return nil
 end
 ";

@@ -92,8 +92,28 @@ fn hand_over(server: &Server, a: &Locker, b: &Locker, k: &str, queue: &str) -> u
     waiter.join().unwrap().unwrap()
 }
 
+/// Log records of this test binary, as `target: message`.
+static RECORDS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+struct Recorder;
+
+impl log::Log for Recorder {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        RECORDS
+            .lock()
+            .unwrap()
+            .push(format!("{}: {}", record.target(), record.args()));
+    }
+    fn flush(&self) {}
+}
+
 #[test]
 fn a_user_without_channel_rights_unlocks_and_hands_over() {
+    let _ = log::set_logger(&Recorder);
+    log::set_max_level(log::LevelFilter::Trace);
     let server = Server::start();
     let url = user(
         &server,
@@ -109,6 +129,15 @@ fn a_user_without_channel_rights_unlocks_and_hands_over() {
     assert!(token > 0);
     // The lock is free afterwards (nothing was left half done).
     assert!(a.holder(&k).unwrap().is_none());
+    // The waiting locker said once that it polls instead.
+    let said: Vec<String> = RECORDS
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.starts_with("redmutex::listen") && r.contains("refused"))
+        .cloned()
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
 }
 
 #[test]
