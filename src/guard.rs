@@ -107,9 +107,9 @@ impl Guard {
                     held.acquisition.token.clone(),
                 );
                 let lease = Arc::clone(&guard.lease);
-                let dog = Watchdog::start(Arc::clone(&guard.lease), move |ttl| {
+                let dog = Watchdog::start(Arc::clone(&guard.lease), move || {
                     shared
-                        .renew(&lease, &keys, &token, ttl)
+                        .renew(&lease, &keys, &token, None)
                         .unwrap_or(Renewal::Failed)
                 })
                 .map_err(Error::Thread)?;
@@ -258,7 +258,7 @@ impl Guard {
             &self.lease,
             &held.acquisition.redis_keys,
             &held.acquisition.token,
-            ttl,
+            Some(ttl),
         )? {
             Renewal::Confirmed => {
                 if let Some(dog) = &held.watchdog {

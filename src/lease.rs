@@ -27,6 +27,9 @@ struct State {
     valid_until: Instant,
     /// When the request behind `valid_until` was sent.
     confirmed_at: Instant,
+    /// The TTL that request set: the TTL, or a hand-over's shorter claim.
+    granted: Duration,
+    /// The TTL renewals set.
     ttl: Duration,
     lost: bool,
     /// The guard is gone: no renewal may start any more.
@@ -36,11 +39,23 @@ struct State {
 impl Lease {
     /// A lease granted by a request sent at `sent` for `ttl`.
     pub(crate) fn new(sent: Instant, ttl: Duration, drift: Option<Duration>) -> Self {
+        Lease::claimed(sent, ttl, ttl, drift)
+    }
+
+    /// A lease that a hand-over granted by a request sent at `sent`, for a
+    /// claim of `claim`, renewed to `ttl` from its first renewal on.
+    pub(crate) fn claimed(
+        sent: Instant,
+        claim: Duration,
+        ttl: Duration,
+        drift: Option<Duration>,
+    ) -> Self {
         Lease {
             drift,
             state: Mutex::new(State {
-                valid_until: end(sent, ttl, drift),
+                valid_until: end(sent, claim, drift),
                 confirmed_at: sent,
+                granted: claim,
                 ttl,
                 lost: false,
                 stopped: false,
@@ -99,6 +114,7 @@ impl Lease {
         }
         s.valid_until = end(sent, ttl, self.drift);
         s.confirmed_at = sent;
+        s.granted = ttl;
         s.ttl = ttl;
         true
     }
@@ -111,6 +127,15 @@ impl Lease {
     pub(crate) fn schedule(&self) -> (Duration, Instant) {
         let s = self.state.lock();
         (s.ttl, s.confirmed_at)
+    }
+
+    /// When the next renewal is due: a third of the granted TTL after the
+    /// last confirmed request was sent.
+    pub(crate) fn renewal_due(&self) -> Instant {
+        let s = self.state.lock();
+        s.confirmed_at
+            .checked_add(s.granted / 3)
+            .unwrap_or(s.valid_until)
     }
 
     /// Runs one renewal `f`, serialized with every other renewal of this

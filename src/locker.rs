@@ -295,11 +295,23 @@ impl Locker {
             .longest()
             .saturating_add(self.shared.config.io_timeout);
         let queue = self.shared.queue_mode(&acquisition, Queue::Join(stay));
+        let claim = self.shared.claim(stay);
         let mut attempts: u32 = 0;
         loop {
             let seen = watch.current();
             attempts = attempts.saturating_add(1);
-            let (holder_ttl, sent) = match self.shared.acquire(&acquisition, queue)? {
+            let outcome = match self.shared.acquire(&acquisition, queue) {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    if queue != Queue::Ignore {
+                        // Leave the queue, so that no release hands the
+                        // lock to a waiter that has gone.
+                        self.shared.dequeue(&acquisition);
+                    }
+                    return Err(e);
+                }
+            };
+            let (holder_ttl, sent) = match outcome {
                 Outcome::Granted { sent, fence } => return self.grant(acquisition, sent, fence),
                 Outcome::Busy { holder_ttl, sent } => (holder_ttl, sent),
             };
@@ -332,10 +344,11 @@ impl Locker {
             }
             watch.wait_until(seen, wake);
             if let Some(fence) = watch.take_handed() {
-                // A release gave us the lock after the attempt above. When it
-                // cannot be taken as it is, the next attempt finds it ours.
-                if self.shared.takes_handed(&acquisition, fence, sent) {
-                    return self.grant(acquisition, sent, fence);
+                // A release gave us the lock after the attempt above, as a
+                // claim. When it cannot be taken as it is, the next attempt
+                // finds it ours and takes it up.
+                if self.shared.takes_handed(&acquisition, fence, sent, claim) {
+                    return self.take_up(acquisition, sent, fence, claim);
                 }
             }
         }
@@ -344,11 +357,34 @@ impl Locker {
     /// Turns a granted acquisition into a guard, starting its watchdog.
     fn grant(&self, a: Acquisition, sent: Instant, fence: u64) -> Result<Guard, Error> {
         let config = &self.shared.config;
-        if config.watchdog {
+        self.guard(a, fence, Lease::new(sent, config.ttl, config.drift))
+    }
+
+    /// Turns a lock handed over to `a` (a claim of `claim`, counted from
+    /// `sent`) into a guard. The watchdog's first renewal, due a third of
+    /// the claim after `sent`, takes it up to the TTL; without a watchdog,
+    /// one renewal here does.
+    fn take_up(
+        &self,
+        a: Acquisition,
+        sent: Instant,
+        fence: u64,
+        claim: Duration,
+    ) -> Result<Guard, Error> {
+        let config = &self.shared.config;
+        let lease = Lease::claimed(sent, claim, config.ttl, config.drift);
+        let guard = self.guard(a, fence, lease)?;
+        if !config.watchdog {
+            guard.extend(config.ttl)?;
+        }
+        Ok(guard)
+    }
+
+    fn guard(&self, a: Acquisition, fence: u64, lease: Lease) -> Result<Guard, Error> {
+        if self.shared.config.watchdog {
             self.shared.reserve_for_renewals();
         }
-        let lease = Arc::new(Lease::new(sent, config.ttl, config.drift));
-        Guard::new(Arc::clone(&self.shared), a, fence, lease)
+        Guard::new(Arc::clone(&self.shared), a, fence, Arc::new(lease))
     }
 }
 

@@ -232,12 +232,29 @@ impl Shared {
 
     /// Whether a lock handed over to `a`, with fencing token `fence`, may be
     /// taken as granted without a round trip: it was handed over after the
-    /// latest refused attempt (sent at `sent`), whose lease then still has
-    /// most of its TTL, and no replica must acknowledge it first.
-    pub(crate) fn takes_handed(&self, a: &Acquisition, fence: u64, sent: Instant) -> bool {
+    /// latest refused attempt (sent at `sent`), whose claim (see
+    /// [`Shared::claim`]) then still has most of its length, and no replica
+    /// must acknowledge it first.
+    pub(crate) fn takes_handed(
+        &self,
+        a: &Acquisition,
+        fence: u64,
+        sent: Instant,
+        claim: Duration,
+    ) -> bool {
         self.config.min_replicas == 0
             && fence > a.floor.load(Ordering::SeqCst)
-            && sent.elapsed() < self.config.ttl / 3
+            && sent.elapsed() < claim / 3
+    }
+
+    /// The claim a release hands over to a waiter that stays queued for
+    /// `stay`: the TTL or the stay, whichever is shorter, in whole
+    /// milliseconds as the scripts see them.
+    pub(crate) fn claim(&self, stay: Duration) -> Duration {
+        let ms = time::millis_ceil(stay)
+            .max(1)
+            .min(time::millis_ceil(self.config.ttl));
+        Duration::from_millis(ms)
     }
 
     /// Runs one operation on instance `i`, bounded by the checkout and I/O
@@ -464,7 +481,9 @@ impl Shared {
         }
     }
 
-    /// One owner-checked renewal of `lease` for `ttl` on every instance,
+    /// One owner-checked renewal of `lease` on every instance, for `ttl`
+    /// (`None`: the lease's own TTL, read inside the serialized section, so
+    /// that a renewal never undoes an `extend` that confirmed before it),
     /// recorded in the lease. Serialized per lease, so concurrent `extend`
     /// and watchdog calls confirm in the order Redis applied them, and never
     /// started once the guard has stopped the lease.
@@ -473,10 +492,13 @@ impl Shared {
         lease: &Lease,
         redis_keys: &[String],
         token: &Token,
-        ttl: Duration,
+        ttl: Option<Duration>,
     ) -> Result<Renewal, Error> {
         lease
-            .serialized(|| self.renew_now(lease, redis_keys, token, ttl))
+            .serialized(|| {
+                let ttl = ttl.unwrap_or_else(|| lease.schedule().0);
+                self.renew_now(lease, redis_keys, token, ttl)
+            })
             .unwrap_or(Ok(Renewal::Stopped))
     }
 

@@ -87,9 +87,12 @@ end
 ";
 
 /// Shared by the scripts that free a lock: gives it to the first queued
-/// waiter whose deadline has not passed, with the TTL and metadata of its
-/// entry, and announces `+<token>:<fence>:<key>` on the channel; waiters
-/// whose deadline passed are dropped on the way. Without a live waiter the
+/// waiter whose deadline has not passed, with the metadata of its entry,
+/// as a *claim*: for its TTL or its stay, whichever is shorter. The grantee
+/// takes it up (renews it to its TTL) when it hears of it; a grantee that
+/// is gone (killed while queued) keeps the lock from the others for at
+/// most its stay, never its TTL. Announces `+<token>:<fence>:<key>` on the
+/// channel; waiters whose deadline passed are dropped on the way. Without a live waiter the
 /// key is deleted and `-<key>` announced. An announcement that fails (an ACL
 /// user without rights on the channel) is skipped: the release stands, and
 /// waiters find it at their next attempt. Returns the grantee's token and
@@ -104,10 +107,12 @@ local function hand_over(key, counter, queue, waiters, channel)
     local entry = redis.call('HGET', waiters, head)
     redis.call('HDEL', waiters, head)
     now = now or clock()
-    local ttl, meta = string.match(entry or '', '^%d+:%d+:(%d+):(.*)$')
+    local stay, ttl, meta = string.match(entry or '', '^%d+:(%d+):(%d+):(.*)$')
     if ttl and alive(entry, now) then
       local fence = mint(counter)
-      redis.call('SET', key, head .. ':' .. fence .. ':' .. meta, 'PX', ttl)
+      -- A claim, until the grantee takes it up: no longer than it stays.
+      local claim = tonumber(stay) < tonumber(ttl) and stay or ttl
+      redis.call('SET', key, head .. ':' .. fence .. ':' .. meta, 'PX', claim)
       redis.pcall('PUBLISH', channel, '+' .. head .. ':' .. fence .. ':' .. key)
       return head, fence
     end

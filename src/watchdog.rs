@@ -57,11 +57,13 @@ pub(crate) struct Watchdog {
 }
 
 impl Watchdog {
-    /// Starts a watchdog for `lease`; `renew(ttl)` performs one owner-checked
-    /// renewal and records its outcome in the lease.
+    /// Starts a watchdog for `lease`; `renew()` performs one owner-checked
+    /// renewal with the lease's TTL (read in its serialized section, so a
+    /// concurrent `extend` is never undone) and records its outcome in the
+    /// lease.
     pub(crate) fn start<F>(lease: Arc<Lease>, renew: F) -> io::Result<Self>
     where
-        F: FnMut(Duration) -> Renewal + Send + 'static,
+        F: FnMut() -> Renewal + Send + 'static,
     {
         let (tx, rx) = mpsc::channel();
         let handle_lease = Arc::clone(&lease);
@@ -97,7 +99,7 @@ impl Drop for Watchdog {
 
 fn run<F>(lease: &Lease, rx: &mpsc::Receiver<Msg>, mut renew: F)
 where
-    F: FnMut(Duration) -> Renewal,
+    F: FnMut() -> Renewal,
 {
     let mut next = first_renewal(lease);
     loop {
@@ -112,11 +114,11 @@ where
         if lease.is_lost() {
             return;
         }
-        let (ttl, _) = lease.schedule();
-        match renew(ttl) {
+        match renew() {
             Renewal::Confirmed => next = first_renewal(lease),
             Renewal::Lost | Renewal::Stopped => return,
             Renewal::Failed => {
+                let (ttl, _) = lease.schedule();
                 let until = lease.valid_until();
                 let retry = Instant::now().checked_add((ttl / 10).max(Duration::from_millis(1)));
                 // Wake at the deadline at the latest, to mark the loss.
@@ -126,12 +128,9 @@ where
     }
 }
 
-/// A third of the TTL after the last confirmed request was sent.
+/// A third of the granted TTL after the last confirmed request was sent.
 fn first_renewal(lease: &Lease) -> Instant {
-    let (ttl, confirmed_at) = lease.schedule();
-    confirmed_at
-        .checked_add(ttl / 3)
-        .unwrap_or_else(|| lease.valid_until())
+    lease.renewal_due()
 }
 
 #[cfg(test)]
@@ -155,8 +154,9 @@ mod tests {
         let dog = {
             let (l2, count) = (Arc::clone(&l), Arc::clone(&count));
             // As `Shared::renew` does: the renewal runs inside `serialized`.
-            Watchdog::start(Arc::clone(&l), move |ttl| {
+            Watchdog::start(Arc::clone(&l), move || {
                 l2.serialized(|| {
+                    let (ttl, _) = l2.schedule();
                     count.fetch_add(1, Ordering::SeqCst);
                     let _ = seen_tx.send(());
                     if l2.confirm(Instant::now(), ttl) {
@@ -188,7 +188,7 @@ mod tests {
         let (done_tx, done_rx) = mpsc::channel::<()>();
         let dog = {
             let l2 = Arc::clone(&l);
-            Watchdog::start(Arc::clone(&l), move |_| {
+            Watchdog::start(Arc::clone(&l), move || {
                 let _keep = &done_tx;
                 l2.mark_lost();
                 Renewal::Lost
@@ -208,7 +208,7 @@ mod tests {
     fn failures_until_the_deadline_lose_the_lease() {
         let l = lease(30);
         let (done_tx, done_rx) = mpsc::channel::<()>();
-        let _dog = Watchdog::start(Arc::clone(&l), move |_| {
+        let _dog = Watchdog::start(Arc::clone(&l), move || {
             let _keep = &done_tx;
             Renewal::Failed
         })
