@@ -208,3 +208,58 @@ fn the_watchdog_renews_on_the_quorum() {
     assert_eq!(holders_of(&servers[1..], &k), 2);
     g.unlock().unwrap();
 }
+
+fn flush(server: &common::Server) {
+    let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+}
+
+/// One master losing its data during a hold is repaired by the next
+/// renewal, so that a second loss on another master does not hand a rival
+/// a majority while the holder believes it holds the lock.
+#[test]
+fn a_master_that_lost_the_lock_is_repaired_by_renewal() {
+    let servers = servers(3);
+    let ttl = Duration::from_millis(1500);
+    let holder = redlock_builder(&servers).ttl(ttl).build().unwrap();
+    let rival = redlock_builder(&servers)
+        .ttl(ttl)
+        .backoff(quick())
+        .build()
+        .unwrap();
+    let k = key("eroded");
+    let g = holder.lock(&k).unwrap();
+    let value = |s: &common::Server| -> Option<String> {
+        redis::cmd("GET").arg(&k).query(&mut s.conn()).unwrap()
+    };
+    let ours = value(&servers[0]).unwrap();
+    flush(&servers[0]);
+    common::wait_until("the renewal puts the key back", ttl * 3, || {
+        value(&servers[0]).as_deref() == Some(&ours)
+    });
+    flush(&servers[1]);
+    // Two masters of three are ours: the rival must not get a majority.
+    assert!(rival.try_lock(&k).unwrap().is_none());
+    assert!(!g.is_lost());
+    g.ensure_held().unwrap();
+    g.unlock().unwrap();
+}
+
+/// When two masters lose the lock before a renewal could repair the first,
+/// and a rival takes them, the holder is told at its next renewal.
+#[test]
+fn a_majority_taken_by_a_rival_is_reported_lost() {
+    let servers = servers(3);
+    let ttl = Duration::from_millis(1500);
+    let holder = redlock_builder(&servers).ttl(ttl).build().unwrap();
+    let rival = redlock_builder(&servers).ttl(ttl).build().unwrap();
+    let k = key("taken-majority");
+    let g = holder.lock(&k).unwrap();
+    flush(&servers[0]);
+    flush(&servers[1]);
+    let r = rival.try_lock(&k).unwrap();
+    if r.is_some() {
+        // A renewal every ttl / 3, bounded by its I/O: told well within the TTL.
+        assert!(g.wait_lost(ttl), "the holder was never told");
+    }
+    drop(r);
+}
