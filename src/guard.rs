@@ -59,7 +59,8 @@ pub struct Guard {
 /// What a guard needs to talk to Redis.
 struct Held {
     shared: Arc<Shared>,
-    acquisition: Acquisition,
+    /// Shared with the watchdog.
+    acquisition: Arc<Acquisition>,
     watchdog: Option<Watchdog>,
 }
 
@@ -95,21 +96,18 @@ impl Guard {
             lease,
             held: Some(Held {
                 shared,
-                acquisition,
+                acquisition: Arc::new(acquisition),
                 watchdog: None,
             }),
         };
         if watchdog_on {
             if let Some(held) = guard.held.as_mut() {
-                let (shared, keys, token) = (
-                    Arc::clone(&held.shared),
-                    Arc::clone(&held.acquisition.redis_keys),
-                    held.acquisition.token.clone(),
-                );
+                let (shared, acquisition) =
+                    (Arc::clone(&held.shared), Arc::clone(&held.acquisition));
                 let lease = Arc::clone(&guard.lease);
                 let dog = Watchdog::start(Arc::clone(&guard.lease), move || {
                     shared
-                        .renew(&lease, &keys, &token, None)
+                        .renew(&lease, &acquisition, fence, None)
                         .unwrap_or(Renewal::Failed)
                 })
                 .map_err(Error::Thread)?;
@@ -254,12 +252,10 @@ impl Guard {
             return Err(self.lost());
         };
         validate_ttl(ttl, held.shared.config.drift)?;
-        match held.shared.renew(
-            &self.lease,
-            &held.acquisition.redis_keys,
-            &held.acquisition.token,
-            Some(ttl),
-        )? {
+        match held
+            .shared
+            .renew(&self.lease, &held.acquisition, self.fence, Some(ttl))?
+        {
             Renewal::Confirmed => {
                 if let Some(dog) = &held.watchdog {
                     dog.reschedule();

@@ -487,17 +487,22 @@ impl Shared {
     /// recorded in the lease. Serialized per lease, so concurrent `extend`
     /// and watchdog calls confirm in the order Redis applied them, and never
     /// started once the guard has stopped the lease.
+    ///
+    /// With several instances (Redlock), a key of ours found missing on an
+    /// instance (its data lost) is put back with our value and the TTL, and
+    /// that instance counts as confirmed only then: a majority that erodes
+    /// one instance at a time is repaired, not silently lost.
     pub(crate) fn renew(
         &self,
         lease: &Lease,
-        redis_keys: &[String],
-        token: &Token,
+        a: &Acquisition,
+        fence: u64,
         ttl: Option<Duration>,
     ) -> Result<Renewal, Error> {
         lease
             .serialized(|| {
                 let ttl = ttl.unwrap_or_else(|| lease.schedule().0);
-                self.renew_now(lease, redis_keys, token, ttl)
+                self.renew_now(lease, a, fence, ttl)
             })
             .unwrap_or(Ok(Renewal::Stopped))
     }
@@ -505,19 +510,26 @@ impl Shared {
     fn renew_now(
         &self,
         lease: &Lease,
-        redis_keys: &[String],
-        token: &Token,
+        a: &Acquisition,
+        fence: u64,
         ttl: Duration,
     ) -> Result<Renewal, Error> {
         if lease.is_lost() {
             return Ok(Renewal::Lost);
         }
+        let repair = (self.instances.len() > 1).then(|| {
+            let token = a.token.as_str();
+            (format!("{token}:{fence}:{}", self.config.metadata), fence)
+        });
         let sent = Instant::now();
         let mut answers = redlock::fan_out(self.instances.len(), |i| {
             let mut call = scripts::RENEW.prepare_invoke();
-            call.key(redis_keys)
-                .arg(token.as_str())
+            call.key(&*a.redis_keys)
+                .arg(a.token.as_str())
                 .arg(time::millis_ceil(ttl));
+            if let Some((value, fence)) = &repair {
+                call.key(&a.fence_key).arg(value).arg(*fence);
+            }
             let reply = self.run_renewal_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             Ok(int_reply(&reply, "renew")? == 1)
         });
