@@ -609,12 +609,31 @@ fn hear(shared: &Weak<Shared>, heard: Heard<'_>) -> bool {
     true
 }
 
+/// The error for a reply that does not parse. It names the reply's shape,
+/// never its contents: a reply may hold another holder's owner token.
 fn unexpected(what: &str, reply: &Value) -> Error {
     Error::Redis(redis::RedisError::from((
         redis::ErrorKind::UnexpectedReturnType,
         "unexpected script reply",
-        format!("{what}: {reply:?}"),
+        format!("{what}: {}", shape(reply)),
     )))
+}
+
+/// What kind of value `reply` is, without what it holds.
+fn shape(reply: &Value) -> String {
+    match reply {
+        Value::Nil => "nil".to_owned(),
+        Value::Int(_) => "an integer".to_owned(),
+        Value::BulkString(b) => format!("a bulk string of {} bytes", b.len()),
+        Value::SimpleString(s) => format!("a simple string of {} bytes", s.len()),
+        Value::Okay => "OK".to_owned(),
+        Value::Array(items) => format!(
+            "an array of [{}]",
+            items.iter().map(shape).collect::<Vec<_>>().join(", ")
+        ),
+        Value::ServerError(e) => format!("a server error ({:?})", e.kind()),
+        _ => "another type".to_owned(),
+    }
 }
 
 fn int_reply(reply: &Value, what: &str) -> Result<i64, Error> {
@@ -785,6 +804,36 @@ mod tests {
         );
         for bad in [&b"p:k"[..], b"+abc:x:k", b"+abc:1:", b"+abc", b"\xff"] {
             assert_eq!(parse_announcement(bad), None);
+        }
+    }
+
+    #[test]
+    fn errors_from_replies_never_show_a_token() {
+        let token = "0123456789abcdef0123456789abcdef";
+        let replies = [
+            Value::Array(vec![
+                Value::Int(1),
+                Value::BulkString(token.as_bytes().to_vec()),
+                Value::BulkString(b"not a number".to_vec()),
+            ]),
+            Value::BulkString(format!("{token}:1:m").into_bytes()),
+            Value::SimpleString(token.to_owned()),
+            Value::Array(vec![Value::BulkString(token.as_bytes().to_vec())]),
+        ];
+        for reply in &replies {
+            for e in [
+                parse_release(reply).err(),
+                parse_acquire(reply).err(),
+                parse_holder(reply).err(),
+                int_reply(reply, "renew").err(),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let text = format!("{e} {e:?} {:?}", std::error::Error::source(&e));
+                assert!(!text.contains(token), "{text}");
+                assert!(!text.contains("0123456789abcdef"), "{text}");
+            }
         }
     }
 
