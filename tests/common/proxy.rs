@@ -6,10 +6,13 @@
 //! - `DropReplies`: requests reach the server and are applied, but a reply
 //!   is thrown away and its connection cut, so the client never learns
 //!   what happened to its last command.
+//! - `StallExisting`: the connections open when it was set stall both ways
+//!   (half-open, as after a failover or a NAT that dropped their state),
+//!   while new connections pass.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +23,7 @@ pub enum Mode {
     Delay = 1,
     Blackhole = 2,
     DropReplies = 3,
+    StallExisting = 4,
 }
 
 const DELAY: Duration = Duration::from_millis(40);
@@ -29,6 +33,8 @@ const STALL_TICK: Duration = Duration::from_millis(5);
 pub struct Proxy {
     port: u16,
     mode: Arc<AtomicU8>,
+    /// Connections accepted before this epoch stall in `StallExisting`.
+    epoch: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
 }
 
@@ -38,8 +44,9 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
         let port = listener.local_addr().expect("proxy address").port();
         let mode = Arc::new(AtomicU8::new(Mode::Pass as u8));
+        let epoch = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let (m, st) = (Arc::clone(&mode), Arc::clone(&stop));
+        let (m, ep, st) = (Arc::clone(&mode), Arc::clone(&epoch), Arc::clone(&stop));
         std::thread::Builder::new()
             .name("proxy-accept".into())
             .spawn(move || {
@@ -54,11 +61,16 @@ impl Proxy {
                     };
                     let _ = client.set_nodelay(true);
                     let _ = server.set_nodelay(true);
-                    pump_pair(client, server, &m);
+                    pump_pair(client, server, &m, &ep);
                 }
             })
             .expect("spawn the proxy");
-        Proxy { port, mode, stop }
+        Proxy {
+            port,
+            mode,
+            epoch,
+            stop,
+        }
     }
 
     pub fn port(&self) -> u16 {
@@ -70,6 +82,9 @@ impl Proxy {
     }
 
     pub fn set(&self, mode: Mode) {
+        if mode == Mode::StallExisting {
+            self.epoch.fetch_add(1, Ordering::SeqCst);
+        }
         self.mode.store(mode as u8, Ordering::SeqCst);
     }
 }
@@ -82,23 +97,31 @@ impl Drop for Proxy {
     }
 }
 
-fn pump_pair(client: TcpStream, server: TcpStream, mode: &Arc<AtomicU8>) {
+fn pump_pair(client: TcpStream, server: TcpStream, mode: &Arc<AtomicU8>, epoch: &Arc<AtomicU64>) {
     let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
         return;
     };
-    let m = Arc::clone(mode);
+    let born = epoch.load(Ordering::SeqCst);
+    let (m, e) = (Arc::clone(mode), Arc::clone(epoch));
     let _ = std::thread::Builder::new()
         .name("proxy-up".into())
-        .spawn(move || pump(client, s2, &m, false));
-    let m = Arc::clone(mode);
+        .spawn(move || pump(client, s2, &m, &e, born, false));
+    let (m, e) = (Arc::clone(mode), Arc::clone(epoch));
     let _ = std::thread::Builder::new()
         .name("proxy-down".into())
-        .spawn(move || pump(server, c2, &m, true));
+        .spawn(move || pump(server, c2, &m, &e, born, true));
 }
 
 /// Copies `from` to `to` until either side closes; `replies` tells the
 /// server-to-client direction.
-fn pump(mut from: TcpStream, mut to: TcpStream, mode: &AtomicU8, replies: bool) {
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    mode: &AtomicU8,
+    epoch: &AtomicU64,
+    born: u64,
+    replies: bool,
+) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buf) {
@@ -108,6 +131,9 @@ fn pump(mut from: TcpStream, mut to: TcpStream, mode: &AtomicU8, replies: bool) 
         loop {
             match mode.load(Ordering::SeqCst) {
                 m if m == Mode::Blackhole as u8 => std::thread::sleep(STALL_TICK),
+                m if m == Mode::StallExisting as u8 && born < epoch.load(Ordering::SeqCst) => {
+                    std::thread::sleep(STALL_TICK);
+                }
                 m if m == Mode::Delay as u8 => {
                     std::thread::sleep(DELAY);
                     break;
