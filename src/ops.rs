@@ -265,7 +265,7 @@ impl Shared {
         op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<Value, Error>,
     ) -> Result<Value, Error> {
         let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
-        self.instance(i)?.run(checkout, io, op)
+        self.instance(i)?.run(checkout, io, op, None)
     }
 
     /// As [`Shared::run_on`], for a renewal: on the connection set aside for
@@ -341,11 +341,13 @@ impl Shared {
 
     /// The acquire script on instance `i`, then `WAIT` when replicas must
     /// acknowledge. On an I/O error (the script may have run although no
-    /// reply came back), or too few acknowledgements, the release by token is
-    /// sent at once on the *same* connection, so Redis runs it after the
-    /// acquire whenever the acquire runs: no orphan lock waits out its TTL.
-    /// When that connection is gone (cut after the server answered), the
-    /// release goes on a fresh one instead.
+    /// reply came back), the release by token follows on the *same*
+    /// connection, so Redis runs it after the acquire whenever the acquire
+    /// runs: no orphan lock waits out its TTL; when that connection is gone
+    /// (cut after the server answered), on a fresh one. The connector does
+    /// that on a thread of its own, so this returns within the checkout and
+    /// I/O timeouts. With too few acknowledgements, the release is sent at
+    /// once on the same connection.
     fn acquire_on(&self, i: usize, a: &Acquisition, queue: Queue) -> Result<Grant, Error> {
         let config = &self.config;
         // The queue mode, and how long the queue keys outlive this waiter.
@@ -367,24 +369,10 @@ impl Shared {
             .arg(&config.metadata)
             .arg(mode)
             .arg(keep);
-        // The clean-up, built only on the failure paths. Its own failure
-        // changes nothing we report, but sends it again on a fresh
-        // connection (below): the first one may be gone.
-        let mut undo_failed = false;
-        let mut undo = |c: &mut dyn ConnectionLike| {
-            undo_failed = release_by_token(a).query::<Value>(c).is_err();
-        };
         let mut grant = None;
-        let result = self.run_on(i, &mut |c| {
-            let reply = match call.invoke::<Value>(c) {
-                Ok(reply) => reply,
-                Err(e) => {
-                    if e.is_io_error() {
-                        undo(c);
-                    }
-                    return Err(e.into());
-                }
-            };
+        let (checkout, io) = (config.checkout_timeout, config.io_timeout);
+        let mut op = |c: &mut dyn ConnectionLike| {
+            let reply = call.invoke::<Value>(c)?;
             let (g, floor) = parse_acquire(&reply)?;
             a.floor.store(floor, Ordering::SeqCst);
             if matches!(g, Grant::Granted(_)) && config.min_replicas > 0 {
@@ -395,25 +383,23 @@ impl Shared {
                     .query::<u64>(c);
                 match acked {
                     Ok(acked) if acked >= config.min_replicas => {}
-                    other => {
-                        undo(c);
-                        return Err(match other {
-                            Ok(acked) => Error::NotReplicated {
-                                acked,
-                                needed: config.min_replicas,
-                            },
-                            Err(e) => Error::Redis(e),
+                    Ok(acked) => {
+                        // Its own failure changes nothing we report.
+                        let _ = release_by_token(a).query::<Value>(c);
+                        return Err(Error::NotReplicated {
+                            acked,
+                            needed: config.min_replicas,
                         });
                     }
+                    // An I/O error: the connector releases (see above).
+                    Err(e) => return Err(Error::Redis(e)),
                 }
             }
             grant = Some(g);
             Ok(Value::Nil)
-        });
-        if undo_failed {
-            let _ = self.run_on(i, &mut |c| Ok(release_by_token(a).query::<Value>(c)?));
-        }
-        result?;
+        };
+        self.instance(i)?
+            .run(checkout, io, &mut op, Some(release_by_token(a)))?;
         grant.ok_or_else(|| unexpected("acquire", &Value::Nil))
     }
 

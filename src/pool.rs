@@ -130,24 +130,34 @@ impl CustomizeConnection<redis::Connection, RedisError> for SocketTimeouts {
 /// One Redis server (or cluster, or sentinel group) behind a pool, with the
 /// pool's manager type erased so that `Locker` and `Guard` are not generic.
 pub(crate) trait Connector: Send + Sync + 'static {
-    /// Checks out a connection within `checkout` and runs `op` on it. A
-    /// plain connection that answers READONLY (a master demoted by a
-    /// failover) is closed so the pool discards it instead of handing it out
-    /// again.
+    /// Checks out a connection within `checkout` and runs `op` on it, so
+    /// it returns within `checkout + io`. A plain connection that answers
+    /// READONLY (a master demoted by a failover) is closed so the pool
+    /// discards it instead of handing it out again. A connection on which
+    /// `op` timed out is not used again until it has settled (see
+    /// [`settle`]).
+    ///
+    /// `undo`: a command to run when `op` fails with an I/O error, because
+    /// the server may have applied what `op` sent: on the same connection
+    /// when it is still open (Redis then runs it after `op`'s command
+    /// whenever that runs), on a fresh one when it was cut. It runs on a
+    /// thread of its own, so the caller does not wait for it.
     fn run(
         &self,
         checkout: Duration,
         io: Duration,
         op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
+        undo: Option<redis::Cmd>,
     ) -> Result<redis::Value, Error>;
 
     /// Runs a renewal: on the connection kept aside for renewals when it is
     /// free (see [`Connector::reserve`]), else as [`Connector::run`] does. An
     /// application that holds every other pooled connection cannot starve
-    /// a lease this way. The spare survives timeouts; when it is found
-    /// closed, a fresh connection takes its place at once and the renewal
-    /// is sent again on it. With no spare yet, the connection checked out
-    /// for the renewal becomes the spare.
+    /// a lease this way. When the spare is found closed, a fresh connection
+    /// takes its place at once and the renewal is sent again on it; when a
+    /// renewal on it times out, it leaves the slot to settle, and comes back
+    /// to it once it answers again. With no spare, the connection checked
+    /// out for the renewal becomes the spare.
     fn run_renewal(
         &self,
         checkout: Duration,
@@ -212,7 +222,8 @@ pub(crate) const MIN_POOL_FOR_SPARE: u32 = 8;
 /// A user's pool, and the connection a locker keeps aside for renewals.
 pub(crate) struct Pooled<M: ManageConnection> {
     pool: Pool<M>,
-    spare: Mutex<Option<PooledConnection<M>>>,
+    /// Shared with the thread that settles the spare after a timeout.
+    spare: Arc<Mutex<Option<PooledConnection<M>>>>,
 }
 
 /// The type-erased connector of a pool.
@@ -223,38 +234,123 @@ where
 {
     Arc::new(Pooled {
         pool,
-        spare: Mutex::new(None),
+        spare: Arc::new(Mutex::new(None)),
     })
 }
 
-/// Runs `op` on `conn`, bounded by `io`. Returns whether the connection
-/// should not be used again: it is closed (the server or the network cut
-/// it), or it reaches a master demoted by a failover (READONLY), which is
-/// also closed so that the pool discards it. A timeout alone does not spoil
-/// a connection: redis-rs skips the late reply before reading the next one.
+/// What became of a connection after an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    /// Fit for the next operation.
+    Fine,
+    /// An operation timed out on it: a late reply, or a half-open
+    /// connection (a failed-over master, a NAT that dropped its state),
+    /// whose every later operation would time out too. Not to be used
+    /// again before it has answered a `PING` (see [`settle`]).
+    TimedOut,
+    /// Closed, or to be closed: the pool drops it when it comes back.
+    Closed,
+}
+
+/// Runs `op` on `conn`, bounded by `io`, and says what became of the
+/// connection. One that reaches a master demoted by a failover (READONLY)
+/// is closed, so that the pool discards it.
 fn run_on_conn<M>(
     conn: &mut PooledConnection<M>,
     io: Duration,
     op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
-) -> (Result<redis::Value, Error>, bool)
+) -> (Result<redis::Value, Error>, After)
 where
     M: ManageConnection,
     M::Connection: ConnectionLike,
 {
     if let Err(e) = bound_io(conn, io) {
-        return (Err(e), true);
+        return (Err(e), After::Closed);
     }
     let result = op(&mut **conn);
-    let mut spoiled = false;
+    let mut after = After::Fine;
     if let Err(Error::Redis(e)) = &result {
         if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly) {
             discard_plain(conn);
-            spoiled = true;
+            after = After::Closed;
+        } else if e.is_timeout() {
+            after = After::TimedOut;
+        } else if e.is_io_error() {
+            after = After::Closed;
         }
-        spoiled |= e.is_io_error() && !e.is_timeout();
     }
-    spoiled |= !conn.is_open();
-    (result, spoiled)
+    if !conn.is_open() {
+        after = After::Closed;
+    }
+    (result, after)
+}
+
+/// How many `PING`s a settling connection gets (each bounded by the I/O
+/// timeout) before it goes back to the pool anyway.
+const SETTLE_PINGS: u32 = 30;
+
+/// Takes a connection on which an operation timed out out of use, on a
+/// thread of its own: runs `undo` on it first, if given, then sends `PING`
+/// (each bounded by the connection's own timeouts)
+/// until one is answered (redis-rs skips the late replies first) or the
+/// connection closes, at most [`SETTLE_PINGS`] times. Then `home` gets it
+/// back: the spare slot, or else the pool. Meanwhile the pool opens fresh
+/// connections for the next operations. If no thread can be had, the
+/// connection goes back to the pool at once.
+fn settle<M>(
+    mut conn: PooledConnection<M>,
+    undo: Option<redis::Cmd>,
+    home: Option<Arc<Mutex<Option<PooledConnection<M>>>>>,
+) where
+    M: ManageConnection,
+    M::Connection: ConnectionLike,
+{
+    let _ = std::thread::Builder::new()
+        .name("redmutex-settle".into())
+        .stack_size(128 * 1024)
+        .spawn(move || {
+            if let Some(undo) = undo {
+                let _ = undo.query::<redis::Value>(&mut *conn);
+            }
+            let mut answered = false;
+            for _ in 0..SETTLE_PINGS {
+                if !conn.is_open() {
+                    return;
+                }
+                let pong = redis::cmd("PING").query::<String>(&mut *conn);
+                if pong.is_ok_and(|p| p == "PONG") {
+                    answered = true;
+                    break;
+                }
+            }
+            if let (true, Some(home)) = (answered, home) {
+                let mut slot = home.lock();
+                if slot.is_none() {
+                    *slot = Some(conn);
+                }
+            }
+        });
+}
+
+/// Runs `undo` on a fresh connection, on a thread of its own (the one the
+/// failed operation used was cut).
+fn undo_on_fresh<M>(pool: &Pool<M>, checkout: Duration, io: Duration, undo: redis::Cmd)
+where
+    M: ManageConnection,
+    M::Connection: ConnectionLike,
+{
+    let pool = pool.clone();
+    let _ = std::thread::Builder::new()
+        .name("redmutex-undo".into())
+        .stack_size(128 * 1024)
+        .spawn(move || {
+            if let Ok(mut conn) = pool.get_timeout(checkout) {
+                let (_, after) = run_on_conn(&mut conn, io, &mut |c| Ok(undo.query(c)?));
+                if after == After::TimedOut {
+                    settle(conn, None, None);
+                }
+            }
+        });
 }
 
 impl<M> Connector for Pooled<M>
@@ -267,9 +363,21 @@ where
         checkout: Duration,
         io: Duration,
         op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
+        undo: Option<redis::Cmd>,
     ) -> Result<redis::Value, Error> {
         let mut conn = self.pool.get_timeout(checkout)?;
-        run_on_conn(&mut conn, io, op).0
+        let (result, after) = run_on_conn(&mut conn, io, op);
+        let undo = undo.filter(|_| matches!(&result, Err(Error::Redis(e)) if e.is_io_error()));
+        match after {
+            After::Fine => {}
+            After::TimedOut => settle(conn, undo, None),
+            After::Closed => {
+                if let Some(undo) = undo {
+                    undo_on_fresh(&self.pool, checkout, io, undo);
+                }
+            }
+        }
+        result
     }
 
     fn run_renewal(
@@ -280,31 +388,46 @@ where
     ) -> Result<redis::Value, Error> {
         // Another renewal has the spare: this one goes through the pool.
         let Some(mut slot) = self.spare.try_lock() else {
-            return self.run(checkout, io, op);
+            return self.run(checkout, io, op, None);
         };
         let mut first = None;
-        if let Some(conn) = slot.as_mut() {
-            let (result, spoiled) = run_on_conn(conn, io, op);
-            if !spoiled {
-                return result;
+        if let Some(mut conn) = slot.take() {
+            let (result, after) = run_on_conn(&mut conn, io, op);
+            match after {
+                After::Fine => {
+                    *slot = Some(conn);
+                    return result;
+                }
+                // It comes back to the slot once it answers again; the
+                // next renewal goes through the pool meanwhile.
+                After::TimedOut => {
+                    drop(slot);
+                    settle(conn, None, Some(Arc::clone(&self.spare)));
+                    return result;
+                }
+                // Back to the pool, which drops it as closed; its place in
+                // the pool is taken again at once, before the application
+                // takes it.
+                After::Closed => first = Some(result),
             }
-            // Back to the pool, which drops it as closed; its place in the
-            // pool is taken again at once, before the application takes it.
-            *slot = None;
-            first = Some(result);
         }
         if self.pool.max_size() < MIN_POOL_FOR_SPARE {
             drop(slot);
-            return first.unwrap_or_else(|| self.run(checkout, io, op));
+            return first.unwrap_or_else(|| self.run(checkout, io, op, None));
         }
         let mut conn = match self.pool.get_timeout(checkout) {
             Ok(conn) => conn,
             Err(e) => return first.unwrap_or(Err(e.into())),
         };
         // A renewal is owner-checked: sending it again is safe.
-        let (result, spoiled) = run_on_conn(&mut conn, io, op);
-        if !spoiled {
-            *slot = Some(conn);
+        let (result, after) = run_on_conn(&mut conn, io, op);
+        match after {
+            After::Fine => *slot = Some(conn),
+            After::TimedOut => {
+                drop(slot);
+                settle(conn, None, Some(Arc::clone(&self.spare)));
+            }
+            After::Closed => {}
         }
         result
     }
