@@ -39,9 +39,19 @@
 //!   a drift allowance) passed without a confirmed renewal, or Redis showed
 //!   the key gone or someone else's.
 //! - **Fencing tokens.** Every grant carries a number strictly greater than
-//!   every earlier grant of the same key ([`Guard::fencing_token`]).
-//! - **Nothing hangs.** Every Redis call is bounded by a checkout timeout and
-//!   socket timeouts (2 s each by default).
+//!   every earlier grant of the same key ([`Guard::fencing_token`]): each
+//!   grant mints `max(counter + 1, server clock in µs)`, so tokens keep
+//!   rising across a restart from an older snapshot or AOF, a flush, or a
+//!   restart with no data, as long as the server's clock does not go back.
+//! - **Nothing hangs.** Every lock attempt, [`Locker::try_lock`],
+//!   [`Locker::holder`] and every renewal returns within the checkout
+//!   timeout plus the I/O timeout (2 s + 2 s by default); the calls that end
+//!   or change a lease ([`Guard::unlock`], dropping a guard,
+//!   [`Guard::extend`]) may first wait for a renewal in flight, so within
+//!   twice that. [`Locker::lock_timeout`] returns within its wait plus one
+//!   attempt. A connection on which a call timed out is not used again until
+//!   it answers (a half-open connection costs one timeout, not one per
+//!   call).
 //!
 //! These are tested under faults (killed, frozen and starved holders, a
 //! frozen server, tampered keys, cut and stalled connections) by a suite
@@ -60,10 +70,12 @@
 //! - **Failover.** Redis replicates asynchronously; a replica promoted after a
 //!   crash may not have the lock, and hands it to a second holder.
 //! - **Clocks.** Redis expires keys by wall-clock time; a server clock jump
-//!   expires a lock early. Lost data (`FLUSHALL`, a restart without
-//!   persistence) loses every lock; the fencing counter then starts again
-//!   from the server's clock in microseconds, so tokens keep rising unless
-//!   that clock went back too.
+//!   expires a lock early. Lost data (`FLUSHALL`, a restart from an older
+//!   snapshot or without persistence) loses the locks it held; fencing
+//!   tokens still rise, because they follow the server's clock, unless that
+//!   clock went back. After a failover the new master's clock takes over:
+//!   tokens keep rising if the servers' clocks agree to within the time the
+//!   failover takes (NTP keeps them far closer).
 //!
 //! # Threads
 //!
@@ -85,7 +97,7 @@
 //! Dropping a guard stops its watchdog (no renewal starts after that; one
 //! in flight is waited for), then deletes the keys that are still its own
 //! and announces the release. Another owner's key is never touched. It never
-//! panics and blocks for at most two checkouts and two round trips. A panic
+//! panics and blocks for at most two checkouts and two I/O timeouts. A panic
 //! in the critical section unwinds through the guard and releases the lock
 //! (no poisoning). [`Guard::unlock`] is the checked release.
 //!
@@ -103,21 +115,30 @@
 //!   waiters, in this process and every other; a release by a guard of the
 //!   same locker tells them directly. The waiter holds the lock without a
 //!   round trip of its own, its lease counted from its last attempt.
+//! - **A hand-over is a claim.** The release sets the lock for the
+//!   waiter's *stay* (its longest backoff pause plus the I/O timeout: 2.3 s
+//!   with the defaults) when that is shorter than its TTL; the waiter takes
+//!   it up to its TTL with its first renewal, due a third of the claim
+//!   after its last attempt (at once, when it has no watchdog). So a waiter
+//!   killed while queued keeps the lock from the others for at most its
+//!   stay, never its TTL.
 //! - **Fairness.** A thread that releases and locks again at once queues
 //!   behind the others. A waiter that dies holds its place only until its
-//!   deadline (its longest backoff pause plus the I/O timeout); a lock
-//!   handed to it then waits out its TTL, as a dead holder's does. A waiter
-//!   that gives up frees a lock handed to it meanwhile.
-//!   [`Locker::try_lock`] respects the queue.
+//!   deadline (its stay). A waiter that gives up, or whose attempt fails
+//!   with an error, leaves the queue and frees a lock handed to it
+//!   meanwhile. [`Locker::try_lock`] respects the queue.
 //! - **A safety net.** Between attempts a waiter also keeps its [`Backoff`]
 //!   (exponential, 8 to 256 ms, by default) and retries when the holder's
 //!   lease would have run out, so a lost message costs one backoff pause,
 //!   never a hang.
 //!
 //! Where this cannot be used, waiters poll with their backoff: on a
-//! Cluster, in Redlock mode, and with pools of fewer than four connections
-//! (the listener needs one of its own). Multi-key locks are woken on
-//! release but do not queue.
+//! Cluster, in Redlock mode, with pools of fewer than four connections (the
+//! listener needs one of its own), and for a Redis ACL user without rights
+//! on the release channel (the listener's `SUBSCRIBE` is refused: it says
+//! so once in a `warn` log line, target `redmutex::listen`, and the
+//! releases still work, unannounced). Multi-key locks are woken on release
+//! but do not queue. The README lists the ACL rules a locker needs.
 //!
 //! # Redlock
 //!
@@ -135,29 +156,33 @@
 //!   seemed to fail, so no partial hold outlives the call;
 //!   [`Error::NoQuorum`] says how many granted and carries the last error;
 //! - renewals, [`Guard::extend`], [`Guard::unlock`] and [`Locker::holder`]
-//!   decide on the majority too: the guard is lost when a majority can no
-//!   longer confirm it;
+//!   decide on the majority too. A renewal puts back a key of ours that an
+//!   instance lost (its data flushed or restored), with our value and the
+//!   TTL, and counts that instance only then; an instance where someone
+//!   else holds the key refuses. The guard is lost the moment a majority
+//!   refuses, so a majority that erodes one instance at a time is repaired
+//!   between losses, or reported;
 //! - the largest fencing token minted by the granting instances is written
 //!   back to the instances before the guard is returned, so any later
 //!   majority overlaps an instance that counts above it: tokens keep rising
 //!   as long as no instance loses its data.
 //!
-//! An instance that restarts empty (no persistence) forgets the locks it
-//! held: another client can then find a majority and take a lock that is
-//! still held. Restart instances no sooner than the longest TTL after a
-//! crash, or run them with `appendfsync always`. Its fencing counter starts
-//! again from the server clock in microseconds, which is above any token it
-//! minted unless its clock went back.
+//! Two instances that lose their data within one renewal interval (a third
+//! of the TTL) can still let another client find a majority while a lock is
+//! held; the holder is then told at its next renewal. Restart instances no
+//! sooner than the longest TTL after a crash, or run them with
+//! `appendfsync always`. Fencing tokens follow each server's clock, so they
+//! keep rising across such restarts unless a clock went back.
 //!
 //! # Topologies and what they promise
 //!
 //! | Topology | Built from | One holder at a time as long as | Fencing tokens |
 //! |---|---|---|---|
-//! | One server | `Pool<redis::Client>` | the server keeps its data and its clock does not jump | strictly rising per key (one counter per prefix) |
+//! | One server | `Pool<redis::Client>` | the server keeps its data and its clock does not jump | strictly rising per key (one counter per prefix), across restarts and restores, while the server clock does not go back |
 //! | One server, [`Builder::min_replicas`] | the same | as above; a failover keeps the lock if an acknowledging replica is promoted | as above |
-//! | Sentinel | `Pool<redis::sentinel::LockedSentinelClient>` | no failover happens while a lock is held: replication is asynchronous, and a promoted replica that missed the lock hands it to a second holder (use [`Builder::min_replicas`]) | strictly rising while the master lives; after a failover a token may repeat if the promoted replica missed the last grants ([`Builder::min_replicas`] prevents that) |
+//! | Sentinel | `Pool<redis::sentinel::LockedSentinelClient>` | no failover happens while a lock is held: replication is asynchronous, and a promoted replica that missed the lock hands it to a second holder (use [`Builder::min_replicas`]) | strictly rising, across failovers too, as long as the new master's clock is not behind the old one's by more than the failover took |
 //! | Cluster | `Pool<redis::cluster::ClusterClient>` | as Sentinel, per shard; keys of one `lock_all` share a hash slot (use hash tags: `{order42}:a`, `{order42}:b`) | strictly rising per key (one counter per prefix and slot); tokens of keys in different slots are not comparable |
-//! | Redlock, N masters | [`Builder::instance`] | a majority keeps its data (see above), clocks drift less than the allowance, and no holder pauses past its lease | strictly rising per key while no instance loses its data |
+//! | Redlock, N masters | [`Builder::instance`] | no two instances lose their data within one renewal interval (see above), clocks drift less than the allowance, and no holder pauses past its lease | strictly rising per key while the instances' clocks do not go back |
 //!
 //! Every topology shares the limits of any lease-based lock: a holder that
 //! pauses past its lease is not stopped by the lock itself. The protected

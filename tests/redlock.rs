@@ -209,6 +209,7 @@ fn the_watchdog_renews_on_the_quorum() {
     g.unlock().unwrap();
 }
 
+#[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
 fn flush(server: &common::Server) {
     let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
 }

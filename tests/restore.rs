@@ -1,7 +1,7 @@
 //! Fencing tokens keep rising when the server comes back with older data:
 //! a restart from an RDB snapshot taken before the last grants, from an AOF
 //! written once a second, or with no persistence at all.
-#![allow(clippy::disallowed_methods)]
+#![allow(clippy::disallowed_methods, clippy::unwrap_used)] // test helpers fail loudly: that is the point
 
 mod common;
 
