@@ -77,6 +77,20 @@ impl ThrowAwayServer {
         Ok(())
     }
 
+    /// As [`restart`](Self::restart), with `extra` arguments after the
+    /// first start's (for this start only).
+    pub fn restart_with(
+        &mut self,
+        extra: &[&str],
+        ready_within: Duration,
+    ) -> Result<(), Box<dyn Error>> {
+        self.kill();
+        let mut args = self.args.clone();
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        self.child = spawn_and_wait(&args, self.port, &self.ready_marker, ready_within)?;
+        Ok(())
+    }
+
     /// Its data directory, when it made its own.
     pub fn dir(&self) -> Option<&Path> {
         self.dir.as_deref()

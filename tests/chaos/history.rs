@@ -78,8 +78,9 @@ impl Unlock {
 pub mod line {
     use super::{Op, Unlock};
 
-    pub fn enter(key: &str, token: u64, t: u64) -> String {
-        format!("E {key} {token} {t}\n")
+    /// Entered at `t`, after a lock call that started at `asked`.
+    pub fn enter(key: &str, token: u64, t: u64, asked: u64) -> String {
+        format!("E {key} {token} {t} {asked}\n")
     }
 
     pub fn lost(key: &str, token: u64, t: u64) -> String {
@@ -109,8 +110,9 @@ pub mod line {
         format!("S {key} {token} {t} {taken}\n")
     }
 
-    pub fn failed(t: u64, kind: &str) -> String {
-        format!("F {t} {kind}\n")
+    /// A lock call on `key` that started at `asked` failed at `t`.
+    pub fn failed(t: u64, kind: &str, key: &str, asked: u64) -> String {
+        format!("F {t} {kind} {key} {asked}\n")
     }
 
     pub fn end(t: u64, running_watchdogs: usize) -> String {
@@ -136,6 +138,11 @@ pub struct Section {
     pub key: String,
     pub token: u64,
     pub enter: u64,
+    /// When the lock call that led here started.
+    pub asked: u64,
+    /// Whether the section took every connection of its pool (a starving
+    /// round), and when it recorded that.
+    pub starved: Option<u64>,
     /// When `wait_lost` inside the section returned true.
     pub lost_at: Option<u64>,
     pub exit: Option<Exit>,
@@ -143,17 +150,13 @@ pub struct Section {
 }
 
 impl Section {
-    /// When the holder was first told it had lost the lock.
+    /// When the guard itself (its watchdog, or the lease's deadline) first
+    /// told the holder it had lost the lock: `wait_lost` in the section, or
+    /// `is_lost` at its end. An `unlock` that returns `Lost` afterwards is
+    /// too late to count.
     pub fn told(&self) -> Option<u64> {
         let by_exit = self.exit.as_ref().filter(|x| x.lost).map(|x| x.t);
-        let by_unlock = self
-            .unlock
-            .filter(|(_, u)| *u == Unlock::Lost)
-            .map(|(t, _)| t);
-        [self.lost_at, by_exit, by_unlock]
-            .into_iter()
-            .flatten()
-            .min()
+        [self.lost_at, by_exit].into_iter().flatten().min()
     }
 }
 
@@ -162,6 +165,8 @@ impl Section {
 pub struct WorkerLog {
     pub id: u32,
     pub sections: Vec<Section>,
+    /// Lock calls that failed: (key, started, ended).
+    pub failed_calls: Vec<(String, u64, u64)>,
     /// Failed lock calls by error kind.
     pub failures: BTreeMap<String, u64>,
     /// Watchdog threads still running at the clean end (None: no clean end).
@@ -189,6 +194,8 @@ impl WorkerLog {
                         key,
                         token: num(2),
                         enter: num(3),
+                        asked: num(4),
+                        starved: None,
                         lost_at: None,
                         exit: None,
                         unlock: None,
@@ -219,9 +226,16 @@ impl WorkerLog {
                         s.unlock = Some((num(3), u));
                     }
                 }
+                Some("S") => {
+                    if let Some(s) = find(&open).and_then(|i| log.sections.get_mut(i)) {
+                        s.starved = Some(num(3));
+                    }
+                }
                 Some("F") => {
                     let kind = f.get(2).copied().unwrap_or("?").to_owned();
                     *log.failures.entry(kind).or_default() += 1;
+                    let key = f.get(3).copied().unwrap_or_default().to_owned();
+                    log.failed_calls.push((key, num(4), num(1)));
                 }
                 Some("Z") => log.end = Some(usize::try_from(num(2)).unwrap_or(usize::MAX)),
                 _ => {}
@@ -232,32 +246,53 @@ impl WorkerLog {
 }
 
 /// The faults the coordinator injects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     KillHolder,
+    KillWaiter,
     PauseHolder,
+    PartitionHolder,
+    CutHolderReplies,
+    HalfOpenHolder,
     PauseServer,
     Del,
     ForeignSet,
     Pexpire,
     FlushAll,
+    RestoreSnapshot,
+    RestartAof,
+    RestartEmpty,
     ScriptFlush,
     ClientKill,
     ProxyDelay,
     ProxyBlackhole,
     ProxyDropReplies,
     StarvePool,
+    /// Redlock: the data of two masters lost, at different times.
+    FlushTwo,
+    /// Redlock: two masters killed at once, restarted empty later.
+    KillTwo,
+    /// Redlock: one master's replies delayed, so its clock seems late.
+    SkewMaster,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 13] = [
+    /// The faults of a single-server scenario.
+    pub const ONE_SERVER: [Kind; 20] = [
         Kind::KillHolder,
+        Kind::KillWaiter,
         Kind::PauseHolder,
+        Kind::PartitionHolder,
+        Kind::CutHolderReplies,
+        Kind::HalfOpenHolder,
         Kind::PauseServer,
         Kind::Del,
         Kind::ForeignSet,
         Kind::Pexpire,
         Kind::FlushAll,
+        Kind::RestoreSnapshot,
+        Kind::RestartAof,
+        Kind::RestartEmpty,
         Kind::ScriptFlush,
         Kind::ClientKill,
         Kind::ProxyDelay,
@@ -269,26 +304,74 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::KillHolder => "kill -9 of a holder",
+            Kind::KillWaiter => "kill -9 of a queued waiter",
             Kind::PauseHolder => "SIGSTOP of a holder past its TTL",
+            Kind::PartitionHolder => "one holder cut off both ways past its TTL",
+            Kind::CutHolderReplies => "one holder's replies cut past its TTL",
+            Kind::HalfOpenHolder => "one holder's connections half-open",
             Kind::PauseServer => "SIGSTOP of the Redis server",
             Kind::Del => "DEL of a held key",
             Kind::ForeignSet => "foreign SET of a held key",
             Kind::Pexpire => "PEXPIRE 1 of a held key",
             Kind::FlushAll => "FLUSHALL",
+            Kind::RestoreSnapshot => "restart from an older RDB snapshot",
+            Kind::RestartAof => "restart from an AOF (everysec)",
+            Kind::RestartEmpty => "restart with no persistence",
             Kind::ScriptFlush => "SCRIPT FLUSH",
             Kind::ClientKill => "CLIENT KILL of every client",
             Kind::ProxyDelay => "proxy: replies and requests delayed",
             Kind::ProxyBlackhole => "proxy: blackhole past the TTL",
             Kind::ProxyDropReplies => "proxy: replies dropped",
             Kind::StarvePool => "application holds every pooled connection",
+            Kind::FlushTwo => "Redlock: two masters flushed apart",
+            Kind::KillTwo => "Redlock: two masters killed at once",
+            Kind::SkewMaster => "Redlock: one master's replies late",
         }
     }
 
-    /// Takes the lock away from its holder behind the library's back.
+    /// Takes locks away behind the library's back; the victims are known.
     pub fn is_tamper(self) -> bool {
         matches!(
             self,
-            Kind::Del | Kind::ForeignSet | Kind::Pexpire | Kind::FlushAll
+            Kind::Del
+                | Kind::ForeignSet
+                | Kind::Pexpire
+                | Kind::FlushAll
+                | Kind::RestoreSnapshot
+                | Kind::RestartAof
+                | Kind::RestartEmpty
+                | Kind::FlushTwo
+                | Kind::KillTwo
+        )
+    }
+
+    /// Cuts one worker (`Event::worker`) off from the server, or freezes it:
+    /// the only faults that excuse that worker's overlap.
+    pub fn cuts_off_worker(self) -> bool {
+        matches!(
+            self,
+            Kind::PauseHolder
+                | Kind::PartitionHolder
+                | Kind::CutHolderReplies
+                | Kind::HalfOpenHolder
+                | Kind::StarvePool
+        )
+    }
+
+    /// Keeps every worker's renewals from getting through for a while, so
+    /// that a loss is told by the lease's deadline, not by a renewal.
+    pub fn blocks_renewals(self) -> bool {
+        matches!(
+            self,
+            Kind::PauseServer
+                | Kind::ProxyBlackhole
+                | Kind::ProxyDropReplies
+                | Kind::ProxyDelay
+                | Kind::ClientKill
+                | Kind::RestoreSnapshot
+                | Kind::RestartAof
+                | Kind::RestartEmpty
+                | Kind::KillTwo
         )
     }
 }
@@ -299,13 +382,15 @@ pub struct Event {
     pub kind: Kind,
     pub start: u64,
     pub end: u64,
-    /// The worker it hit (kill, pause, starvation).
+    /// The worker it hit (kill, pause, cut-off, starvation).
     pub worker: Option<u32>,
-    /// The (lock key, fencing token) of the locks a tamper took away.
+    /// The (lock key, fencing token) of the locks it took away.
     pub victims: Vec<(String, u64)>,
     /// Whether the victims must be told they lost the lock (a tamper on one
     /// Redlock master takes nothing away).
     pub loses: bool,
+    /// Redlock: the masters it hit.
+    pub masters: Vec<usize>,
 }
 
 /// The bounds the checker holds the run to, in nanoseconds.
@@ -318,27 +403,68 @@ pub struct Limits {
     pub op: u64,
     /// The longest backoff delay.
     pub backoff: u64,
-    /// Scheduling allowance for a loaded machine.
+    /// Scheduling allowance for a loaded machine (not for loss reports).
     pub slack: u64,
 }
 
 impl Limits {
+    /// A holder whose lock was taken is told by its next renewal.
     pub fn loss_report(&self) -> u64 {
-        self.renew + self.op + self.slack
+        self.renew + self.op
+    }
+
+    /// ... or, when a fault kept its renewals from getting through, by its
+    /// lease's deadline.
+    pub fn loss_report_blocked(&self) -> u64 {
+        self.ttl + self.op
     }
 
     pub fn takeover(&self) -> u64 {
         self.ttl + self.backoff + self.op + self.slack
     }
+
+    /// From a release to the next holder, when someone was waiting.
+    pub fn handover(&self) -> u64 {
+        self.backoff + self.op + self.slack
+    }
+}
+
+/// One broken rule.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    pub rule: &'static str,
+    pub text: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{}] {}", self.rule, self.text)
+    }
+}
+
+/// The rules, by the name a violation carries.
+pub mod rule {
+    pub const EXCLUSION: &str = "exclusion";
+    pub const STALE_WRITE: &str = "stale-write";
+    pub const FENCING: &str = "fencing";
+    pub const LOSS_REPORT: &str = "loss-report";
+    pub const TAKEOVER: &str = "takeover";
+    pub const HANDOVER: &str = "handover";
+    pub const LOST_UPDATE: &str = "lost-update";
+    pub const LEFTOVERS: &str = "leftovers";
+    pub const CLEAN_END: &str = "clean-end";
 }
 
 /// What the checker found in one run.
 #[derive(Debug, Default)]
 pub struct Verdict {
     pub acquisitions: u64,
-    pub violations: Vec<String>,
-    /// Overlaps allowed because the earlier holder was told and fenced off.
-    pub excused_overlaps: u64,
+    pub violations: Vec<Violation>,
+    /// Overlaps allowed, by why: the older holder was cut off or paused, or
+    /// its lock was taken behind its back, and it was told and fenced off.
+    pub excused: BTreeMap<String, u64>,
+    /// Overlaps whose older holder had been told before the newer entered.
+    pub known_before: u64,
     pub notes: Vec<String>,
     /// Sections whose holder was told it lost the lock.
     pub told: u64,
@@ -346,39 +472,73 @@ pub struct Verdict {
     /// held again.
     pub recovery: BTreeMap<Kind, u64>,
     pub stale_accepted: u64,
-    pub max_takeover: Option<u64>,
-    pub max_loss_report: Option<u64>,
+    /// By fault kind (kill of a holder or of a waiter): the longest time
+    /// until the lock was held again.
+    pub takeover: BTreeMap<Kind, u64>,
+    /// By fault kind: the longest time from a tamper to its victim's report.
+    pub loss_report: BTreeMap<Kind, u64>,
     pub losses_reported: u64,
+    /// Victims told by their lease's deadline because a fault blocked the
+    /// renewal that would have told them.
+    pub told_by_deadline: u64,
+    /// Starving rounds that did take the pool's connections.
+    pub starved_landed: u64,
 }
 
-/// Checks the merged history against the rules in the issue: no overlap
-/// that the holder was not told about and fenced off, rising fencing tokens,
-/// every loss reported in time, takeover in time after a kill, and a clean
-/// end with no watchdog left running.
-pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits) -> Verdict {
+impl Verdict {
+    pub fn violate(&mut self, rule: &'static str, text: String) {
+        self.violations.push(Violation { rule, text });
+    }
+
+    pub fn count(&self, rule: &str) -> usize {
+        self.violations.iter().filter(|v| v.rule == rule).count()
+    }
+
+    pub fn excused_total(&self) -> u64 {
+        self.excused.values().sum()
+    }
+}
+
+/// Checks the merged history: no overlap but of a holder that was cut off,
+/// paused or robbed and was told and fenced off; fencing tokens unique and
+/// rising; every robbed holder told in time; takeover in time after a kill;
+/// a waiting caller served promptly after a release; a clean end with no
+/// watchdog left running. (Lost updates and leftovers are checked by the
+/// coordinator, which reads Redis.)
+pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits, redlock: bool) -> Verdict {
     let mut v = Verdict::default();
     let killed: HashMap<u32, u64> = events
         .iter()
-        .filter(|e| e.kind == Kind::KillHolder)
+        .filter(|e| matches!(e.kind, Kind::KillHolder | Kind::KillWaiter))
         .filter_map(|e| e.worker.map(|w| (w, e.start)))
         .collect();
     let mut by_key: BTreeMap<&str, Vec<&Section>> = BTreeMap::new();
     for log in logs {
         for s in &log.sections {
             by_key.entry(&s.key).or_default().push(s);
+            if s.starved.is_some() {
+                v.starved_landed += 1;
+            }
         }
         v.acquisitions += log.sections.len() as u64;
         match log.end {
             Some(0) => {}
-            Some(n) => v.violations.push(format!(
-                "worker {}: {n} watchdog threads still running at its end",
-                log.id
-            )),
+            Some(n) => v.violate(
+                rule::CLEAN_END,
+                format!(
+                    "worker {}: {n} watchdog threads still running at its end",
+                    log.id
+                ),
+            ),
             None if killed.contains_key(&log.id) => {}
-            None => v
-                .violations
-                .push(format!("worker {} never reached its clean end", log.id)),
+            None => v.violate(
+                rule::CLEAN_END,
+                format!("worker {} never reached its clean end", log.id),
+            ),
         }
+    }
+    for sections in by_key.values_mut() {
+        sections.sort_by_key(|s| s.enter);
     }
     let end_of = |s: &Section| -> u64 {
         s.exit
@@ -387,111 +547,160 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits) -> Verdict {
             .or_else(|| killed.get(&s.worker).copied())
             .unwrap_or(u64::MAX)
     };
-    // A pause that ended less than a TTL before a section's recorded entry
-    // may have hit it between `lock` returning and the record.
-    let paused = |s: &Section, until: u64| {
-        events.iter().any(|e| {
-            e.kind == Kind::PauseHolder
-                && e.worker == Some(s.worker)
-                && e.start < until.max(s.enter)
-                && e.end + limits.ttl > s.enter
-        })
+    // The fault that cut `s`'s worker off (or froze it) while it held the
+    // lock (a pause that ended less than a TTL before its recorded entry
+    // may have hit it between `lock` returning and the record).
+    let cut_off = |s: &Section, until: u64| -> Option<Kind> {
+        events
+            .iter()
+            .find(|e| {
+                e.kind.cuts_off_worker()
+                    && e.worker == Some(s.worker)
+                    && e.start < until.max(s.enter)
+                    && e.end + limits.ttl > s.enter
+            })
+            .map(|e| e.kind)
     };
-    let tampered = |s: &Section, until: u64| {
-        events.iter().any(|e| {
-            e.kind.is_tamper()
-                && e.start <= until
-                && e.victims.iter().any(|(k, t)| *k == s.key && *t == s.token)
-        })
-    };
-    // A holder whose lock was taken away and whose section ended before a
-    // renewal could tell it, with an unlock that failed (another fault), was
-    // never told: nothing could have told it in time.
-    let untellable = |s: &Section| {
-        events.iter().any(|e| {
-            e.kind.is_tamper()
-                && e.victims.iter().any(|(k, t)| *k == s.key && *t == s.token)
-                && s.exit
-                    .as_ref()
-                    .is_some_and(|x| x.t <= e.start + limits.loss_report())
-                && s.unlock.is_none_or(|(_, u)| u == Unlock::Err)
-        })
+    // The tamper that took `s`'s lock away before `until`. On Redlock only a
+    // fault that hit a majority of masters takes a lock away.
+    let robbed = |s: &Section, until: u64| -> Option<Kind> {
+        events
+            .iter()
+            .find(|e| {
+                e.kind.is_tamper()
+                    && (!redlock || e.masters.len() >= 2)
+                    && e.start <= until
+                    && e.victims.iter().any(|(k, t)| *k == s.key && *t == s.token)
+            })
+            .map(|e| e.kind)
     };
 
-    let mut excused = std::collections::HashSet::new();
-    for sections in by_key.values_mut() {
-        sections.sort_by_key(|s| s.enter);
+    let robbed_untold = |s: &Section, until: u64| -> Option<Kind> {
+        events
+            .iter()
+            .find(|e| {
+                e.kind.is_tamper()
+                    && (!redlock || e.masters.len() >= 2)
+                    && e.start <= until
+                    && e.victims.iter().any(|(k, t)| *k == s.key && *t == s.token)
+                    && s.exit
+                        .as_ref()
+                        .is_some_and(|x| x.t <= e.end + limits.loss_report())
+            })
+            .map(|e| e.kind)
+    };
+
+    for sections in by_key.values() {
         let mut seen = HashMap::new();
-        for s in sections.iter() {
+        for s in sections {
             if let Some(w) = seen.insert(s.token, s.worker) {
-                v.violations.push(format!(
-                    "{}: fencing token {} handed out twice (workers {w} and {})",
-                    s.key, s.token, s.worker
-                ));
+                v.violate(
+                    rule::FENCING,
+                    format!(
+                        "{}: fencing token {} handed out twice (workers {w} and {})",
+                        s.key, s.token, s.worker
+                    ),
+                );
             }
         }
         for (i, a) in sections.iter().enumerate() {
             let end = end_of(a);
             if end == u64::MAX {
-                v.violations.push(format!(
-                    "{} token {}: worker {} entered and never left",
-                    a.key, a.token, a.worker
-                ));
+                v.violate(
+                    rule::EXCLUSION,
+                    format!(
+                        "{} token {}: worker {} entered and never left",
+                        a.key, a.token, a.worker
+                    ),
+                );
             }
             let mut overlapped = false;
             for b in sections.iter().skip(i + 1).take_while(|b| b.enter < end) {
                 overlapped = true;
                 // The holder with the older token is the one that should
-                // have stopped (it may have recorded its entry late, when a
-                // pause hit it between `lock` returning and the record).
+                // have stopped.
                 let (old, new) = if a.token < b.token { (a, b) } else { (b, a) };
                 let since = a.enter.max(b.enter);
-                match judge(old, since, &paused, &tampered, &untellable) {
-                    Judged::Excused => {
-                        excused.insert((old.worker, old.token));
-                        v.notes.push(format!(
-                            "{}: w{} token {} (enter {}, told {:?}, exit {:?}) / w{} token {} (enter {})",
-                            a.key, old.worker, old.token, old.enter, old.told(), old.exit.as_ref().map(|x| x.t), new.worker, new.token, new.enter
-                        ));
-                    }
-                    Judged::StaleWrite => {
+                let wrote = old
+                    .exit
+                    .as_ref()
+                    .is_some_and(|x| x.set == Op::Ok && x.set_start > since);
+                let told = old.told();
+                let why = if told.is_some_and(|t| t <= since) {
+                    Some(None)
+                } else if told.is_some() {
+                    cut_off(old, since).or_else(|| robbed(old, since)).map(Some)
+                } else {
+                    // Robbed, and its section ended before a renewal could
+                    // have told it.
+                    robbed_untold(old, since).map(Some)
+                };
+                match (why, wrote) {
+                    (Some(_), true) => {
                         v.stale_accepted += 1;
-                        v.violations.push(format!(
-                            "{}: a stale write of token {} (worker {}) was accepted after token {} entered",
-                            a.key, old.token, old.worker, new.token
+                        v.violate(
+                            rule::STALE_WRITE,
+                            format!(
+                                "{}: a stale write of token {} (worker {}) was accepted after token {} entered",
+                                a.key, old.token, old.worker, new.token
+                            ),
+                        );
+                    }
+                    (Some(None), false) => v.known_before += 1,
+                    (Some(Some(kind)), false) => {
+                        *v.excused.entry(kind.name().to_owned()).or_default() += 1;
+                        v.notes.push(format!(
+                            "{}: w{} token {} (enter {}, told {:?}, exit {:?}) / w{} token {} (enter {}): {}",
+                            a.key,
+                            old.worker,
+                            old.token,
+                            old.enter,
+                            old.told(),
+                            old.exit.as_ref().map(|x| x.t),
+                            new.worker,
+                            new.token,
+                            new.enter,
+                            kind.name()
                         ));
                     }
-                    Judged::Violation => v.violations.push(format!(
-                        "{}: worker {} (token {}) and worker {} (token {}) held the lock together \
-                         for {:.1} ms, and the first was not told it had lost it",
-                        a.key,
-                        old.worker,
-                        old.token,
-                        new.worker,
-                        new.token,
-                        ms(end.min(end_of(b)).min(now_ns()).saturating_sub(b.enter))
-                    )),
+                    (None, _) => v.violate(
+                        rule::EXCLUSION,
+                        format!(
+                            "{}: worker {} (token {}) and worker {} (token {}) held the lock together \
+                             for {:.1} ms, and the first was not told it had lost it (told {})",
+                            a.key,
+                            old.worker,
+                            old.token,
+                            new.worker,
+                            new.token,
+                            ms(end.min(end_of(b)).min(now_ns()).saturating_sub(b.enter)),
+                            told.map_or("never".to_owned(), |t| format!(
+                                "{:.1} ms after", ms(t.saturating_sub(since))
+                            )),
+                        ),
+                    ),
                 }
             }
             // Tokens rise in the order the lock was held, but for a stale
-            // holder that recorded its entry late (it was told, and fenced off).
+            // holder that recorded its entry late (it was frozen or cut off
+            // in between, and told).
             if let Some(b) = sections.get(i + 1) {
                 if !overlapped && b.token <= a.token {
-                    match judge(b, b.enter, &paused, &tampered, &untellable) {
-                        Judged::Excused => {
-                            excused.insert((b.worker, b.token));
-                        }
-                        _ => v.violations.push(format!(
-                            "{}: fencing token went from {} to {} between holders",
-                            a.key, a.token, b.token
-                        )),
+                    let late = b.told().is_some() && cut_off(b, b.enter).is_some();
+                    if !late {
+                        v.violate(
+                            rule::FENCING,
+                            format!(
+                                "{}: fencing token went from {} to {} between holders",
+                                a.key, a.token, b.token
+                            ),
+                        );
                     }
                 }
             }
         }
     }
 
-    v.excused_overlaps = excused.len() as u64;
     v.told = by_key
         .values()
         .flatten()
@@ -508,8 +717,19 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits) -> Verdict {
         *r = (*r).max(back.unwrap_or(0));
     }
 
-    // Every holder whose lock was taken away is told, in time.
+    // Every holder whose lock was taken away is told by its watchdog, at
+    // its next renewal; by its lease's deadline when a fault kept its
+    // renewals from getting through.
     for e in events.iter().filter(|e| e.kind.is_tamper() && e.loses) {
+        // A restart takes the locks away when the server comes back.
+        let from = if matches!(
+            e.kind,
+            Kind::RestoreSnapshot | Kind::RestartAof | Kind::RestartEmpty | Kind::KillTwo
+        ) {
+            e.end
+        } else {
+            e.start
+        };
         for (key, token) in &e.victims {
             let Some(s) = by_key
                 .get(key.as_str())
@@ -518,120 +738,191 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits) -> Verdict {
                 continue; // taken from a holder that had not recorded yet
             };
             if killed.get(&s.worker).is_some_and(|&k| k > s.enter) && s.told().is_none() {
-                continue; // killed (before or after the tamper) before it was told
+                continue; // killed before it was told
             }
-            // Another fault in the way (a frozen server or holder, a cut
-            // link) delays the renewal that would tell: the lease deadline
-            // tells instead, and the bound does not apply.
-            let hindered = events.iter().any(|o| {
-                !o.kind.is_tamper()
-                    && !matches!(o.kind, Kind::ScriptFlush | Kind::KillHolder)
-                    && o.start < e.start + limits.loss_report()
-                    && o.end + limits.ttl > e.start
-            });
+            let blocked = events.iter().any(|o| {
+                (o.kind.blocks_renewals()
+                    || (o.kind.cuts_off_worker() && o.worker == Some(s.worker)))
+                    && !std::ptr::eq(o, e)
+                    && o.start < from + limits.loss_report()
+                    && o.end + limits.ttl > s.enter.max(from.saturating_sub(limits.ttl))
+            }) || matches!(e.kind, Kind::KillTwo);
+            let bound = if blocked {
+                limits.loss_report_blocked()
+            } else {
+                limits.loss_report()
+            };
+            // Its section ended before a renewal could tell it.
+            let ended_first = s.exit.as_ref().is_some_and(|x| x.t <= from + bound);
             match s.told() {
-                Some(_) if hindered => v.losses_reported += 1,
-                None if untellable(s) || hindered => {}
                 Some(t) => {
-                    let late = t.saturating_sub(e.start);
+                    let late = t.saturating_sub(from);
                     v.losses_reported += 1;
-                    v.max_loss_report = v.max_loss_report.max(Some(late));
-                    if late > limits.loss_report() {
-                        v.violations.push(format!(
-                            "{key} token {token}: told of the loss ({}) {:.1} ms after it, bound {:.1} ms",
-                            e.kind.name(),
-                            ms(late),
-                            ms(limits.loss_report())
-                        ));
+                    if blocked {
+                        v.told_by_deadline += 1;
+                    }
+                    let m = v.loss_report.entry(e.kind).or_default();
+                    *m = (*m).max(late);
+                    if late > bound {
+                        v.violate(
+                            rule::LOSS_REPORT,
+                            format!(
+                                "{key} token {token}: told of the loss ({}) {:.1} ms after it, bound {:.1} ms",
+                                e.kind.name(),
+                                ms(late),
+                                ms(bound)
+                            ),
+                        );
                     }
                 }
-                // PEXPIRE 1 leaves the key a millisecond: an unlock in it is fine.
-                None if e.kind == Kind::Pexpire
-                    && s.unlock
-                        .is_some_and(|(t, u)| u == Unlock::Ok && t <= e.start + 5 * MS) => {}
-                None => v.violations.push(format!(
-                    "{key} token {token} (worker {}): never told of the loss ({})",
-                    s.worker,
-                    e.kind.name()
-                )),
+                None if ended_first => {}
+                None => v.violate(
+                    rule::LOSS_REPORT,
+                    format!(
+                        "{key} token {token} (worker {}): never told of the loss ({})",
+                        s.worker,
+                        e.kind.name()
+                    ),
+                ),
             }
         }
     }
 
-    // After a holder's death, another takes over within TTL + one backoff.
-    for e in events.iter().filter(|e| e.kind == Kind::KillHolder) {
+    // After a holder's death, another takes over within TTL + one backoff
+    // (more when other faults came in the way, by their length); after a
+    // waiter's death, a lock handed to it is claimed for its stay only.
+    for e in events
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::KillHolder | Kind::KillWaiter))
+    {
         let Some(w) = e.worker else { continue };
-        let quiet = !events.iter().any(|o| {
-            o.kind != Kind::KillHolder
-                && o.start < e.start + limits.takeover()
-                && o.end + limits.ttl > e.start
-        });
-        let held = by_key
-            .values()
-            .flatten()
-            .filter(|s| s.worker == w && s.enter < e.start && s.unlock.is_none());
-        for s in held {
-            let next = by_key.get(s.key.as_str()).and_then(|ss| {
-                ss.iter()
-                    .filter(|n| n.enter > e.start)
-                    .map(|n| n.enter)
-                    .min()
-            });
+        let in_the_way: u64 = events
+            .iter()
+            .filter(|o| {
+                !std::ptr::eq(*o, e)
+                    && o.kind != Kind::ScriptFlush
+                    && o.start < e.start + limits.takeover()
+                    && o.end + limits.ttl > e.start
+            })
+            .map(|o| o.end.saturating_sub(o.start) + limits.ttl)
+            .sum();
+        let bound = limits.takeover() + in_the_way;
+        let check_next = |key: &str, from: u64, what: &str, v: &mut Verdict| {
+            let next = by_key
+                .get(key)
+                .and_then(|ss| ss.iter().filter(|n| n.enter > from).map(|n| n.enter).min());
             match next {
                 Some(n) => {
-                    let took = n - e.start;
-                    if quiet {
-                        v.max_takeover = v.max_takeover.max(Some(took));
-                        if took > limits.takeover() {
-                            v.violations.push(format!(
-                                "{}: taken over {:.1} ms after its holder was killed, bound {:.1} ms",
-                                s.key,
+                    let took = n - from;
+                    let m = v.takeover.entry(e.kind).or_default();
+                    *m = (*m).max(took);
+                    if took > bound {
+                        v.violate(
+                            rule::TAKEOVER,
+                            format!(
+                                "{key}: held again {:.1} ms after {what}, bound {:.1} ms",
                                 ms(took),
-                                ms(limits.takeover())
-                            ));
-                        }
+                                ms(bound)
+                            ),
+                        );
                     }
                 }
-                None => v.violations.push(format!(
-                    "{}: nobody took the lock over after its holder was killed",
-                    s.key
-                )),
+                None => v.violate(
+                    rule::TAKEOVER,
+                    format!("{key}: nobody took the lock after {what}"),
+                ),
+            }
+        };
+        if e.kind == Kind::KillHolder {
+            let held: Vec<String> = by_key
+                .values()
+                .flatten()
+                .filter(|s| s.worker == w && s.enter < e.start && s.unlock.is_none())
+                .map(|s| s.key.clone())
+                .collect();
+            for key in held {
+                check_next(&key, e.start, "its holder was killed", &mut v);
+            }
+        } else {
+            // The first clean release of a key the dead worker waited for.
+            let waited: Vec<String> = logs
+                .iter()
+                .filter(|l| l.id == w)
+                .flat_map(|l| {
+                    l.failed_calls
+                        .iter()
+                        .map(|(k, _, _)| k.clone())
+                        .chain(l.sections.iter().map(|s| s.key.clone()))
+                })
+                .filter(|k| k.as_str() == crate::worker::SLOW_KEY)
+                .take(1)
+                .collect();
+            for key in waited {
+                let release = by_key.get(key.as_str()).and_then(|ss| {
+                    ss.iter()
+                        .filter_map(|s| s.unlock.filter(|(t, u)| *t > e.start && *u == Unlock::Ok))
+                        .map(|(t, _)| t)
+                        .min()
+                });
+                if let Some(u) = release {
+                    check_next(
+                        &key,
+                        u,
+                        "a release while a waiter lay dead in the queue",
+                        &mut v,
+                    );
+                }
+            }
+        }
+    }
+
+    // A caller waiting for a lock gets it promptly after a clean release,
+    // outside faults.
+    let calls: Vec<(&str, u64, u64)> = logs
+        .iter()
+        .flat_map(|l| {
+            l.sections
+                .iter()
+                .map(|s| (s.key.as_str(), s.asked, s.enter))
+                .chain(l.failed_calls.iter().map(|(k, a, e)| (k.as_str(), *a, *e)))
+        })
+        .filter(|(_, asked, _)| *asked > 0)
+        .collect();
+    let quiet = |from: u64, to: u64| {
+        !events.iter().any(|e| {
+            e.kind != Kind::ScriptFlush
+                && e.start < to
+                && e.end + limits.ttl + limits.handover() > from
+        })
+    };
+    for (key, sections) in &by_key {
+        for s in sections {
+            let (Some((u, Unlock::Ok)), Some(x)) = (s.unlock, s.exit.as_ref()) else {
+                continue;
+            };
+            let until = u + limits.handover();
+            let waiting = calls
+                .iter()
+                .any(|(k, asked, ended)| k == key && *asked < u && *ended > until);
+            if !waiting || !quiet(x.t, until) {
+                continue;
+            }
+            // The next holder may record its entry before the releaser
+            // records what `unlock` said.
+            if !sections.iter().any(|n| n.enter > x.t && n.enter <= until) {
+                v.violate(
+                    rule::HANDOVER,
+                    format!(
+                        "{key}: released by worker {} (token {}) while others waited, and nobody had it {:.1} ms later",
+                        s.worker,
+                        s.token,
+                        ms(limits.handover())
+                    ),
+                );
             }
         }
     }
     v
-}
-
-enum Judged {
-    Excused,
-    StaleWrite,
-    Violation,
-}
-
-/// Whether `old`, still in its critical section at `since` while a newer
-/// token held the lock, was allowed to be: only if it was told it lost the
-/// lock (before `since`, or after a pause or a tamper that explains the
-/// delay), and no write of its sent after `since` was accepted.
-fn judge(
-    old: &Section,
-    since: u64,
-    paused: &dyn Fn(&Section, u64) -> bool,
-    tampered: &dyn Fn(&Section, u64) -> bool,
-    untellable: &dyn Fn(&Section) -> bool,
-) -> Judged {
-    let told = match old.told() {
-        Some(t) => t <= since || paused(old, since) || tampered(old, since),
-        None => tampered(old, since) && untellable(old),
-    };
-    let wrote = old
-        .exit
-        .as_ref()
-        .is_some_and(|x| x.set == Op::Ok && x.set_start > since);
-    match (told, wrote) {
-        (true, false) => Judged::Excused,
-        (true, true) => Judged::StaleWrite,
-        (false, _) => Judged::Violation,
-    }
 }
 
 pub fn ms(ns: u64) -> f64 {
@@ -641,25 +932,25 @@ pub fn ms(ns: u64) -> f64 {
 /// A short text of a verdict's figures.
 pub fn summary(v: &Verdict) -> String {
     let mut s = format!(
-        "{} acquisitions, {} violations, {} told lost, {} stale holders fenced off, {} stale writes accepted",
+        "{} acquisitions, {} violations, {} told lost, {} overlaps excused, {} stale writes accepted",
         v.acquisitions,
         v.violations.len(),
         v.told,
-        v.excused_overlaps,
+        v.excused_total(),
         v.stale_accepted
     );
     let worst = v.recovery.values().max();
     if let Some(r) = worst {
         let _ = write!(s, ", all keys held again {:.0} ms after", ms(*r));
     }
-    if let Some(t) = v.max_takeover {
-        let _ = write!(s, ", takeover max {:.0} ms", ms(t));
+    if let Some(t) = v.takeover.values().max() {
+        let _ = write!(s, ", takeover max {:.0} ms", ms(*t));
     }
-    if let Some(t) = v.max_loss_report {
+    if let Some(t) = v.loss_report.values().max() {
         let _ = write!(
             s,
             ", loss told max {:.0} ms after ({} told)",
-            ms(t),
+            ms(*t),
             v.losses_reported
         );
     }

@@ -2,7 +2,7 @@
 //! injected, and a checker reads the recorded history.
 //!
 //! `cargo test --test chaos` runs the short profile (every fault in its own
-//! scenario, a Redlock scenario, and the negative control);
+//! scenario, a Redlock scenario, and a negative control per rule);
 //! `REDMUTEX_CHAOS=long cargo test --release --test chaos` adds long soaks
 //! that mix every fault, and prints the figures that `RELIABILITY.md` lists.
 //! `REDMUTEX_CHAOS_REPORT=<file>` also writes them to a file.
@@ -25,7 +25,7 @@ mod common;
 mod history;
 mod worker;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -34,9 +34,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+use broken::Flaw;
 use common::proxy::{Mode, Proxy};
 use common::{fence_in, Server, TempDir, SOMEONE_ELSE};
-use history::{check, ms, now_ns, summary, Event, Kind, Limits, Verdict, WorkerLog};
+use history::{check, ms, now_ns, rule, summary, Event, Kind, Limits, Verdict, WorkerLog};
 use worker::{resource_keys, Rng, Settings, FAST_KEYS, PREFIX, SLOW_KEY};
 
 const TTL: Duration = Duration::from_millis(1000);
@@ -49,12 +50,15 @@ const WORKERS: u32 = 3;
 const SLACK: Duration = Duration::from_millis(400);
 /// Time given to the system after each fault, before the next one.
 const GAP: Duration = Duration::from_millis(2500);
+/// The Redis ACL user without channel rights that every third worker of a
+/// single-server scenario uses.
+const NO_CHANNELS: &str = "nochannels";
 
 #[derive(Debug, Clone)]
 struct Scenario {
     name: String,
     redlock: bool,
-    broken: bool,
+    flaw: Option<Flaw>,
     faults: Vec<Kind>,
     /// Mix the faults at random for this long instead of once each.
     soak: Option<Duration>,
@@ -65,12 +69,30 @@ impl Scenario {
         Scenario {
             name: kind.name().to_owned(),
             redlock: false,
-            broken: false,
+            flaw: None,
             faults: vec![kind],
             soak: None,
         }
     }
 }
+
+/// Tampers enough that one of them finds a holder with time left to be told.
+const TAMPERS: [Kind; 4] = [Kind::Del, Kind::ForeignSet, Kind::Del, Kind::Pexpire];
+
+/// Each negative control: the flaw, the faults that bring it out, and the
+/// rule that must catch it.
+const CONTROLS: [(Flaw, &[Kind], &str); 6] = [
+    (Flaw::ReusesToken, &[], rule::FENCING),
+    (Flaw::ResetsCounter, &[], rule::FENCING),
+    (
+        Flaw::ReleasesWithoutOwnerCheck,
+        &[Kind::PauseHolder, Kind::PauseHolder],
+        rule::EXCLUSION,
+    ),
+    (Flaw::IgnoresNotOurs, &TAMPERS, rule::LOSS_REPORT),
+    (Flaw::NeverReleases, &[], rule::HANDOVER),
+    (Flaw::NeverReportsLoss, &TAMPERS, rule::LOSS_REPORT),
+];
 
 fn main() {
     if let Ok(spec) = std::env::var(worker::ENV) {
@@ -93,12 +115,11 @@ fn main() {
     let mut failed = false;
     let mut totals = Totals::default();
 
-    let mut scenarios: Vec<Scenario> = Kind::ALL.iter().map(|k| Scenario::one(*k)).collect();
-
+    let mut scenarios: Vec<Scenario> = Kind::ONE_SERVER.iter().map(|k| Scenario::one(*k)).collect();
     scenarios.push(Scenario {
         name: "Redlock over 3 masters".into(),
         redlock: true,
-        broken: false,
+        flaw: None,
         faults: REDLOCK_FAULTS.to_vec(),
         soak: None,
     });
@@ -106,20 +127,21 @@ fn main() {
         scenarios.push(Scenario {
             name: "soak: every fault, mixed".into(),
             redlock: false,
-            broken: false,
-            faults: Kind::ALL.to_vec(),
+            flaw: None,
+            faults: Kind::ONE_SERVER.to_vec(),
             soak: Some(Duration::from_secs(240)),
         });
         scenarios.push(Scenario {
             name: "Redlock soak: every fault, mixed".into(),
             redlock: true,
-            broken: false,
+            flaw: None,
             faults: REDLOCK_FAULTS.to_vec(),
             soak: Some(Duration::from_secs(90)),
         });
     }
-    if let Ok(only) = std::env::var("REDMUTEX_CHAOS_ONLY") {
-        scenarios.retain(|s| s.name.contains(&only));
+    let only = std::env::var("REDMUTEX_CHAOS_ONLY").ok();
+    if let Some(only) = &only {
+        scenarios.retain(|s| s.name.contains(only.as_str()));
     }
     for s in &scenarios {
         let out = run(s);
@@ -130,8 +152,8 @@ fn main() {
             }
             for e in &out.events {
                 println!(
-                    "    event {:?} {}..{} {:?}",
-                    e.kind, e.start, e.end, e.victims
+                    "    event {:?} {}..{} w{:?} {:?} masters {:?}",
+                    e.kind, e.start, e.end, e.worker, e.victims, e.masters
                 );
             }
         }
@@ -139,32 +161,44 @@ fn main() {
             println!("    VIOLATION: {v}");
         }
         failed |= !out.verdict.violations.is_empty();
-        totals.add(&out);
+        totals.add(s, &out);
     }
 
-    // The negative control: the same faults against a broken locker must
-    // make the checker report violations.
-    let mut control = 0;
-    for kind in [Kind::PauseHolder, Kind::Del] {
+    // The negative controls: a locker broken in one way must trip the rule
+    // that is there for that mistake.
+    let mut controls = Vec::new();
+    for (flaw, faults, expected) in CONTROLS {
         let s = Scenario {
-            name: format!("negative control (broken locker): {}", kind.name()),
-            broken: true,
-            ..Scenario::one(kind)
+            name: format!("negative control: {}", flaw.code()),
+            redlock: false,
+            flaw: Some(flaw),
+            faults: faults.to_vec(),
+            soak: None,
         };
+        if only
+            .as_ref()
+            .is_some_and(|o| !s.name.contains(o.as_str()) && !o.contains("control"))
+        {
+            continue;
+        }
         let out = run(&s);
-        let n = out.verdict.violations.len();
-        println!("{:<52} {n} violations found (expected: some)", s.name);
-        if let Some(v) = out.verdict.violations.first() {
+        let tripped = out.verdict.count(expected);
+        println!(
+            "{:<52} {tripped} [{expected}] violations, {} in all (expected: some [{expected}])",
+            s.name,
+            out.verdict.violations.len()
+        );
+        if let Some(v) = out.verdict.violations.iter().find(|v| v.rule == expected) {
             println!("    e.g. {v}");
         }
-        if n == 0 {
-            println!("    FAILED: the checker saw nothing wrong with a broken locker");
+        if tripped == 0 {
+            println!("    FAILED: the [{expected}] rule saw nothing wrong with this broken locker");
             failed = true;
         }
-        control += n;
+        controls.push((flaw, expected, tripped));
     }
 
-    let report = totals.report(control, started.elapsed());
+    let report = totals.report(&controls, started.elapsed());
     println!("\n{report}");
     if let Ok(path) = std::env::var("REDMUTEX_CHAOS_REPORT") {
         std::fs::write(&path, &report).expect("write the report");
@@ -173,10 +207,15 @@ fn main() {
         eprintln!("the fault suite found violations (see above)");
         std::process::exit(1);
     }
+    println!(
+        "chaos: {} passed, 0 failed",
+        scenarios.len() + controls.len()
+    );
 }
 
-const REDLOCK_FAULTS: [Kind; 8] = [
+const REDLOCK_FAULTS: [Kind; 12] = [
     Kind::KillHolder,
+    Kind::KillWaiter,
     Kind::PauseHolder,
     Kind::PauseServer,
     Kind::Del,
@@ -184,6 +223,9 @@ const REDLOCK_FAULTS: [Kind; 8] = [
     Kind::ScriptFlush,
     Kind::ClientKill,
     Kind::StarvePool,
+    Kind::FlushTwo,
+    Kind::KillTwo,
+    Kind::SkewMaster,
 ];
 
 struct Outcome {
@@ -194,6 +236,18 @@ struct Outcome {
     failures: BTreeMap<String, u64>,
 }
 
+/// Figures per fault kind, over every scenario.
+#[derive(Default)]
+struct PerKind {
+    injected: usize,
+    /// Per master (Redlock faults on some masters only).
+    per_master: BTreeMap<usize, usize>,
+    violations: usize,
+    excused: u64,
+    loss_report: Option<u64>,
+    takeover: Option<u64>,
+}
+
 #[derive(Default)]
 struct Totals {
     acquisitions: u64,
@@ -201,58 +255,112 @@ struct Totals {
     violations: usize,
     stale_accepted: u64,
     rejected: u64,
-    excused: u64,
-    max_takeover: Option<u64>,
-    max_loss_report: Option<u64>,
-    faults: BTreeMap<Kind, usize>,
+    excused: BTreeMap<String, u64>,
+    known_before: u64,
+    told_by_deadline: u64,
+    starved: (u64, usize),
+    kinds: BTreeMap<Kind, PerKind>,
+    soak_violations: usize,
     failures: BTreeMap<String, u64>,
 }
 
 impl Totals {
-    fn add(&mut self, o: &Outcome) {
-        self.acquisitions += o.verdict.acquisitions;
+    fn add(&mut self, s: &Scenario, o: &Outcome) {
+        let v = &o.verdict;
+        self.acquisitions += v.acquisitions;
         self.processes += o.processes;
-        self.violations += o.verdict.violations.len();
-        self.stale_accepted += o.verdict.stale_accepted;
+        self.violations += v.violations.len();
+        self.stale_accepted += v.stale_accepted;
         self.rejected += o.rejected;
-        self.excused += o.verdict.excused_overlaps;
-        self.max_takeover = self.max_takeover.max(o.verdict.max_takeover);
-        self.max_loss_report = self.max_loss_report.max(o.verdict.max_loss_report);
+        self.known_before += v.known_before;
+        self.told_by_deadline += v.told_by_deadline;
+        self.starved.0 += v.starved_landed;
+        for (why, n) in &v.excused {
+            *self.excused.entry(why.clone()).or_default() += n;
+        }
         for e in &o.events {
-            *self.faults.entry(e.kind).or_default() += 1;
+            let k = self.kinds.entry(e.kind).or_default();
+            k.injected += 1;
+            for m in &e.masters {
+                *k.per_master.entry(*m).or_default() += 1;
+            }
+            if e.kind == Kind::StarvePool {
+                self.starved.1 += 1;
+            }
+        }
+        for (kind, t) in &v.loss_report {
+            let k = self.kinds.entry(*kind).or_default();
+            k.loss_report = k.loss_report.max(Some(*t));
+        }
+        for (kind, t) in &v.takeover {
+            let k = self.kinds.entry(*kind).or_default();
+            k.takeover = k.takeover.max(Some(*t));
+        }
+        if s.soak.is_some() {
+            self.soak_violations += v.violations.len();
+        } else if let [kind] = s.faults.as_slice() {
+            let k = self.kinds.entry(*kind).or_default();
+            k.violations += v.violations.len();
+            k.excused += v.excused_total();
         }
         add_counts(&mut self.failures, &o.failures);
     }
 
-    fn report(&self, control: usize, took: Duration) -> String {
+    fn report(&self, controls: &[(Flaw, &str, usize)], took: Duration) -> String {
         let opt = |v: Option<u64>| v.map_or("n/a".to_owned(), |t| format!("{:.0} ms", ms(t)));
         let mut s = String::new();
         s += "| figure | value |\n|---|---|\n";
         s += &format!("| acquisitions | {} |\n", self.acquisitions);
         s += &format!("| worker processes | {} |\n", self.processes);
         s += &format!("| violations | {} |\n", self.violations);
+        s += &format!("| of which in the soaks | {} |\n", self.soak_violations);
         s += &format!("| stale writes accepted | {} |\n", self.stale_accepted);
         s += &format!(
             "| stale reads and writes rejected by the fence | {} |\n",
             self.rejected
         );
         s += &format!(
-            "| overlaps excused (holder told, fenced off) | {} |\n",
-            self.excused
+            "| overlaps whose older holder had been told before | {} |\n",
+            self.known_before
         );
         s += &format!(
-            "| max takeover after a holder's kill | {} |\n",
-            opt(self.max_takeover)
+            "| losses told by the lease's deadline (a fault blocked the renewal) | {} |\n",
+            self.told_by_deadline
         );
         s += &format!(
-            "| max loss-report latency | {} |\n",
-            opt(self.max_loss_report)
+            "| starving rounds that took the pool (recorded by the worker) | {} of {} |\n",
+            self.starved.0, self.starved.1
         );
-        s += &format!("| negative control violations | {control} |\n");
         s += &format!("| run time | {:.0} s |\n", took.as_secs_f64());
-        s += "\n| fault | injected |\n|---|---|\n";
-        for (k, n) in &self.faults {
-            s += &format!("| {} | {n} |\n", k.name());
+        s += "\n| fault | injected | per master | violations (own scenario) | overlaps excused (own scenario) | max loss report | max takeover |\n|---|---|---|---|---|---|---|\n";
+        for (k, f) in &self.kinds {
+            let masters = if f.per_master.is_empty() {
+                "".to_owned()
+            } else {
+                f.per_master
+                    .iter()
+                    .map(|(m, n)| format!("m{m}: {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            s += &format!(
+                "| {} | {} | {masters} | {} | {} | {} | {} |\n",
+                k.name(),
+                f.injected,
+                f.violations,
+                f.excused,
+                opt(f.loss_report),
+                opt(f.takeover)
+            );
+        }
+        s += "\n| overlaps excused, by why (holder told, fenced off) | count |\n|---|---|\n";
+        for (why, n) in &self.excused {
+            s += &format!("| {why} | {n} |\n");
+        }
+        s +=
+            "\n| negative control | rule it must trip | violations of that rule |\n|---|---|---|\n";
+        for (flaw, expected, n) in controls {
+            s += &format!("| {} | {expected} | {n} |\n", flaw.code());
         }
         s += "\n| failed lock calls (bounded errors) | count |\n|---|---|\n";
         for (k, n) in &self.failures {
@@ -266,6 +374,8 @@ struct Worker {
     id: u32,
     child: Child,
     stdin: Option<ChildStdin>,
+    /// Its own way to the server (single-server scenarios).
+    proxy: Option<Proxy>,
     /// When it was last told to starve its pool.
     starved: Option<Instant>,
 }
@@ -274,13 +384,17 @@ struct Worker {
 struct Run<'a> {
     scenario: &'a Scenario,
     servers: Vec<Server>,
+    /// Redlock: one proxy in front of each master.
+    master_proxies: Vec<Proxy>,
     resource: Server,
-    proxy: Option<Proxy>,
     dir: TempDir,
     workers: Vec<Worker>,
     next_id: u32,
     events: Vec<Event>,
-    violations: Vec<String>,
+    killed: HashSet<u32>,
+    /// The worker that logs in without channel rights.
+    acl_worker: Option<u32>,
+    violations: Vec<history::Violation>,
     rng: Rng,
 }
 
@@ -288,19 +402,26 @@ fn run(scenario: &Scenario) -> Outcome {
     let servers: Vec<Server> = (0..if scenario.redlock { 3 } else { 1 })
         .map(|_| Server::start())
         .collect();
-    let proxy = (!scenario.redlock).then(|| Proxy::start(servers[0].port()));
+    let master_proxies = if scenario.redlock {
+        servers.iter().map(|s| Proxy::start(s.port())).collect()
+    } else {
+        Vec::new()
+    };
     let mut r = Run {
         scenario,
         servers,
+        master_proxies,
         resource: Server::start(),
-        proxy,
         dir: TempDir::new("chaos"),
         workers: Vec::new(),
         next_id: 0,
         events: Vec::new(),
+        killed: HashSet::new(),
+        acl_worker: None,
         violations: Vec::new(),
         rng: Rng::new(now_ns()),
     };
+    r.add_acl_user();
     for _ in 0..WORKERS {
         r.spawn();
     }
@@ -310,6 +431,9 @@ fn run(scenario: &Scenario) -> Outcome {
             for &k in &scenario.faults {
                 r.inject(k);
                 std::thread::sleep(GAP);
+            }
+            if scenario.faults.is_empty() {
+                std::thread::sleep(GAP * 2);
             }
         }
         Some(d) => {
@@ -326,10 +450,16 @@ fn run(scenario: &Scenario) -> Outcome {
 }
 
 impl Run<'_> {
-    fn lock_urls(&self) -> Vec<String> {
-        match &self.proxy {
-            Some(p) => vec![p.url()],
-            None => self.servers.iter().map(Server::url).collect(),
+    /// The ACL user without channel rights (again after a restart: users are
+    /// configuration, not data).
+    fn add_acl_user(&self) {
+        for s in &self.servers {
+            let _: () = redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg(NO_CHANNELS)
+                .arg(&["on", ">secret", "~*", "+@all", "resetchannels"][..])
+                .query(&mut s.conn())
+                .unwrap();
         }
     }
 
@@ -340,29 +470,47 @@ impl Run<'_> {
     fn spawn(&mut self) {
         let id = self.next_id;
         self.next_id += 1;
+        let (proxy, lock_urls) = if self.scenario.redlock {
+            (None, self.master_proxies.iter().map(Proxy::url).collect())
+        } else {
+            let proxy = Proxy::start(self.servers[0].port());
+            // One real worker at a time logs in as a user without channel
+            // rights: no release announcements for it, only its backoff.
+            let acl = self.scenario.flaw.is_none()
+                && self.acl_worker.is_none_or(|w| self.killed.contains(&w));
+            if acl {
+                self.acl_worker = Some(id);
+            }
+            let url = if acl {
+                format!("redis://{NO_CHANNELS}:secret@127.0.0.1:{}/", proxy.port())
+            } else {
+                proxy.url()
+            };
+            (Some(proxy), vec![url])
+        };
         let settings = Settings {
             id,
-            lock_urls: self.lock_urls(),
+            lock_urls,
             resource_url: self.resource.url(),
             out: self.log_path(id),
             ttl: TTL,
             io: IO,
             backoff_max: BACKOFF_MAX,
-            broken: self.scenario.broken,
+            flaw: self.scenario.flaw,
         };
-        let child = Command::new(std::env::current_exe().expect("this binary"))
+        let mut child = Command::new(std::env::current_exe().expect("this binary"))
             .env(worker::ENV, settings.encode())
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start a worker process");
-        let mut child = child;
         let stdin = child.stdin.take();
         self.workers.push(Worker {
             id,
             child,
             stdin,
+            proxy,
             starved: None,
         });
     }
@@ -407,25 +555,72 @@ impl Run<'_> {
         0
     }
 
+    /// Every lock key on server `i` with its value.
+    fn locks_on(&self, i: usize) -> Vec<(String, u64)> {
+        let values: Vec<(String, String)> = redis::Script::new(READ_LOCKS)
+            .arg(format!("{PREFIX}:*"))
+            .invoke(&mut self.conn(i))
+            .unwrap_or_default();
+        values
+            .into_iter()
+            .filter_map(|(k, v)| Some((lock_name(&k)?, fence_in(&v)?)))
+            .collect()
+    }
+
+    fn flush(&self, i: usize) -> Vec<(String, u64)> {
+        let values: Vec<(String, String)> = redis::Script::new(FLUSH_ALL)
+            .arg(format!("{PREFIX}:*"))
+            .invoke(&mut self.conn(i))
+            .expect("FLUSHALL");
+        values
+            .into_iter()
+            .filter_map(|(k, v)| Some((lock_name(&k)?, fence_in(&v)?)))
+            .collect()
+    }
+
+    fn kill_worker(&mut self, pos: usize) -> u32 {
+        let mut w = self.workers.remove(pos);
+        w.child.kill().expect("kill -9 a worker");
+        let _ = w.child.wait();
+        self.killed.insert(w.id);
+        self.spawn();
+        w.id
+    }
+
+    /// Sets the proxy of the worker at `pos` to `mode` for `hold`.
+    fn cut(&mut self, pos: usize, mode: Mode, hold: Duration) -> u32 {
+        let w = &self.workers[pos];
+        let proxy = w.proxy.as_ref().expect("a proxy per worker");
+        proxy.set(mode);
+        std::thread::sleep(hold);
+        proxy.set(Mode::Pass);
+        w.id
+    }
+
     fn inject(&mut self, kind: Kind) {
         let start = now_ns();
+        let redlock = self.scenario.redlock;
         let mut event = Event {
             kind,
             start,
             end: start,
             worker: None,
             victims: Vec::new(),
-            loses: !self.scenario.redlock,
+            loses: !redlock,
+            masters: Vec::new(),
         };
         match kind {
             Kind::KillHolder => {
                 let pos = self.holder();
-                let mut w = self.workers.remove(pos);
                 event.start = now_ns();
-                w.child.kill().expect("kill -9 a worker");
-                let _ = w.child.wait();
-                event.worker = Some(w.id);
-                self.spawn();
+                event.worker = Some(self.kill_worker(pos));
+            }
+            Kind::KillWaiter => {
+                let holder = self.holder();
+                let pos = (holder + 1 + self.rng.below(self.workers.len() as u64 - 1) as usize)
+                    % self.workers.len();
+                event.start = now_ns();
+                event.worker = Some(self.kill_worker(pos));
             }
             Kind::PauseHolder => {
                 let pos = self.holder();
@@ -437,7 +632,18 @@ impl Run<'_> {
                 std::thread::sleep(TTL * 2);
                 kill(pid, Signal::SIGCONT).expect("SIGCONT a worker");
             }
+            Kind::PartitionHolder | Kind::CutHolderReplies | Kind::HalfOpenHolder => {
+                let pos = self.holder();
+                let mode = match kind {
+                    Kind::PartitionHolder => Mode::Blackhole,
+                    Kind::CutHolderReplies => Mode::StallReplies,
+                    _ => Mode::StallExisting,
+                };
+                event.start = now_ns();
+                event.worker = Some(self.cut(pos, mode, TTL * 2));
+            }
             Kind::PauseServer => {
+                event.masters = vec![0];
                 self.servers[0].pause();
                 std::thread::sleep(TTL * 3 / 2);
                 self.servers[0].resume();
@@ -448,19 +654,17 @@ impl Run<'_> {
                     Kind::ForeignSet => "set",
                     _ => "pexpire",
                 };
+                event.masters = vec![0];
                 (event.start, event.victims) = self.tamper(action);
             }
             Kind::FlushAll => {
                 // The keys go while the script runs: count from before it.
                 event.start = now_ns();
-                let values: Vec<(String, String)> = redis::Script::new(FLUSH_ALL)
-                    .arg(format!("{PREFIX}:*"))
-                    .invoke(&mut self.conn(0))
-                    .expect("FLUSHALL");
-                event.victims = values
-                    .into_iter()
-                    .filter_map(|(k, v)| Some((lock_name(&k)?, fence_in(&v)?)))
-                    .collect();
+                event.masters = vec![0];
+                event.victims = self.flush(0);
+            }
+            Kind::RestoreSnapshot | Kind::RestartAof | Kind::RestartEmpty => {
+                self.restart(kind, &mut event);
             }
             Kind::ScriptFlush => {
                 for i in 0..self.servers.len() {
@@ -488,10 +692,17 @@ impl Run<'_> {
                     Kind::ProxyBlackhole => (Mode::Blackhole, TTL * 3 / 2),
                     _ => (Mode::DropReplies, Duration::from_millis(1000)),
                 };
-                let proxy = self.proxy.as_ref().expect("a proxy in front of the server");
-                proxy.set(mode);
+                for w in &self.workers {
+                    if let Some(p) = &w.proxy {
+                        p.set(mode);
+                    }
+                }
                 std::thread::sleep(hold);
-                proxy.set(Mode::Pass);
+                for w in &self.workers {
+                    if let Some(p) = &w.proxy {
+                        p.set(Mode::Pass);
+                    }
+                }
             }
             Kind::StarvePool => {
                 // One starving round at a time per worker: each can wait
@@ -512,9 +723,104 @@ impl Run<'_> {
                 stdin.flush().expect("flush");
                 event.end = now_ns() + (TTL * 3).as_nanos() as u64;
             }
+            Kind::FlushTwo => {
+                let a = self.rng.below(3) as usize;
+                let b = (a + 1 + self.rng.below(2) as usize) % 3;
+                event.start = now_ns();
+                event.masters = vec![a, b];
+                event.victims = self.flush(a);
+                std::thread::sleep(Duration::from_millis(400 + self.rng.below(800)));
+                event.victims.extend(self.flush(b));
+                // A renewal in between may have repaired the first loss.
+                event.loses = false;
+            }
+            Kind::KillTwo => {
+                let a = self.rng.below(3) as usize;
+                let b = (a + 1 + self.rng.below(2) as usize) % 3;
+                event.masters = vec![a, b];
+                event.victims = self.locks_on(a);
+                event.start = now_ns();
+                self.servers[a].kill();
+                self.servers[b].kill();
+                std::thread::sleep(TTL * 3 / 2);
+                self.servers[a].restart();
+                self.servers[b].restart();
+                self.add_acl_user();
+                event.loses = true;
+            }
+            Kind::SkewMaster => {
+                let a = self.rng.below(3) as usize;
+                event.masters = vec![a];
+                self.master_proxies[a].set(Mode::Delay);
+                std::thread::sleep(Duration::from_millis(1000));
+                self.master_proxies[a].set(Mode::Pass);
+            }
         }
         event.end = event.end.max(now_ns());
         self.events.push(event);
+    }
+
+    /// Kills server 0 with `kill -9` and starts it again: from an RDB
+    /// snapshot taken a moment before, from its AOF (fsync every second),
+    /// or with no data at all.
+    fn restart(&mut self, kind: Kind, event: &mut Event) {
+        let pause = Duration::from_millis(200 + self.rng.below(600));
+        match kind {
+            Kind::RestoreSnapshot => {
+                self.servers[0].save();
+                std::thread::sleep(pause);
+            }
+            Kind::RestartAof => {
+                let _: () = redis::cmd("CONFIG")
+                    .arg("SET")
+                    .arg("appendonly")
+                    .arg("yes")
+                    .query(&mut self.conn(0))
+                    .unwrap();
+                common::wait_until("the AOF is written", Duration::from_secs(10), || {
+                    let info: String = redis::cmd("INFO")
+                        .arg("persistence")
+                        .query(&mut self.conn(0))
+                        .unwrap();
+                    common::info_field(&info, "aof_rewrite_in_progress").as_deref() == Some("0")
+                        && common::info_field(&info, "aof_rewrite_scheduled").as_deref()
+                            == Some("0")
+                        && common::info_field(&info, "aof_enabled").as_deref() == Some("1")
+                });
+                std::thread::sleep(pause);
+            }
+            _ => {}
+        }
+        event.masters = vec![0];
+        event.victims = self.locks_on(0);
+        event.start = now_ns();
+        match kind {
+            Kind::RestartAof => {
+                self.servers[0].restart_with(&["--appendonly", "yes", "--appendfsync", "everysec"])
+            }
+            Kind::RestartEmpty => {
+                self.servers[0].kill();
+                let dir = self.servers[0].dir();
+                let _ = std::fs::remove_file(dir.join("dump.rdb"));
+                let _ = std::fs::remove_dir_all(dir.join("appendonlydir"));
+                self.servers[0].restart();
+            }
+            _ => self.servers[0].restart(),
+        }
+        if kind == Kind::RestartAof {
+            // Later restarts load the RDB again.
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("appendonly")
+                .arg("no")
+                .query(&mut self.conn(0))
+                .unwrap();
+        }
+        self.add_acl_user();
+        // Every lock it held may be gone; only a restart with no data
+        // surely takes them all.
+        event.loses = kind == Kind::RestartEmpty;
+        event.end = now_ns();
     }
 
     /// Takes the slow key away from its holder (`del`, `set`, `pexpire`),
@@ -537,8 +843,13 @@ impl Run<'_> {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        self.violations
-            .push(format!("nobody held {SLOW_KEY} for 3 s (tamper {action})"));
+        // The broken controls may leave nobody holding it for a while.
+        if self.scenario.flaw.is_none() {
+            self.violations.push(history::Violation {
+                rule: rule::TAKEOVER,
+                text: format!("nobody held {SLOW_KEY} for 3 s (tamper {action})"),
+            });
+        }
         (now_ns(), Vec::new())
     }
 
@@ -554,14 +865,18 @@ impl Run<'_> {
                 match w.child.try_wait() {
                     Ok(Some(status)) => {
                         if !status.success() {
-                            self.violations
-                                .push(format!("worker {} exited with {status}", w.id));
+                            self.violations.push(history::Violation {
+                                rule: rule::CLEAN_END,
+                                text: format!("worker {} exited with {status}", w.id),
+                            });
                         }
                         break;
                     }
                     _ if Instant::now() > give_up => {
-                        self.violations
-                            .push(format!("worker {} did not stop", w.id));
+                        self.violations.push(history::Violation {
+                            rule: rule::CLEAN_END,
+                            text: format!("worker {} did not stop", w.id),
+                        });
                         let _ = w.child.kill();
                         let _ = w.child.wait();
                         break;
@@ -570,28 +885,9 @@ impl Run<'_> {
                 }
             }
         }
-        // No lock key outlives its TTL (a killed holder's included).
-        for i in 0..self.servers.len() {
-            let mut c = self.conn(i);
-            let give_up = Instant::now() + TTL + Duration::from_secs(3);
-            let left = loop {
-                let keys: Vec<String> = redis::cmd("KEYS")
-                    .arg(format!("{PREFIX}:*"))
-                    .query(&mut c)
-                    .unwrap();
-                let left: Vec<String> = keys
-                    .into_iter()
-                    .filter(|k| lock_name(k).is_some())
-                    .collect();
-                if left.is_empty() || Instant::now() > give_up {
-                    break left;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            };
-            if !left.is_empty() {
-                self.violations.push(format!(
-                    "lock keys left on server {i} after the run: {left:?}"
-                ));
+        if self.scenario.flaw.is_none() {
+            for i in 0..self.servers.len() {
+                self.leftovers(i);
             }
         }
         // The fenced counter lost no update.
@@ -612,10 +908,13 @@ impl Run<'_> {
                 .unwrap();
             rejected += rej.unwrap_or(0);
             if counter != accepted.unwrap_or(0) {
-                self.violations.push(format!(
-                    "{key}: counter {counter} after {} accepted increments: updates were lost",
-                    accepted.unwrap_or(0)
-                ));
+                self.violations.push(history::Violation {
+                    rule: rule::LOST_UPDATE,
+                    text: format!(
+                        "{key}: counter {counter} after {} accepted increments: updates were lost",
+                        accepted.unwrap_or(0)
+                    ),
+                });
             }
         }
         if let Ok(keep) = std::env::var("REDMUTEX_CHAOS_KEEP") {
@@ -643,7 +942,7 @@ impl Run<'_> {
             backoff: nanos(BACKOFF_MAX),
             slack: nanos(SLACK),
         };
-        let mut verdict = check(&logs, &self.events, &limits);
+        let mut verdict = check(&logs, &self.events, &limits, self.scenario.redlock);
         verdict.violations.append(&mut self.violations);
         let mut failures = BTreeMap::new();
         for l in &logs {
@@ -655,6 +954,87 @@ impl Run<'_> {
             processes,
             rejected,
             failures,
+        }
+    }
+
+    /// Reads server `i`'s keyspace once, right after every worker stopped:
+    /// a lock, a queue entry or a waiter left behind must belong to a worker
+    /// that was killed (and expire on its own); anything else is a leftover.
+    fn leftovers(&mut self, i: usize) {
+        let dead = |meta: &str| {
+            meta.strip_prefix('w')
+                .and_then(|n| n.parse::<u32>().ok())
+                .is_some_and(|id| self.killed.contains(&id))
+        };
+        let mut c = self.conn(i);
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{PREFIX}:*"))
+            .query(&mut c)
+            .unwrap();
+        let reserved = format!("{PREFIX}:__redmutex__:");
+        let mut left = Vec::new();
+        for k in keys {
+            if let Some(rest) = k.strip_prefix(&reserved) {
+                if rest == "fence" {
+                    continue;
+                }
+                if rest.starts_with("waiters:") {
+                    let entries: Vec<(String, String)> = redis::cmd("HGETALL")
+                        .arg(&k)
+                        .query(&mut c)
+                        .unwrap_or_default();
+                    for (_, entry) in entries {
+                        let meta = entry.splitn(4, ':').nth(3).unwrap_or_default();
+                        if !dead(meta) {
+                            left.push(format!("{k} (a waiter of {meta})"));
+                        }
+                    }
+                    continue;
+                }
+                if let Some(name) = rest.strip_prefix("queue:") {
+                    let members: Vec<String> = redis::cmd("ZRANGE")
+                        .arg(&k)
+                        .arg(0)
+                        .arg(-1)
+                        .query(&mut c)
+                        .unwrap_or_default();
+                    let waiters = format!("{reserved}waiters:{name}");
+                    for m in members {
+                        let entry: Option<String> = redis::cmd("HGET")
+                            .arg(&waiters)
+                            .arg(&m)
+                            .query(&mut c)
+                            .unwrap_or(None);
+                        let meta = entry
+                            .as_deref()
+                            .and_then(|e| e.splitn(4, ':').nth(3))
+                            .unwrap_or_default()
+                            .to_owned();
+                        if !dead(&meta) {
+                            left.push(format!("{k} (a queued waiter without a live entry)"));
+                        }
+                    }
+                    continue;
+                }
+                left.push(k);
+                continue;
+            }
+            if lock_name(&k).is_some() {
+                let v: Option<String> = redis::cmd("GET").arg(&k).query(&mut c).unwrap_or(None);
+                let meta = v
+                    .as_deref()
+                    .and_then(|v| v.rsplit(':').next())
+                    .unwrap_or_default();
+                if !dead(meta) {
+                    left.push(format!("{k} (held by {meta})"));
+                }
+            }
+        }
+        if !left.is_empty() {
+            self.violations.push(history::Violation {
+                rule: rule::LEFTOVERS,
+                text: format!("left on server {i} after the run: {left:?}"),
+            });
         }
     }
 }
@@ -687,6 +1067,16 @@ elseif ARGV[1] == 'set' then
   redis.call('SET', KEYS[1], ARGV[3] .. ':1:intruder', 'PX', ARGV[2])
 else redis.call('PEXPIRE', KEYS[1], 1) end
 return v
+";
+
+/// Reads every string key matching ARGV[1] with its value.
+const READ_LOCKS: &str = r"
+local out = {}
+for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
+  local ok, v = pcall(redis.call, 'GET', k)
+  if ok and v then table.insert(out, {k, v}) end
+end
+return out
 ";
 
 /// Reads every key matching ARGV[1] with its value, then FLUSHALL.

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use redis::Script;
 use redmutex::{Backoff, Error, Guard, Locker};
 
-use crate::broken::BrokenLocker;
+use crate::broken::{BrokenLocker, Flaw};
 use crate::history::{line, now_ns, Op, Unlock};
 
 /// The environment variable that makes this binary a worker; its value is
@@ -44,8 +44,8 @@ pub struct Settings {
     pub ttl: Duration,
     pub io: Duration,
     pub backoff_max: Duration,
-    /// The negative control: a deliberately broken locker.
-    pub broken: bool,
+    /// The negative controls: a locker broken in this one way.
+    pub flaw: Option<Flaw>,
 }
 
 impl Settings {
@@ -59,7 +59,7 @@ impl Settings {
             self.ttl.as_millis(),
             self.io.as_millis(),
             self.backoff_max.as_millis(),
-            u8::from(self.broken)
+            self.flaw.map_or("-", Flaw::code)
         )
     }
 
@@ -75,7 +75,7 @@ impl Settings {
             ttl: ms(4),
             io: ms(5),
             backoff_max: ms(6),
-            broken: get(7) == "1",
+            flaw: Flaw::parse(get(7)),
         }
     }
 }
@@ -234,11 +234,12 @@ pub fn main(spec: &str) {
                 .build_unchecked(redis::Client::open(u.as_str()).expect("lock server url"))
         })
         .collect();
-    let lock: Arc<dyn Lock> = if settings.broken {
+    let lock: Arc<dyn Lock> = if let Some(flaw) = settings.flaw {
         Arc::new(BrokenLocker::new(
             pools.first().expect("a pool").clone(),
             settings.ttl,
             settings.id,
+            flaw,
         ))
     } else {
         let first = pools.first().expect("a pool").clone();
@@ -279,7 +280,14 @@ pub fn main(spec: &str) {
                     while !stop.load(Ordering::SeqCst) {
                         let (key, hold) = if slow {
                             let ttl = settings.ttl.as_millis() as u64;
-                            (SLOW_KEY, ttl / 2 + rng.below(ttl))
+                            // A broken locker holds longer, so that a
+                            // tamper finds its holder with time to be told.
+                            let hold = if settings.flaw.is_some() {
+                                2 * ttl + rng.below(ttl)
+                            } else {
+                                ttl / 2 + rng.below(ttl)
+                            };
+                            (SLOW_KEY, hold)
                         } else {
                             let k = FAST_KEYS[rng.below(FAST_KEYS.len() as u64) as usize];
                             (k, 1 + rng.below(3))
@@ -342,16 +350,17 @@ fn section(
 ) {
     // The starving round waits behind the slow holds queued before it.
     let wait = Duration::from_secs(if starve.is_some() { 10 } else { 3 });
+    let asked = now_ns();
     let held = match lock.lock(key, wait) {
         Ok(h) => h,
         Err(kind) => {
-            rec.put(&line::failed(now_ns(), &kind));
+            rec.put(&line::failed(now_ns(), &kind, key, asked));
             std::thread::sleep(Duration::from_millis(5));
             return;
         }
     };
     let token = held.token();
-    rec.put(&line::enter(key, token, now_ns()));
+    rec.put(&line::enter(key, token, now_ns(), asked));
     let (get, value) = res.call(key, token, "get");
     let mut taken = Vec::new();
     if let Some(pool) = starve {

@@ -179,6 +179,19 @@ impl Server {
         self.inner.restart(START_TIMEOUT).unwrap();
     }
 
+    /// As [`restart`](Self::restart), with `extra` arguments for this start.
+    pub fn restart_with(&mut self, extra: &[&str]) {
+        self.inner.restart_with(extra, START_TIMEOUT).unwrap();
+    }
+
+    /// Its data directory.
+    pub fn dir(&self) -> std::path::PathBuf {
+        self.inner
+            .dir()
+            .expect("a server with its own directory")
+            .to_owned()
+    }
+
     /// `SAVE`: an RDB snapshot of this moment in its data directory.
     pub fn save(&self) {
         let _: () = redis::cmd("SAVE").query(&mut self.conn()).unwrap();

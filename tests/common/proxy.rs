@@ -6,6 +6,8 @@
 //! - `DropReplies`: requests reach the server and are applied, but a reply
 //!   is thrown away and its connection cut, so the client never learns
 //!   what happened to its last command.
+//! - `StallReplies`: requests pass and are applied; replies wait, as on a
+//!   link that lost one direction.
 //! - `StallExisting`: the connections open when it was set stall both ways
 //!   (half-open, as after a failover or a NAT that dropped their state),
 //!   while new connections pass.
@@ -24,6 +26,7 @@ pub enum Mode {
     Blackhole = 2,
     DropReplies = 3,
     StallExisting = 4,
+    StallReplies = 5,
 }
 
 const DELAY: Duration = Duration::from_millis(40);
@@ -134,6 +137,7 @@ fn pump(
                 m if m == Mode::StallExisting as u8 && born < epoch.load(Ordering::SeqCst) => {
                     std::thread::sleep(STALL_TICK);
                 }
+                m if m == Mode::StallReplies as u8 && replies => std::thread::sleep(STALL_TICK),
                 m if m == Mode::Delay as u8 => {
                     std::thread::sleep(DELAY);
                     break;
