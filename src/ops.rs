@@ -405,8 +405,9 @@ impl Shared {
 
     /// Redlock only: makes every instance's counter (and the lock's `fence`
     /// field) at least `fence`, the largest token of this grant, so that any
-    /// later majority overlaps an instance that counts above it. Needs a
-    /// majority to confirm.
+    /// later majority overlaps an instance that counts above it, and takes
+    /// the lock on the instances where it is free (a grant on a bare
+    /// majority). Needs a majority to confirm.
     fn raise_fences(&self, a: &Acquisition, fence: u64) -> Result<(), Error> {
         let answers = redlock::fan_out(self.instances.len(), |i| {
             let mut call = scripts::RAISE_FENCE.prepare_invoke();
@@ -414,7 +415,8 @@ impl Shared {
                 .key(&*a.redis_keys)
                 .arg(fence)
                 .arg(a.token.as_str())
-                .arg(&self.config.metadata);
+                .arg(&self.config.metadata)
+                .arg(time::millis_ceil(self.config.ttl));
             self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))
         });
         let needed = redlock::quorum(self.instances.len());

@@ -385,7 +385,10 @@ pub struct Event {
     /// The worker it hit (kill, pause, cut-off, starvation).
     pub worker: Option<u32>,
     /// The (lock key, fencing token) of the locks it took away.
-    pub victims: Vec<(String, u64)>,
+    /// Each as (lock key, fencing token, worker): on Redlock a fresh grant's
+    /// instances hold different tokens until the largest is written back,
+    /// so a victim is also known by its worker.
+    pub victims: Vec<(String, u64, Option<u32>)>,
     /// Whether the victims must be told they lost the lock (a tamper on one
     /// Redlock master takes nothing away).
     pub loses: bool,
@@ -450,6 +453,7 @@ pub mod rule {
     pub const LOSS_REPORT: &str = "loss-report";
     pub const TAKEOVER: &str = "takeover";
     pub const HANDOVER: &str = "handover";
+    pub const RELEASE_ERROR: &str = "release-error";
     pub const LOST_UPDATE: &str = "lost-update";
     pub const LEFTOVERS: &str = "leftovers";
     pub const CLEAN_END: &str = "clean-end";
@@ -563,15 +567,30 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits, redlock: boo
     };
     // The tamper that took `s`'s lock away before `until`. On Redlock only a
     // fault that hit a majority of masters takes a lock away.
+    // Whether `s` held one of the locks `e` took away.
+    let victim = |e: &Event, s: &Section| {
+        e.victims.iter().any(|(k, t, w)| {
+            *k == s.key
+                && (*t == s.token
+                    || (*w == Some(s.worker) && s.asked <= e.start && end_of(s) >= e.start))
+        })
+    };
+    // Two masters flushed apart, for a holder that held before the first:
+    // a renewal in between repairs the first loss, so the two take nothing
+    // away together, unless they came within two renewal intervals (a
+    // rival that holds the flushed master for a moment when the renewal
+    // comes delays the repair to the next one).
+    let takes_away = |e: &Event, s: &Section| {
+        e.kind.is_tamper()
+            && (!redlock || e.masters.len() >= 2)
+            && (e.kind != Kind::FlushTwo
+                || s.enter > e.start
+                || e.end - e.start <= limits.renew * 2 + limits.op)
+    };
     let robbed = |s: &Section, until: u64| -> Option<Kind> {
         events
             .iter()
-            .find(|e| {
-                e.kind.is_tamper()
-                    && (!redlock || e.masters.len() >= 2)
-                    && e.start <= until
-                    && e.victims.iter().any(|(k, t)| *k == s.key && *t == s.token)
-            })
+            .find(|e| takes_away(e, s) && e.start <= until && victim(e, s))
             .map(|e| e.kind)
     };
 
@@ -579,10 +598,9 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits, redlock: boo
         events
             .iter()
             .find(|e| {
-                e.kind.is_tamper()
-                    && (!redlock || e.masters.len() >= 2)
+                takes_away(e, s)
                     && e.start <= until
-                    && e.victims.iter().any(|(k, t)| *k == s.key && *t == s.token)
+                    && victim(e, s)
                     && s.exit
                         .as_ref()
                         .is_some_and(|x| x.t <= e.end + limits.loss_report())
@@ -686,8 +704,16 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits, redlock: boo
             // in between, and told).
             if let Some(b) = sections.get(i + 1) {
                 if !overlapped && b.token <= a.token {
-                    let late = b.told().is_some() && cut_off(b, b.enter).is_some();
-                    if !late {
+                    let fenced_off = !b.exit.as_ref().is_some_and(|x| x.set == Op::Ok);
+                    let late = fenced_off
+                        && ((b.told().is_some()
+                            && (cut_off(b, b.enter).is_some() || robbed(b, b.enter).is_some()))
+                            || robbed_untold(b, b.enter).is_some());
+                    if late {
+                        *v.excused
+                            .entry("recorded its entry late, and was fenced off".to_owned())
+                            .or_default() += 1;
+                    } else {
                         v.violate(
                             rule::FENCING,
                             format!(
@@ -730,7 +756,7 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits, redlock: boo
         } else {
             e.start
         };
-        for (key, token) in &e.victims {
+        for (key, token, _) in &e.victims {
             let Some(s) = by_key
                 .get(key.as_str())
                 .and_then(|ss| ss.iter().find(|s| s.token == *token))
@@ -844,32 +870,43 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits, redlock: boo
                 check_next(&key, e.start, "its holder was killed", &mut v);
             }
         } else {
-            // The first clean release of a key the dead worker waited for.
-            let waited: Vec<String> = logs
-                .iter()
-                .filter(|l| l.id == w)
-                .flat_map(|l| {
-                    l.failed_calls
-                        .iter()
-                        .map(|(k, _, _)| k.clone())
-                        .chain(l.sections.iter().map(|s| s.key.clone()))
-                })
-                .filter(|k| k.as_str() == crate::worker::SLOW_KEY)
-                .take(1)
-                .collect();
-            for key in waited {
-                let release = by_key.get(key.as_str()).and_then(|ss| {
-                    ss.iter()
-                        .filter_map(|s| s.unlock.filter(|(t, u)| *t > e.start && *u == Unlock::Ok))
-                        .map(|(t, _)| t)
-                        .min()
+            // The first clean release of each key after the kill: a lock
+            // handed to the dead waiter is claimed for its stay only.
+            let claim = limits.backoff + limits.op;
+            let bound = claim + limits.backoff + limits.op + limits.slack / 2;
+            for (key, sections) in &by_key {
+                let release = sections
+                    .iter()
+                    .filter_map(|s| Some((s.exit.as_ref()?.t, s.unlock?)))
+                    .filter(|(x, (_, u))| *x > e.start && *u == Unlock::Ok)
+                    .map(|(x, _)| x)
+                    .min();
+                let Some(x) = release else { continue };
+                let Some(n) = sections
+                    .iter()
+                    .filter(|n| n.enter > x)
+                    .map(|n| n.enter)
+                    .min()
+                else {
+                    continue;
+                };
+                let took = n - x;
+                let m = v.takeover.entry(e.kind).or_default();
+                *m = (*m).max(took);
+                let quiet = !events.iter().any(|o| {
+                    !std::ptr::eq(o, e)
+                        && o.kind != Kind::ScriptFlush
+                        && o.start < n
+                        && o.end + limits.ttl > x
                 });
-                if let Some(u) = release {
-                    check_next(
-                        &key,
-                        u,
-                        "a release while a waiter lay dead in the queue",
-                        &mut v,
+                if quiet && took > bound {
+                    v.violate(
+                        rule::TAKEOVER,
+                        format!(
+                            "{key}: held again {:.1} ms after the first release that followed a waiter's kill (worker {w}), bound {:.1} ms",
+                            ms(took),
+                            ms(bound)
+                        ),
                     );
                 }
             }
@@ -897,6 +934,19 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits, redlock: boo
     };
     for (key, sections) in &by_key {
         for s in sections {
+            // With the server reachable and no fault under way, a release
+            // succeeds.
+            if let (Some((u, Unlock::Err)), Some(x)) = (s.unlock, s.exit.as_ref()) {
+                if quiet(x.t, u) {
+                    v.violate(
+                        rule::RELEASE_ERROR,
+                        format!(
+                            "{key}: worker {}'s unlock of token {} failed with no fault under way",
+                            s.worker, s.token
+                        ),
+                    );
+                }
+            }
             let (Some((u, Unlock::Ok)), Some(x)) = (s.unlock, s.exit.as_ref()) else {
                 continue;
             };

@@ -123,6 +123,13 @@ fn main() {
         faults: REDLOCK_FAULTS.to_vec(),
         soak: None,
     });
+    scenarios.push(Scenario {
+        name: "Redlock: a majority eroded one master at a time".into(),
+        redlock: true,
+        flaw: None,
+        faults: vec![Kind::FlushTwo; 4],
+        soak: None,
+    });
     if long {
         scenarios.push(Scenario {
             name: "soak: every fault, mixed".into(),
@@ -156,6 +163,13 @@ fn main() {
                     e.kind, e.start, e.end, e.worker, e.victims, e.masters
                 );
             }
+        }
+        let mut rules: BTreeMap<&str, usize> = BTreeMap::new();
+        for v in &out.verdict.violations {
+            *rules.entry(v.rule).or_default() += 1;
+        }
+        if !rules.is_empty() {
+            println!("    violations by rule: {rules:?}");
         }
         for v in out.verdict.violations.iter().take(10) {
             println!("    VIOLATION: {v}");
@@ -555,27 +569,21 @@ impl Run<'_> {
         0
     }
 
-    /// Every lock key on server `i` with its value.
-    fn locks_on(&self, i: usize) -> Vec<(String, u64)> {
+    /// Every lock key on server `i`, as a victim.
+    fn locks_on(&self, i: usize) -> Vec<(String, u64, Option<u32>)> {
         let values: Vec<(String, String)> = redis::Script::new(READ_LOCKS)
             .arg(format!("{PREFIX}:*"))
             .invoke(&mut self.conn(i))
             .unwrap_or_default();
-        values
-            .into_iter()
-            .filter_map(|(k, v)| Some((lock_name(&k)?, fence_in(&v)?)))
-            .collect()
+        victims(values)
     }
 
-    fn flush(&self, i: usize) -> Vec<(String, u64)> {
+    fn flush(&self, i: usize) -> Vec<(String, u64, Option<u32>)> {
         let values: Vec<(String, String)> = redis::Script::new(FLUSH_ALL)
             .arg(format!("{PREFIX}:*"))
             .invoke(&mut self.conn(i))
             .expect("FLUSHALL");
-        values
-            .into_iter()
-            .filter_map(|(k, v)| Some((lock_name(&k)?, fence_in(&v)?)))
-            .collect()
+        victims(values)
     }
 
     fn kill_worker(&mut self, pos: usize) -> u32 {
@@ -826,7 +834,7 @@ impl Run<'_> {
     /// Takes the slow key away from its holder (`del`, `set`, `pexpire`),
     /// atomically with reading whose it was.
     /// Returns when it was sent (the key goes while it runs) and the victim.
-    fn tamper(&mut self, action: &str) -> (u64, Vec<(String, u64)>) {
+    fn tamper(&mut self, action: &str) -> (u64, Vec<(String, u64, Option<u32>)>) {
         let key = format!("{PREFIX}:{SLOW_KEY}");
         let give_up = Instant::now() + Duration::from_secs(3);
         while Instant::now() < give_up {
@@ -838,8 +846,11 @@ impl Run<'_> {
                 .arg(SOMEONE_ELSE)
                 .invoke(&mut self.conn(0))
                 .expect("tamper");
-            if let Some(fence) = v.as_deref().and_then(fence_in) {
-                return (sent, vec![(SLOW_KEY.to_owned(), fence)]);
+            if let Some(v) = v {
+                let found = victims(vec![(format!("{PREFIX}:{SLOW_KEY}"), v)]);
+                if !found.is_empty() {
+                    return (sent, found);
+                }
             }
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -1037,6 +1048,22 @@ impl Run<'_> {
             });
         }
     }
+}
+
+/// Lock keys and their values as victims: (lock name, fencing token, the
+/// worker named in the metadata).
+fn victims(values: Vec<(String, String)>) -> Vec<(String, u64, Option<u32>)> {
+    values
+        .into_iter()
+        .filter_map(|(k, v)| {
+            let worker = v
+                .rsplit(':')
+                .next()
+                .and_then(|m| m.strip_prefix('w'))
+                .and_then(|n| n.parse().ok());
+            Some((lock_name(&k)?, fence_in(&v)?, worker))
+        })
+        .collect()
 }
 
 /// Adds the counts of `from` to `into`, key by key.
