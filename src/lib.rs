@@ -69,6 +69,12 @@
 //!   tokens there.
 //! - **Failover.** Redis replicates asynchronously; a replica promoted after a
 //!   crash may not have the lock, and hands it to a second holder.
+//! - **Memory.** Run locks on a server with `maxmemory-policy noeviction`
+//!   (or no `maxmemory`). An evicting policy can evict a held lock at any
+//!   moment (`volatile-ttl` evicts lock keys first); the holder learns it at
+//!   its next renewal, as after a `DEL`, but another client may take the
+//!   lock before that. The crate does not refuse such a server: it cannot
+//!   read the policy without rights most managed services withhold.
 //! - **Clocks.** Redis expires keys by wall-clock time; a server clock jump
 //!   expires a lock early. Lost data (`FLUSHALL`, a restart from an older
 //!   snapshot or without persistence) loses the locks it held; fencing
