@@ -768,6 +768,16 @@ impl Run<'_> {
         self.events.push(event);
     }
 
+    /// Turns server 0's AOF on or off.
+    fn appendonly(&self, on: bool) {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("appendonly")
+            .arg(if on { "yes" } else { "no" })
+            .query(&mut self.conn(0))
+            .unwrap();
+    }
+
     /// Kills server 0 with `kill -9` and starts it again: from an RDB
     /// snapshot taken a moment before, from its AOF (fsync every second),
     /// or with no data at all.
@@ -779,12 +789,7 @@ impl Run<'_> {
                 std::thread::sleep(pause);
             }
             Kind::RestartAof => {
-                let _: () = redis::cmd("CONFIG")
-                    .arg("SET")
-                    .arg("appendonly")
-                    .arg("yes")
-                    .query(&mut self.conn(0))
-                    .unwrap();
+                self.appendonly(true);
                 common::wait_until("the AOF is written", Duration::from_secs(10), || {
                     let info: String = redis::cmd("INFO")
                         .arg("persistence")
@@ -817,12 +822,7 @@ impl Run<'_> {
         }
         if kind == Kind::RestartAof {
             // Later restarts load the RDB again.
-            let _: () = redis::cmd("CONFIG")
-                .arg("SET")
-                .arg("appendonly")
-                .arg("no")
-                .query(&mut self.conn(0))
-                .unwrap();
+            self.appendonly(false);
         }
         self.add_acl_user();
         // Every lock it held may be gone; only a restart with no data
