@@ -274,7 +274,11 @@ impl Locker {
         let acquisition = self.shared.prepare(keys)?;
         let queue = self.shared.queue_mode(&acquisition, Queue::Respect);
         match self.shared.acquire(&acquisition, queue)? {
-            Outcome::Granted { sent, fence } => self.grant(acquisition, sent, fence).map(Some),
+            Outcome::Granted {
+                sent,
+                fence,
+                everywhere,
+            } => self.grant(acquisition, sent, fence, everywhere).map(Some),
             Outcome::Busy { .. } => Ok(None),
         }
     }
@@ -312,7 +316,11 @@ impl Locker {
                 }
             };
             let (holder_ttl, sent) = match outcome {
-                Outcome::Granted { sent, fence } => return self.grant(acquisition, sent, fence),
+                Outcome::Granted {
+                    sent,
+                    fence,
+                    everywhere,
+                } => return self.grant(acquisition, sent, fence, everywhere),
                 Outcome::Busy { holder_ttl, sent } => (holder_ttl, sent),
             };
             let now = Instant::now();
@@ -354,10 +362,22 @@ impl Locker {
         }
     }
 
-    /// Turns a granted acquisition into a guard, starting its watchdog.
-    fn grant(&self, a: Acquisition, sent: Instant, fence: u64) -> Result<Guard, Error> {
+    /// Turns a granted acquisition into a guard, starting its watchdog. A
+    /// Redlock grant that holds only a majority of the instances gets its
+    /// first renewal soon, to take the others.
+    fn grant(
+        &self,
+        a: Acquisition,
+        sent: Instant,
+        fence: u64,
+        everywhere: bool,
+    ) -> Result<Guard, Error> {
         let config = &self.shared.config;
-        self.guard(a, fence, Lease::new(sent, config.ttl, config.drift))
+        let lease = Lease::new(sent, config.ttl, config.drift);
+        if !everywhere {
+            lease.hurry();
+        }
+        self.guard(a, fence, lease)
     }
 
     /// Turns a lock handed over to `a` (a claim of `claim`, counted from

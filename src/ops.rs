@@ -87,6 +87,9 @@ pub(crate) enum Outcome {
         /// When the first request was sent: the lease counts from here.
         sent: Instant,
         fence: u64,
+        /// Redlock: the lock is ours on every instance, not only a
+        /// majority (always true on one instance).
+        everywhere: bool,
     },
     Busy {
         /// How long the busy key's lease has left, when it has a TTL.
@@ -316,9 +319,17 @@ impl Shared {
         let ttl = self.config.ttl;
         let drift = time::drift(ttl, self.config.drift);
         match redlock::decide_acquire(answers, ttl, sent.elapsed(), drift) {
-            Acquired::Granted { fence } if n == 1 => Ok(Outcome::Granted { sent, fence }),
+            Acquired::Granted { fence } if n == 1 => Ok(Outcome::Granted {
+                sent,
+                fence,
+                everywhere: true,
+            }),
             Acquired::Granted { fence } => match self.raise_fences(a, fence) {
-                Ok(()) => Ok(Outcome::Granted { sent, fence }),
+                Ok(everywhere) => Ok(Outcome::Granted {
+                    sent,
+                    fence,
+                    everywhere,
+                }),
                 Err(e) => {
                     self.release_quietly(a);
                     Err(e)
@@ -408,7 +419,8 @@ impl Shared {
     /// later majority overlaps an instance that counts above it, and takes
     /// the lock on the instances where it is free (a grant on a bare
     /// majority). Needs a majority to confirm.
-    fn raise_fences(&self, a: &Acquisition, fence: u64) -> Result<(), Error> {
+    /// Says whether the lock is now ours on every instance.
+    fn raise_fences(&self, a: &Acquisition, fence: u64) -> Result<bool, Error> {
         let answers = redlock::fan_out(self.instances.len(), |i| {
             let mut call = scripts::RAISE_FENCE.prepare_invoke();
             call.key(&a.fence_key)
@@ -417,12 +429,13 @@ impl Shared {
                 .arg(a.token.as_str())
                 .arg(&self.config.metadata)
                 .arg(time::millis_ceil(self.config.ttl));
-            self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))
+            let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            Ok(int_reply(&reply, "raise fence")? == 1)
         });
         let needed = redlock::quorum(self.instances.len());
         let confirmed = answers.iter().filter(|r| r.is_ok()).count();
         if confirmed >= needed {
-            return Ok(());
+            return Ok(answers.iter().all(|r| matches!(r, Ok(true))));
         }
         let last = answers.into_iter().filter_map(Result::err).next_back();
         Err(Error::NoQuorum {
@@ -522,7 +535,17 @@ impl Shared {
             Ok(int_reply(&reply, "renew")? == 1)
         });
         match redlock::decide_renew(&answers) {
-            RenewDecision::Confirmed if lease.confirm(sent, ttl) => Ok(Renewal::Confirmed),
+            RenewDecision::Confirmed if lease.confirm(sent, ttl) => {
+                // A rival's attempt holds the key on an instance for a
+                // moment: come back soon to take it, rather than a third of
+                // the TTL later, so that a bare majority does not last.
+                if answers.iter().any(|a| matches!(a, Ok(false))) {
+                    lease.hurry();
+                } else {
+                    lease.unhurry();
+                }
+                Ok(Renewal::Confirmed)
+            }
             RenewDecision::Confirmed | RenewDecision::Lost => {
                 lease.mark_lost();
                 Ok(Renewal::Lost)

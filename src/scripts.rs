@@ -248,7 +248,8 @@ return 1
 /// - `ARGV[1]`: the floor (the largest token of the grant), `ARGV[2]`: owner
 ///   token, `ARGV[3]`: metadata, `ARGV[4]`: the TTL in ms.
 ///
-/// Replies: 1.
+/// Replies: 1 when every lock key is ours here afterwards, 0 when one is
+/// someone else's (a rival's attempt holds it for a moment).
 pub(crate) static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{OWNED}
@@ -257,15 +258,18 @@ if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(floor) then
   redis.call('SET', KEYS[1], floor)
 end
 local value = ARGV[2] .. ':' .. floor .. ':' .. ARGV[3]
+local all = 1
 for i = 2, #KEYS do
   local v = redis.pcall('GET', KEYS[i])
   if ours(v, ARGV[2]) then
     redis.call('SET', KEYS[i], value, 'KEEPTTL')
   elseif v == false then
     redis.call('SET', KEYS[i], value, 'PX', ARGV[4])
+  else
+    all = 0
   end
 end
-return 1
+return all
 "
     ))
 });
