@@ -21,6 +21,15 @@ pub fn now_ns() -> u64 {
 
 pub const MS: u64 = 1_000_000;
 
+/// The wall clock minus the monotonic clock, in nanoseconds. Redis expires
+/// keys by the wall clock and leases count by the monotonic one: a change
+/// of this during a run is a clock step that can expire locks early.
+pub fn wall_offset_ns() -> i128 {
+    let wall = clock_gettime(ClockId::CLOCK_REALTIME).expect("CLOCK_REALTIME");
+    let wall = i128::from(wall.tv_sec()) * 1_000_000_000 + i128::from(wall.tv_nsec());
+    wall - i128::from(now_ns())
+}
+
 /// What one fenced-resource call found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {

@@ -37,7 +37,9 @@ use nix::unistd::Pid;
 use broken::Flaw;
 use common::proxy::{Mode, Proxy};
 use common::{fence_in, Server, TempDir, SOMEONE_ELSE};
-use history::{check, ms, now_ns, rule, summary, Event, Kind, Limits, Verdict, WorkerLog};
+use history::{
+    check, ms, now_ns, rule, summary, wall_offset_ns, Event, Kind, Limits, Verdict, WorkerLog,
+};
 use worker::{resource_keys, Rng, Settings, FAST_KEYS, PREFIX, SLOW_KEY};
 
 const TTL: Duration = Duration::from_millis(1000);
@@ -153,6 +155,12 @@ fn main() {
     for s in &scenarios {
         let out = run(s);
         println!("{:<52} {}", s.name, summary(&out.verdict));
+        if out.clock_step > 20 * history::MS {
+            println!(
+                "    the wall clock moved {:.1} ms against the monotonic clock during this run",
+                ms(out.clock_step)
+            );
+        }
         if std::env::var("REDMUTEX_CHAOS_VERBOSE").is_ok() {
             for n in out.verdict.notes.iter().take(10) {
                 println!("    excused: {n}");
@@ -248,6 +256,8 @@ struct Outcome {
     processes: usize,
     rejected: u64,
     failures: BTreeMap<String, u64>,
+    /// How far the wall clock moved against the monotonic clock.
+    clock_step: u64,
 }
 
 /// Figures per fault kind, over every scenario.
@@ -276,6 +286,7 @@ struct Totals {
     kinds: BTreeMap<Kind, PerKind>,
     soak_violations: usize,
     failures: BTreeMap<String, u64>,
+    clock_step: u64,
 }
 
 impl Totals {
@@ -318,6 +329,7 @@ impl Totals {
             k.excused += v.excused_total();
         }
         add_counts(&mut self.failures, &o.failures);
+        self.clock_step = self.clock_step.max(o.clock_step);
     }
 
     fn report(&self, controls: &[(Flaw, &str, usize)], took: Duration) -> String {
@@ -344,6 +356,10 @@ impl Totals {
         s += &format!(
             "| starving rounds that took the pool (recorded by the worker) | {} of {} |\n",
             self.starved.0, self.starved.1
+        );
+        s += &format!(
+            "| largest wall-clock step against the monotonic clock in a scenario | {:.1} ms |\n",
+            ms(self.clock_step)
         );
         s += &format!("| run time | {:.0} s |\n", took.as_secs_f64());
         s += "\n| fault | injected | per master | violations (own scenario) | overlaps excused (own scenario) | max loss report | max takeover |\n|---|---|---|---|---|---|---|\n";
@@ -408,6 +424,9 @@ struct Run<'a> {
     killed: HashSet<u32>,
     /// The worker that logs in without channel rights.
     acl_worker: Option<u32>,
+    /// The wall clock's offset from the monotonic clock, lowest and highest
+    /// seen (nanoseconds).
+    wall: (i128, i128),
     violations: Vec<history::Violation>,
     rng: Rng,
 }
@@ -432,6 +451,7 @@ fn run(scenario: &Scenario) -> Outcome {
         events: Vec::new(),
         killed: HashSet::new(),
         acl_worker: None,
+        wall: (wall_offset_ns(), wall_offset_ns()),
         violations: Vec::new(),
         rng: Rng::new(now_ns()),
     };
@@ -606,6 +626,7 @@ impl Run<'_> {
     }
 
     fn inject(&mut self, kind: Kind) {
+        self.watch_clock();
         let start = now_ns();
         let redlock = self.scenario.redlock;
         let mut event = Event {
@@ -864,7 +885,14 @@ impl Run<'_> {
         (now_ns(), Vec::new())
     }
 
+    /// Records where the wall clock stands against the monotonic clock.
+    fn watch_clock(&mut self) {
+        let o = wall_offset_ns();
+        self.wall = (self.wall.0.min(o), self.wall.1.max(o));
+    }
+
     fn finish(mut self) -> Outcome {
+        self.watch_clock();
         let processes = self.next_id as usize;
         // Closing a worker's standard input tells it to stop.
         for w in &mut self.workers {
@@ -959,12 +987,14 @@ impl Run<'_> {
         for l in &logs {
             add_counts(&mut failures, &l.failures);
         }
+        let clock_step = u64::try_from(self.wall.1 - self.wall.0).unwrap_or(u64::MAX);
         Outcome {
             verdict,
             events: self.events,
             processes,
             rejected,
             failures,
+            clock_step,
         }
     }
 
