@@ -154,7 +154,10 @@
 //! - a lock is granted when N/2 + 1 instances took it (every key of it)
 //!   within its validity: `ttl - elapsed - drift`, with `elapsed` counted
 //!   from when the first request was sent and `drift` 1 % of the TTL plus
-//!   2 ms by default ([`Builder::drift`]);
+//!   2 ms by default ([`Builder::drift`]), and no instance that answered
+//!   holds it for someone else: the grant then takes the free instances too
+//!   (a hold on a bare majority would fall to one instance's data loss), and
+//!   is given up when a rival keeps one;
 //! - each instance's call is bounded by a timeout of at most a tenth of the
 //!   TTL, so a dead or hung instance costs that and no more, and an
 //!   operation takes as long as the slowest member of the quorum;

@@ -100,6 +100,10 @@ pub(crate) enum Outcome {
     },
 }
 
+/// How many times a Redlock grant tries to take the instances where a rival
+/// held the lock for a moment before it gives the grant up.
+const REPAIR_TRIES: u32 = 3;
+
 /// A lock that a release handed over to a waiter: its owner token and
 /// fencing token.
 pub(crate) type Handed = (String, u64);
@@ -325,11 +329,22 @@ impl Shared {
                 everywhere: true,
             }),
             Acquired::Granted { fence } => match self.raise_fences(a, fence) {
-                Ok(everywhere) => Ok(Outcome::Granted {
+                Ok(true) => Ok(Outcome::Granted {
                     sent,
                     fence,
-                    everywhere,
+                    everywhere: true,
                 }),
+                // Another client holds the lock on an instance that
+                // answered (a rival's failed attempt, for a moment): a
+                // grant on a bare majority would fall to one instance's
+                // data loss, so it is not kept. The attempt counts as busy.
+                Ok(false) => {
+                    self.release_quietly(a);
+                    Ok(Outcome::Busy {
+                        holder_ttl: None,
+                        sent,
+                    })
+                }
                 Err(e) => {
                     self.release_quietly(a);
                     Err(e)
@@ -419,8 +434,23 @@ impl Shared {
     /// later majority overlaps an instance that counts above it, and takes
     /// the lock on the instances where it is free (a grant on a bare
     /// majority). Needs a majority to confirm.
-    /// Says whether the lock is now ours on every instance.
+    /// Says whether the lock is now ours on every instance that answered
+    /// (instances that did not answer count as down, not as taken). Tries
+    /// again, at most [`REPAIR_TRIES`] times, while an instance answers that
+    /// another client holds the lock there: a rival's failed attempt
+    /// releases it a round trip later.
     fn raise_fences(&self, a: &Acquisition, fence: u64) -> Result<bool, Error> {
+        let mut tries = 0;
+        loop {
+            let everywhere = self.raise_fences_once(a, fence)?;
+            tries += 1;
+            if everywhere || tries >= REPAIR_TRIES {
+                return Ok(everywhere);
+            }
+        }
+    }
+
+    fn raise_fences_once(&self, a: &Acquisition, fence: u64) -> Result<bool, Error> {
         let answers = redlock::fan_out(self.instances.len(), |i| {
             let mut call = scripts::RAISE_FENCE.prepare_invoke();
             call.key(&a.fence_key)
@@ -435,7 +465,7 @@ impl Shared {
         let needed = redlock::quorum(self.instances.len());
         let confirmed = answers.iter().filter(|r| r.is_ok()).count();
         if confirmed >= needed {
-            return Ok(answers.iter().all(|r| matches!(r, Ok(true))));
+            return Ok(!answers.iter().any(|r| matches!(r, Ok(false))));
         }
         let last = answers.into_iter().filter_map(Result::err).next_back();
         Err(Error::NoQuorum {
