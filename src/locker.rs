@@ -274,11 +274,7 @@ impl Locker {
         let acquisition = self.shared.prepare(keys)?;
         let queue = self.shared.queue_mode(&acquisition, Queue::Respect);
         match self.shared.acquire(&acquisition, queue)? {
-            Outcome::Granted {
-                sent,
-                fence,
-                everywhere,
-            } => self.grant(acquisition, sent, fence, everywhere).map(Some),
+            Outcome::Granted { sent, fence } => self.grant(acquisition, sent, fence).map(Some),
             Outcome::Busy { .. } => Ok(None),
         }
     }
@@ -316,11 +312,7 @@ impl Locker {
                 }
             };
             let (holder_ttl, sent) = match outcome {
-                Outcome::Granted {
-                    sent,
-                    fence,
-                    everywhere,
-                } => return self.grant(acquisition, sent, fence, everywhere),
+                Outcome::Granted { sent, fence } => return self.grant(acquisition, sent, fence),
                 Outcome::Busy { holder_ttl, sent } => (holder_ttl, sent),
             };
             let now = Instant::now();
@@ -362,22 +354,10 @@ impl Locker {
         }
     }
 
-    /// Turns a granted acquisition into a guard, starting its watchdog. A
-    /// Redlock grant that holds only a majority of the instances gets its
-    /// first renewal soon, to take the others.
-    fn grant(
-        &self,
-        a: Acquisition,
-        sent: Instant,
-        fence: u64,
-        everywhere: bool,
-    ) -> Result<Guard, Error> {
+    /// Turns a granted acquisition into a guard, starting its watchdog.
+    fn grant(&self, a: Acquisition, sent: Instant, fence: u64) -> Result<Guard, Error> {
         let config = &self.shared.config;
-        let lease = Lease::new(sent, config.ttl, config.drift);
-        if !everywhere {
-            lease.hurry();
-        }
-        self.guard(a, fence, lease)
+        self.guard(a, fence, Lease::new(sent, config.ttl, config.drift))
     }
 
     /// Turns a lock handed over to `a` (a claim of `claim`, counted from

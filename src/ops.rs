@@ -87,9 +87,6 @@ pub(crate) enum Outcome {
         /// When the first request was sent: the lease counts from here.
         sent: Instant,
         fence: u64,
-        /// Redlock: the lock is ours on every instance, not only a
-        /// majority (always true on one instance).
-        everywhere: bool,
     },
     Busy {
         /// How long the busy key's lease has left, when it has a TTL.
@@ -323,17 +320,9 @@ impl Shared {
         let ttl = self.config.ttl;
         let drift = time::drift(ttl, self.config.drift);
         match redlock::decide_acquire(answers, ttl, sent.elapsed(), drift) {
-            Acquired::Granted { fence } if n == 1 => Ok(Outcome::Granted {
-                sent,
-                fence,
-                everywhere: true,
-            }),
+            Acquired::Granted { fence } if n == 1 => Ok(Outcome::Granted { sent, fence }),
             Acquired::Granted { fence } => match self.raise_fences(a, fence) {
-                Ok(true) => Ok(Outcome::Granted {
-                    sent,
-                    fence,
-                    everywhere: true,
-                }),
+                Ok(true) => Ok(Outcome::Granted { sent, fence }),
                 // Another client holds the lock on an instance that
                 // answered (a rival's failed attempt, for a moment): a
                 // grant on a bare majority would fall to one instance's
