@@ -291,9 +291,9 @@ const SETTLE_PINGS: u32 = 30;
 
 /// Takes a connection on which an operation timed out out of use, on a
 /// thread of its own: runs `undo` on it first, if given, then sends `PING`
-/// (each bounded by the connection's own timeouts)
-/// until one is answered (redis-rs skips the late replies first) or the
-/// connection closes, at most [`SETTLE_PINGS`] times. Then `home` gets it
+/// (each bounded by the connection's own timeouts) until one is answered
+/// (redis-rs skips the late replies first) or the connection closes, at
+/// most [`SETTLE_PINGS`] times. Then `home` gets it
 /// back: the spare slot, or else the pool. Meanwhile the pool opens fresh
 /// connections for the next operations. If no thread can be had, the
 /// connection goes back to the pool at once.

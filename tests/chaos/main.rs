@@ -591,19 +591,21 @@ impl Run<'_> {
 
     /// Every lock key on server `i`, as a victim.
     fn locks_on(&self, i: usize) -> Vec<(String, u64, Option<u32>)> {
-        let values: Vec<(String, String)> = redis::Script::new(READ_LOCKS)
-            .arg(format!("{PREFIX}:*"))
-            .invoke(&mut self.conn(i))
-            .unwrap_or_default();
-        victims(values)
+        victims(self.read_locks(i, false).unwrap_or_default())
     }
 
+    /// `FLUSHALL` on server `i`; the lock keys it took, as victims.
     fn flush(&self, i: usize) -> Vec<(String, u64, Option<u32>)> {
-        let values: Vec<(String, String)> = redis::Script::new(FLUSH_ALL)
+        victims(self.read_locks(i, true).expect("FLUSHALL"))
+    }
+
+    /// The suite's string keys on server `i` with their values, then a
+    /// `FLUSHALL` in the same script if `flush`.
+    fn read_locks(&self, i: usize, flush: bool) -> redis::RedisResult<Vec<(String, String)>> {
+        redis::Script::new(READ_LOCKS)
             .arg(format!("{PREFIX}:*"))
+            .arg(if flush { "flush" } else { "" })
             .invoke(&mut self.conn(i))
-            .expect("FLUSHALL");
-        victims(values)
     }
 
     fn kill_worker(&mut self, pos: usize) -> u32 {
@@ -1126,23 +1128,14 @@ else redis.call('PEXPIRE', KEYS[1], 1) end
 return v
 ";
 
-/// Reads every string key matching ARGV[1] with its value.
+/// Reads every string key matching ARGV[1] with its value; then FLUSHALL
+/// when ARGV[2] is "flush", so the victims are read atomically with it.
 const READ_LOCKS: &str = r"
 local out = {}
 for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
   local ok, v = pcall(redis.call, 'GET', k)
   if ok and v then table.insert(out, {k, v}) end
 end
-return out
-";
-
-/// Reads every key matching ARGV[1] with its value, then FLUSHALL.
-const FLUSH_ALL: &str = r"
-local out = {}
-for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
-  local ok, v = pcall(redis.call, 'GET', k)
-  if ok and v then table.insert(out, {k, v}) end
-end
-redis.call('FLUSHALL')
+if ARGV[2] == 'flush' then redis.call('FLUSHALL') end
 return out
 ";
