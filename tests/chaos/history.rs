@@ -115,6 +115,11 @@ pub mod line {
     }
 
     /// The section holds this many of its pool's connections.
+    /// A starving round on `key` starts taking every pooled connection.
+    pub fn starving(key: &str, token: u64, t: u64) -> String {
+        format!("B {key} {token} {t}\n")
+    }
+
     pub fn starved(key: &str, token: u64, t: u64, taken: usize) -> String {
         format!("S {key} {token} {t} {taken}\n")
     }
@@ -277,6 +282,10 @@ pub enum Kind {
     ProxyBlackhole,
     ProxyDropReplies,
     StarvePool,
+    /// A holder that holds every pooled connection (a starving round) has
+    /// its replies cut past its TTL: it must be told by its lease while its
+    /// application still holds the connections.
+    StarveCut,
     /// Redlock: the data of two masters lost, at different times.
     FlushTwo,
     /// Redlock: two masters killed at once, restarted empty later.
@@ -287,7 +296,7 @@ pub enum Kind {
 
 impl Kind {
     /// The faults of a single-server scenario.
-    pub const ONE_SERVER: [Kind; 20] = [
+    pub const ONE_SERVER: [Kind; 21] = [
         Kind::KillHolder,
         Kind::KillWaiter,
         Kind::PauseHolder,
@@ -308,6 +317,7 @@ impl Kind {
         Kind::ProxyBlackhole,
         Kind::ProxyDropReplies,
         Kind::StarvePool,
+        Kind::StarveCut,
     ];
 
     pub fn name(self) -> &'static str {
@@ -332,6 +342,7 @@ impl Kind {
             Kind::ProxyBlackhole => "proxy: blackhole past the TTL",
             Kind::ProxyDropReplies => "proxy: replies dropped",
             Kind::StarvePool => "application holds every pooled connection",
+            Kind::StarveCut => "a starving holder's replies cut past its TTL",
             Kind::FlushTwo => "Redlock: two masters flushed apart",
             Kind::KillTwo => "Redlock: two masters killed at once",
             Kind::SkewMaster => "Redlock: one master's replies late",
@@ -364,7 +375,16 @@ impl Kind {
                 | Kind::CutHolderReplies
                 | Kind::HalfOpenHolder
                 | Kind::StarvePool
+                | Kind::StarveCut
         )
+    }
+
+    /// Freezes one worker's process (`Event::worker`): the only fault that
+    /// excuses a holder told of its loss after a rival entered (it could
+    /// not run to hear it). A holder cut off from the server still runs,
+    /// and its lease's deadline comes before the key expires.
+    pub fn freezes_worker(self) -> bool {
+        self == Kind::PauseHolder
     }
 
     /// Keeps every worker's renewals from getting through for a while, so
@@ -563,17 +583,19 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits, redlock: boo
     // The fault that cut `s`'s worker off (or froze it) while it held the
     // lock (a pause that ended less than a TTL before its recorded entry
     // may have hit it between `lock` returning and the record).
-    let cut_off = |s: &Section, until: u64| -> Option<Kind> {
+    let hit = |s: &Section, until: u64, how: fn(Kind) -> bool| -> Option<Kind> {
         events
             .iter()
             .find(|e| {
-                e.kind.cuts_off_worker()
+                how(e.kind)
                     && e.worker == Some(s.worker)
                     && e.start < until.max(s.enter)
                     && e.end + limits.ttl > s.enter
             })
             .map(|e| e.kind)
     };
+    let cut_off = |s: &Section, until: u64| hit(s, until, Kind::cuts_off_worker);
+    let frozen = |s: &Section, until: u64| hit(s, until, Kind::freezes_worker);
     // The tamper that took `s`'s lock away before `until`. On Redlock only a
     // fault that hit a majority of masters takes a lock away.
     // Whether `s` held one of the locks `e` took away.
@@ -656,7 +678,9 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits, redlock: boo
                 let why = if told.is_some_and(|t| t <= since) {
                     Some(None)
                 } else if told.is_some() {
-                    cut_off(old, since).or_else(|| robbed(old, since)).map(Some)
+                    // Told after the rival entered: only a frozen process
+                    // or a lock taken behind the library's back explains it.
+                    frozen(old, since).or_else(|| robbed(old, since)).map(Some)
                 } else {
                     // Robbed, and its section ended before a renewal could
                     // have told it.

@@ -250,6 +250,19 @@ const REDLOCK_FAULTS: [Kind; 12] = [
     Kind::SkewMaster,
 ];
 
+/// Whether a worker's record file shows a starving round begun after its
+/// first `from` bytes.
+fn starving_since(path: &std::path::Path, from: u64) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|mut f| {
+            f.seek(SeekFrom::Start(from))?;
+            f.read_to_string(&mut text)
+        })
+        .is_ok_and(|_| text.lines().any(|l| l.starts_with("B ")))
+}
+
 struct Outcome {
     verdict: Verdict,
     events: Vec<Event>,
@@ -617,6 +630,25 @@ impl Run<'_> {
         w.id
     }
 
+    /// Tells a worker that has not starved for a while to run a starving
+    /// round (one at a time per worker: each can wait seconds for the slow
+    /// key); its position.
+    fn starve(&mut self) -> Option<usize> {
+        let now = Instant::now();
+        let pos = self.workers.iter().position(|w| {
+            w.starved
+                .is_none_or(|t| now.duration_since(t) > Duration::from_secs(20))
+        })?;
+        let w = &mut self.workers[pos];
+        w.starved = Some(now);
+        let stdin = w.stdin.as_mut().expect("a worker's stdin");
+        stdin
+            .write_all(b"starve\n")
+            .expect("tell a worker to starve");
+        stdin.flush().expect("flush");
+        Some(pos)
+    }
+
     /// Sets the proxy of the worker at `pos` to `mode` for `hold`.
     fn cut(&mut self, pos: usize, mode: Mode, hold: Duration) -> u32 {
         let w = &self.workers[pos];
@@ -736,23 +768,30 @@ impl Run<'_> {
                 }
             }
             Kind::StarvePool => {
-                // One starving round at a time per worker: each can wait
-                // seconds for the slow key.
-                let now = Instant::now();
-                let Some(w) = self.workers.iter_mut().find(|w| {
-                    w.starved
-                        .is_none_or(|t| now.duration_since(t) > Duration::from_secs(20))
-                }) else {
+                let Some(pos) = self.starve() else {
                     return;
                 };
-                w.starved = Some(now);
-                event.worker = Some(w.id);
-                let stdin = w.stdin.as_mut().expect("a worker's stdin");
-                stdin
-                    .write_all(b"starve\n")
-                    .expect("tell a worker to starve");
-                stdin.flush().expect("flush");
+                event.worker = Some(self.workers[pos].id);
                 event.end = now_ns() + (TTL * 3).as_nanos() as u64;
+            }
+            Kind::StarveCut => {
+                let Some(pos) = self.starve() else {
+                    return;
+                };
+                // Cut its replies once its starving round holds the lock
+                // and has started taking the connections.
+                let id = self.workers[pos].id;
+                let path = self.log_path(id);
+                let from = std::fs::metadata(&path).map_or(0, |m| m.len());
+                let give_up = Instant::now() + Duration::from_secs(15);
+                while !starving_since(&path, from) {
+                    if Instant::now() > give_up {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                event.start = now_ns();
+                event.worker = Some(self.cut(pos, Mode::StallReplies, TTL * 2));
             }
             Kind::FlushTwo => {
                 let a = self.rng.below(3) as usize;

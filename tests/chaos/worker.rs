@@ -364,6 +364,7 @@ fn section(
     let (get, value) = res.call(key, token, "get");
     let mut taken = Vec::new();
     if let Some(pool) = starve {
+        rec.put(&line::starving(key, token, now_ns()));
         // Take every connection, as each comes free, for a while.
         let until = Instant::now() + Duration::from_millis(1500);
         while Instant::now() < until {
