@@ -362,22 +362,30 @@ fn section(
     let token = held.token();
     rec.put(&line::enter(key, token, now_ns(), asked));
     let (get, value) = res.call(key, token, "get");
-    let mut taken = Vec::new();
-    if let Some(pool) = starve {
+    // The application's other thread takes every connection, as each comes
+    // free, for a while; this one keeps listening to its guard meanwhile,
+    // so that a loss is recorded when the guard tells it.
+    let starver = starve.map(|pool| {
+        let pool = pool.clone();
         rec.put(&line::starving(key, token, now_ns()));
-        // Take every connection, as each comes free, for a while.
-        let until = Instant::now() + Duration::from_millis(1500);
-        while Instant::now() < until {
-            if let Ok(c) = pool.get_timeout(Duration::from_millis(20)) {
-                taken.push(c);
+        std::thread::spawn(move || {
+            let mut taken = Vec::new();
+            let until = Instant::now() + Duration::from_millis(1500);
+            while Instant::now() < until {
+                if let Ok(c) = pool.get_timeout(Duration::from_millis(20)) {
+                    taken.push(c);
+                }
             }
-        }
-        rec.put(&line::starved(key, token, now_ns(), taken.len()));
-    }
+            (now_ns(), taken)
+        })
+    });
     if held.wait_lost(hold) {
         rec.put(&line::lost(key, token, now_ns()));
     }
-    drop(taken);
+    if let Some(starver) = starver {
+        let (t, taken) = starver.join().expect("the starving thread");
+        rec.put(&line::starved(key, token, t, taken.len()));
+    }
     let set_start = now_ns();
     let set = if get == Op::Ok {
         res.call(key, token, &(value + 1).to_string()).0
