@@ -78,3 +78,30 @@ fn replica_timeout_must_fit_in_the_io_timeout() {
         .build();
     assert!(matches!(r, Err(Error::InvalidInput(_))), "{r:?}");
 }
+
+/// A lease with `min_replicas` counts only what the replicas have: a
+/// renewal the replica does not acknowledge does not extend it, so that a
+/// failover to that replica cannot find the lock gone (expired there) while
+/// its holder still believes it holds it.
+#[test]
+fn renewals_the_replica_misses_do_not_extend_the_lease() {
+    let master = Server::start();
+    let replica = Server::replica_of(&master);
+    let ttl = Duration::from_millis(600);
+    let locker = master
+        .builder()
+        .ttl(ttl)
+        .min_replicas(1)
+        .replica_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let g = locker.lock(&key("renewed")).unwrap();
+    replica.pause(); // from now on the replica's copy is not renewed
+    let lost = g.wait_lost(ttl * 3);
+    replica.resume();
+    assert!(
+        lost,
+        "renewals the replica never acknowledged kept the lease for {:?}, past the TTL of its copy",
+        ttl * 3
+    );
+}
