@@ -308,9 +308,15 @@ impl Builder {
     /// on another connection would confirm nothing: it counts the writes of
     /// its own connection.)
     ///
+    /// Renewals (and [`Guard::extend`](crate::Guard::extend)) wait the same
+    /// way, and count only once acknowledged: a lease is never longer than
+    /// the replicas' copy of the lock. A stalled replica therefore costs the
+    /// holder its lease (told as any loss is), rather than leaving a copy
+    /// that a failover would find expired.
+    ///
     /// Without it, a failover can promote a replica that never saw the lock
     /// and hand it to a second holder. With it, that takes the loss of every
-    /// acknowledging replica too. Renewals are not waited for.
+    /// acknowledging replica too.
     ///
     /// Defaults to 0: no wait.
     ///

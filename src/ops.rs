@@ -101,6 +101,27 @@ pub(crate) enum Outcome {
 /// held the lock for a moment before it gives the grant up.
 const REPAIR_TRIES: u32 = 3;
 
+/// With [`Builder::min_replicas`](crate::Builder::min_replicas): waits
+/// (`WAIT`, on the connection that wrote) until that many replicas have
+/// what was written, within the replica timeout.
+fn acknowledged(config: &Config, c: &mut dyn ConnectionLike) -> Result<(), Error> {
+    if config.min_replicas == 0 {
+        return Ok(());
+    }
+    let acked = redis::cmd("WAIT")
+        .arg(config.min_replicas)
+        .arg(time::millis_ceil(config.replica_timeout))
+        .query::<u64>(c)?;
+    if acked >= config.min_replicas {
+        Ok(())
+    } else {
+        Err(Error::NotReplicated {
+            acked,
+            needed: config.min_replicas,
+        })
+    }
+}
+
 /// A lock that a release handed over to a waiter: its owner token and
 /// fencing token.
 pub(crate) type Handed = (String, u64);
@@ -390,24 +411,14 @@ impl Shared {
             let reply = call.invoke::<Value>(c)?;
             let (g, floor) = parse_acquire(&reply)?;
             a.floor.store(floor, Ordering::SeqCst);
-            if matches!(g, Grant::Granted(_)) && config.min_replicas > 0 {
-                let wait_ms = time::millis_ceil(config.replica_timeout);
-                let acked = redis::cmd("WAIT")
-                    .arg(config.min_replicas)
-                    .arg(wait_ms)
-                    .query::<u64>(c);
-                match acked {
-                    Ok(acked) if acked >= config.min_replicas => {}
-                    Ok(acked) => {
-                        // Its own failure changes nothing we report.
+            if matches!(g, Grant::Granted(_)) {
+                if let Err(e) = acknowledged(config, c) {
+                    if matches!(e, Error::NotReplicated { .. }) {
+                        // Its own failure changes nothing we report. (After
+                        // an I/O error the connector releases; see above.)
                         let _ = release_by_token(a).query::<Value>(c);
-                        return Err(Error::NotReplicated {
-                            acked,
-                            needed: config.min_replicas,
-                        });
                     }
-                    // An I/O error: the connector releases (see above).
-                    Err(e) => return Err(Error::Redis(e)),
+                    return Err(e);
                 }
             }
             grant = Some(g);
@@ -550,7 +561,15 @@ impl Shared {
             if let Some((value, fence)) = &repair {
                 call.key(&a.fence_key).arg(value).arg(*fence);
             }
-            let reply = self.run_renewal_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            let reply = self.run_renewal_on(i, &mut |c| {
+                let reply = call.invoke::<Value>(c)?;
+                // A renewal counts once the replicas have it too: else a
+                // failover to one of them could find the lock expired.
+                if reply == Value::Int(1) {
+                    acknowledged(&self.config, c)?;
+                }
+                Ok(reply)
+            })?;
             Ok(int_reply(&reply, "renew")? == 1)
         });
         match redlock::decide_renew(&answers) {
