@@ -286,6 +286,9 @@ pub enum Kind {
     /// its replies cut past its TTL: it must be told by its lease while its
     /// application still holds the connections.
     StarveCut,
+    /// Sentinel: the replica promoted (`SENTINEL FAILOVER`) while a lock
+    /// is held; the old master becomes its replica.
+    Failover,
     /// Redlock: the data of two masters lost, at different times.
     FlushTwo,
     /// Redlock: two masters killed at once, restarted empty later.
@@ -343,6 +346,7 @@ impl Kind {
             Kind::ProxyDropReplies => "proxy: replies dropped",
             Kind::StarvePool => "application holds every pooled connection",
             Kind::StarveCut => "a starving holder's replies cut past its TTL",
+            Kind::Failover => "Sentinel: failover while holding",
             Kind::FlushTwo => "Redlock: two masters flushed apart",
             Kind::KillTwo => "Redlock: two masters killed at once",
             Kind::SkewMaster => "Redlock: one master's replies late",
@@ -538,7 +542,17 @@ impl Verdict {
 /// a waiting caller served promptly after a release; a clean end with no
 /// watchdog left running. (Lost updates and leftovers are checked by the
 /// coordinator, which reads Redis.)
-pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits, redlock: bool) -> Verdict {
+/// `lossy_failover`: Sentinel without `min_replicas`, where a failover may
+/// hand a lock to a second holder (the documented limit of asynchronous
+/// replication): such overlaps are counted apart, as long as the older
+/// holder is told and no stale write is accepted.
+pub fn check(
+    logs: &[WorkerLog],
+    events: &[Event],
+    limits: &Limits,
+    redlock: bool,
+    lossy_failover: bool,
+) -> Verdict {
     let mut v = Verdict::default();
     let killed: HashMap<u32, u64> = events
         .iter()
@@ -625,6 +639,19 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits, redlock: boo
             .map(|e| e.kind)
     };
 
+    // A failover around `since` that may have lost a lock granted on the
+    // old master (a master that keeps taking writes until it is demoted).
+    let failed_over = |since: u64| -> Option<Kind> {
+        events
+            .iter()
+            .find(|e| {
+                lossy_failover
+                    && e.kind == Kind::Failover
+                    && e.start <= since
+                    && since <= e.end + limits.ttl
+            })
+            .map(|e| e.kind)
+    };
     let robbed_untold = |s: &Section, until: u64| -> Option<Kind> {
         events
             .iter()
@@ -680,7 +707,10 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits, redlock: boo
                 } else if told.is_some() {
                     // Told after the rival entered: only a frozen process
                     // or a lock taken behind the library's back explains it.
-                    frozen(old, since).or_else(|| robbed(old, since)).map(Some)
+                    frozen(old, since)
+                        .or_else(|| robbed(old, since))
+                        .or_else(|| failed_over(since))
+                        .map(Some)
                 } else {
                     // Robbed, and its section ended before a renewal could
                     // have told it.
@@ -740,7 +770,9 @@ pub fn check(logs: &[WorkerLog], events: &[Event], limits: &Limits, redlock: boo
                     let fenced_off = !b.exit.as_ref().is_some_and(|x| x.set == Op::Ok);
                     let late = fenced_off
                         && ((b.told().is_some()
-                            && (cut_off(b, b.enter).is_some() || robbed(b, b.enter).is_some()))
+                            && (cut_off(b, b.enter).is_some()
+                                || robbed(b, b.enter).is_some()
+                                || failed_over(b.enter).is_some()))
                             || robbed_untold(b, b.enter).is_some());
                     if late {
                         *v.excused

@@ -60,6 +60,9 @@ const NO_CHANNELS: &str = "nochannels";
 struct Scenario {
     name: String,
     redlock: bool,
+    /// Sentinel (a master, a replica, three sentinels), with this many
+    /// replicas to acknowledge each grant.
+    sentinel: Option<u64>,
     flaw: Option<Flaw>,
     faults: Vec<Kind>,
     /// Mix the faults at random for this long instead of once each.
@@ -71,6 +74,7 @@ impl Scenario {
         Scenario {
             name: kind.name().to_owned(),
             redlock: false,
+            sentinel: None,
             flaw: None,
             faults: vec![kind],
             soak: None,
@@ -121,6 +125,7 @@ fn main() {
     scenarios.push(Scenario {
         name: "Redlock over 3 masters".into(),
         redlock: true,
+        sentinel: None,
         flaw: None,
         faults: REDLOCK_FAULTS.to_vec(),
         soak: None,
@@ -128,14 +133,37 @@ fn main() {
     scenarios.push(Scenario {
         name: "Redlock: a majority eroded one master at a time".into(),
         redlock: true,
+        sentinel: None,
         flaw: None,
         faults: vec![Kind::FlushTwo; 4],
         soak: None,
     });
+    for (replicas, name) in [
+        (0, "Sentinel failover while holding"),
+        (1, "Sentinel failover while holding, min_replicas 1"),
+    ] {
+        scenarios.push(Scenario {
+            name: name.into(),
+            redlock: false,
+            sentinel: Some(replicas),
+            flaw: None,
+            faults: vec![Kind::Failover; if long { 3 } else { 1 }],
+            soak: None,
+        });
+    }
     if long {
+        scenarios.push(Scenario {
+            name: "Sentinel soak: failovers and holder faults, mixed".into(),
+            redlock: false,
+            sentinel: Some(1),
+            flaw: None,
+            faults: SENTINEL_FAULTS.to_vec(),
+            soak: Some(Duration::from_secs(60)),
+        });
         scenarios.push(Scenario {
             name: "soak: every fault, mixed".into(),
             redlock: false,
+            sentinel: None,
             flaw: None,
             faults: Kind::ONE_SERVER.to_vec(),
             soak: Some(Duration::from_secs(240)),
@@ -143,6 +171,7 @@ fn main() {
         scenarios.push(Scenario {
             name: "Redlock soak: every fault, mixed".into(),
             redlock: true,
+            sentinel: None,
             flaw: None,
             faults: REDLOCK_FAULTS.to_vec(),
             soak: Some(Duration::from_secs(90)),
@@ -193,6 +222,7 @@ fn main() {
         let s = Scenario {
             name: format!("negative control: {}", flaw.code()),
             redlock: false,
+            sentinel: None,
             flaw: Some(flaw),
             faults: faults.to_vec(),
             soak: None,
@@ -234,6 +264,14 @@ fn main() {
         scenarios.len() + controls.len()
     );
 }
+
+const SENTINEL_FAULTS: [Kind; 5] = [
+    Kind::Failover,
+    Kind::Failover,
+    Kind::KillHolder,
+    Kind::KillWaiter,
+    Kind::PauseHolder,
+];
 
 const REDLOCK_FAULTS: [Kind; 12] = [
     Kind::KillHolder,
@@ -336,7 +374,11 @@ impl Totals {
         }
         if s.soak.is_some() {
             self.soak_violations += v.violations.len();
-        } else if let [kind] = s.faults.as_slice() {
+        } else if let Some(kind) = s
+            .faults
+            .first()
+            .filter(|k| s.faults.iter().all(|f| f == *k))
+        {
             let k = self.kinds.entry(*kind).or_default();
             k.violations += v.violations.len();
             k.excused += v.excused_total();
@@ -429,6 +471,8 @@ struct Run<'a> {
     servers: Vec<Server>,
     /// Redlock: one proxy in front of each master.
     master_proxies: Vec<Proxy>,
+    /// Sentinel: the sentinels watching `servers` (a master and a replica).
+    sentinels: Option<common::Sentinels>,
     resource: Server,
     dir: TempDir,
     workers: Vec<Worker>,
@@ -445,9 +489,13 @@ struct Run<'a> {
 }
 
 fn run(scenario: &Scenario) -> Outcome {
-    let servers: Vec<Server> = (0..if scenario.redlock { 3 } else { 1 })
+    let mut servers: Vec<Server> = (0..if scenario.redlock { 3 } else { 1 })
         .map(|_| Server::start())
         .collect();
+    let sentinels = scenario.sentinel.map(|_| {
+        servers.push(Server::replica_of(&servers[0]));
+        common::Sentinels::watch(&servers[0])
+    });
     let master_proxies = if scenario.redlock {
         servers.iter().map(|s| Proxy::start(s.port())).collect()
     } else {
@@ -457,6 +505,7 @@ fn run(scenario: &Scenario) -> Outcome {
         scenario,
         servers,
         master_proxies,
+        sentinels,
         resource: Server::start(),
         dir: TempDir::new("chaos"),
         workers: Vec::new(),
@@ -517,7 +566,9 @@ impl Run<'_> {
     fn spawn(&mut self) {
         let id = self.next_id;
         self.next_id += 1;
-        let (proxy, lock_urls) = if self.scenario.redlock {
+        let (proxy, lock_urls) = if let Some(sentinels) = &self.sentinels {
+            (None, sentinels.urls())
+        } else if self.scenario.redlock {
             (None, self.master_proxies.iter().map(Proxy::url).collect())
         } else {
             let proxy = Proxy::start(self.servers[0].port());
@@ -544,6 +595,7 @@ impl Run<'_> {
             io: IO,
             backoff_max: BACKOFF_MAX,
             flaw: self.scenario.flaw,
+            sentinel: self.scenario.sentinel,
         };
         let mut child = Command::new(std::env::current_exe().expect("this binary"))
             .env(worker::ENV, settings.encode())
@@ -628,6 +680,47 @@ impl Run<'_> {
         self.killed.insert(w.id);
         self.spawn();
         w.id
+    }
+
+    /// The position in `servers` of the one that is a master now.
+    fn master(&self) -> usize {
+        (0..self.servers.len())
+            .find(|&i| {
+                redis::cmd("ROLE")
+                    .query::<redis::Value>(&mut self.conn(i))
+                    .is_ok_and(|v| matches!(v, redis::Value::Array(a) if a.first().is_some_and(|r| *r == redis::Value::BulkString(b"master".to_vec()))))
+            })
+            .unwrap_or(0)
+    }
+
+    /// Sentinel: a forced failover (`SENTINEL FAILOVER`), until the old
+    /// master has become a replica of the new one with its link up.
+    fn failover(&self) {
+        let sentinels = self.sentinels.as_ref().expect("sentinels");
+        let old = self.master();
+        let mut c = redis::Client::open(sentinels.urls()[0].as_str())
+            .and_then(|c| c.get_connection())
+            .expect("a sentinel");
+        // A failover just before may still be settling.
+        common::wait_until("a failover accepted", Duration::from_secs(30), || {
+            redis::cmd("SENTINEL")
+                .arg("FAILOVER")
+                .arg(worker::SENTINEL_MASTER)
+                .query::<()>(&mut c)
+                .is_ok()
+        });
+        common::wait_until(
+            "the old master a replica of the new one",
+            Duration::from_secs(30),
+            || {
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query(&mut self.conn(old))
+                    .unwrap_or_default();
+                common::info_field(&info, "role").as_deref() == Some("slave")
+                    && common::info_field(&info, "master_link_status").as_deref() == Some("up")
+            },
+        );
     }
 
     /// Tells a worker that has not starved for a while to run a starving
@@ -817,6 +910,13 @@ impl Run<'_> {
                 self.servers[b].restart();
                 self.add_acl_user();
                 event.loses = true;
+            }
+            Kind::Failover => {
+                // While the slow key is held: promote the replica.
+                self.holder();
+                event.start = now_ns();
+                event.masters = vec![self.master()];
+                self.failover();
             }
             Kind::SkewMaster => {
                 let a = self.rng.below(3) as usize;
@@ -1022,7 +1122,13 @@ impl Run<'_> {
             backoff: nanos(BACKOFF_MAX),
             slack: nanos(SLACK),
         };
-        let mut verdict = check(&logs, &self.events, &limits, self.scenario.redlock);
+        let mut verdict = check(
+            &logs,
+            &self.events,
+            &limits,
+            self.scenario.redlock,
+            self.scenario.sentinel == Some(0),
+        );
         verdict.violations.append(&mut self.violations);
         let mut failures = BTreeMap::new();
         for l in &logs {

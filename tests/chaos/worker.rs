@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use redis::sentinel::{LockedSentinelClient, SentinelClient, SentinelServerType};
 use redis::Script;
 use redmutex::{Backoff, Error, Guard, Locker};
 
@@ -31,6 +32,8 @@ pub const ENV: &str = "REDMUTEX_CHAOS_WORKER";
 pub const FAST_KEYS: [&str; 3] = ["k0", "k1", "k2"];
 pub const SLOW_KEY: &str = "slow";
 pub const PREFIX: &str = "chaos";
+/// The name the sentinels know the master by.
+pub const SENTINEL_MASTER: &str = "mymaster";
 const FAST_THREADS: usize = 3;
 const POOL_SIZE: u32 = 8;
 
@@ -46,12 +49,15 @@ pub struct Settings {
     pub backoff_max: Duration,
     /// The negative controls: a locker broken in this one way.
     pub flaw: Option<Flaw>,
+    /// Sentinel: `lock_urls` are the sentinels', and the locker asks this
+    /// many replicas to acknowledge each grant.
+    pub sentinel: Option<u64>,
 }
 
 impl Settings {
     pub fn encode(&self) -> String {
         format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}",
             self.id,
             self.lock_urls.join(","),
             self.resource_url,
@@ -59,7 +65,8 @@ impl Settings {
             self.ttl.as_millis(),
             self.io.as_millis(),
             self.backoff_max.as_millis(),
-            self.flaw.map_or("-", Flaw::code)
+            self.flaw.map_or("-", Flaw::code),
+            self.sentinel.map_or("-".to_owned(), |n| n.to_string())
         )
     }
 
@@ -76,6 +83,7 @@ impl Settings {
             io: ms(5),
             backoff_max: ms(6),
             flaw: Flaw::parse(get(7)),
+            sentinel: get(8).parse().ok(),
         }
     }
 }
@@ -131,6 +139,7 @@ fn error_kind(e: &Error) -> &'static str {
         Error::Redis(_) => "redis",
         Error::Pool(_) => "pool",
         Error::NoQuorum { .. } => "no-quorum",
+        Error::NotReplicated { .. } => "not-replicated",
         _ => "other",
     }
 }
@@ -222,6 +231,27 @@ pub fn main(spec: &str) {
         .open(&settings.out)
         .expect("open the record file");
     let rec = Arc::new(Recorder { file });
+    if let Some(replicas) = settings.sentinel {
+        let client = SentinelClient::build(
+            settings.lock_urls.clone(),
+            SENTINEL_MASTER.to_owned(),
+            None,
+            SentinelServerType::Master,
+        )
+        .expect("sentinel urls");
+        let pool = r2d2::Pool::builder()
+            .max_size(POOL_SIZE)
+            .min_idle(Some(0))
+            .test_on_check_out(false)
+            .connection_timeout(Duration::from_secs(1))
+            .build_unchecked(LockedSentinelClient::new(client));
+        let locker = builder(Locker::builder(pool), &settings)
+            .min_replicas(replicas)
+            .replica_timeout(settings.io / 2)
+            .build()
+            .expect("a valid locker");
+        return work(&settings, rec, Arc::new(Real { locker }), &[]);
+    }
     let pools: Vec<r2d2::Pool<redis::Client>> = settings
         .lock_urls
         .iter()
@@ -243,16 +273,7 @@ pub fn main(spec: &str) {
         ))
     } else {
         let first = pools.first().expect("a pool").clone();
-        let mut b = Locker::builder(first)
-            .prefix(PREFIX)
-            .ttl(settings.ttl)
-            .io_timeout(settings.io)
-            .checkout_timeout(settings.io)
-            .metadata(format!("w{}", settings.id))
-            .backoff(Backoff::exponential(
-                Duration::from_millis(5),
-                settings.backoff_max,
-            ));
+        let mut b = builder(Locker::builder(first), &settings);
         for p in pools.iter().skip(1) {
             b = b.instance(p.clone());
         }
@@ -261,6 +282,30 @@ pub fn main(spec: &str) {
         })
     };
 
+    work(&settings, rec, lock, &pools);
+}
+
+/// The settings every real locker of a worker shares.
+fn builder(b: redmutex::Builder, settings: &Settings) -> redmutex::Builder {
+    b.prefix(PREFIX)
+        .ttl(settings.ttl)
+        .io_timeout(settings.io)
+        .checkout_timeout(settings.io)
+        .metadata(format!("w{}", settings.id))
+        .backoff(Backoff::exponential(
+            Duration::from_millis(5),
+            settings.backoff_max,
+        ))
+}
+
+/// The worker's threads, and the coordinator's commands, until its
+/// standard input ends. `pools`: the ones a starving round takes.
+fn work(
+    settings: &Settings,
+    rec: Arc<Recorder>,
+    lock: Arc<dyn Lock>,
+    pools: &[r2d2::Pool<redis::Client>],
+) {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     for n in 0..=FAST_THREADS {
