@@ -286,6 +286,10 @@ pub enum Kind {
     /// its replies cut past its TTL: it must be told by its lease while its
     /// application still holds the connections.
     StarveCut,
+    /// `maxmemory` with `volatile-ttl`, filled until writes fail: every
+    /// key with a TTL (every lock) is evicted, then writes fail with OOM
+    /// for a while.
+    Evict,
     /// Sentinel: the replica promoted (`SENTINEL FAILOVER`) while a lock
     /// is held; the old master becomes its replica.
     Failover,
@@ -299,7 +303,7 @@ pub enum Kind {
 
 impl Kind {
     /// The faults of a single-server scenario.
-    pub const ONE_SERVER: [Kind; 21] = [
+    pub const ONE_SERVER: [Kind; 22] = [
         Kind::KillHolder,
         Kind::KillWaiter,
         Kind::PauseHolder,
@@ -321,6 +325,7 @@ impl Kind {
         Kind::ProxyDropReplies,
         Kind::StarvePool,
         Kind::StarveCut,
+        Kind::Evict,
     ];
 
     pub fn name(self) -> &'static str {
@@ -346,6 +351,7 @@ impl Kind {
             Kind::ProxyDropReplies => "proxy: replies dropped",
             Kind::StarvePool => "application holds every pooled connection",
             Kind::StarveCut => "a starving holder's replies cut past its TTL",
+            Kind::Evict => "maxmemory volatile-ttl: locks evicted, then OOM",
             Kind::Failover => "Sentinel: failover while holding",
             Kind::FlushTwo => "Redlock: two masters flushed apart",
             Kind::KillTwo => "Redlock: two masters killed at once",
@@ -361,6 +367,7 @@ impl Kind {
                 | Kind::ForeignSet
                 | Kind::Pexpire
                 | Kind::FlushAll
+                | Kind::Evict
                 | Kind::RestoreSnapshot
                 | Kind::RestartAof
                 | Kind::RestartEmpty
@@ -427,6 +434,24 @@ pub struct Event {
     pub loses: bool,
     /// Redlock: the masters it hit.
     pub masters: Vec<usize>,
+    /// Lock keys evicted, each with when the eviction was heard of: the
+    /// victim is whoever held that key then.
+    pub evicted: Vec<(String, u64)>,
+}
+
+/// How late an eviction may be heard of after it happened (a keyspace
+/// notification on a loaded machine), so that a section that entered
+/// just before it is still its victim.
+const EVICTION_HEARD: u64 = 20 * MS;
+
+impl Event {
+    /// Whether `s` held the lock on `key` that was evicted at `t`.
+    fn evicted_from(s: &Section, key: &str, t: u64, end: u64) -> bool {
+        s.key == key
+            && s.asked <= t
+            && s.enter <= t + EVICTION_HEARD
+            && end >= t.saturating_sub(EVICTION_HEARD)
+    }
 }
 
 /// The bounds the checker holds the run to, in nanoseconds.
@@ -618,7 +643,10 @@ pub fn check(
             *k == s.key
                 && (*t == s.token
                     || (*w == Some(s.worker) && s.asked <= e.start && end_of(s) >= e.start))
-        })
+        }) || e
+            .evicted
+            .iter()
+            .any(|(k, t)| Event::evicted_from(s, k, *t, end_of(s)))
     };
     // Two masters flushed apart, for a holder that held before the first:
     // a renewal in between repairs the first loss, so the two take nothing
@@ -821,13 +849,24 @@ pub fn check(
         } else {
             e.start
         };
-        for (key, token, _) in &e.victims {
-            let Some(s) = by_key
+        let by_token = e.victims.iter().filter_map(|(key, token, _)| {
+            // None: taken from a holder that had not recorded yet.
+            let s = by_key
+                .get(key.as_str())?
+                .iter()
+                .find(|s| s.token == *token)?;
+            Some((*s, from))
+        });
+        let by_eviction = e.evicted.iter().flat_map(|(key, t)| {
+            by_key
                 .get(key.as_str())
-                .and_then(|ss| ss.iter().find(|s| s.token == *token))
-            else {
-                continue; // taken from a holder that had not recorded yet
-            };
+                .into_iter()
+                .flatten()
+                .filter(|s| Event::evicted_from(s, key, *t, end_of(s)))
+                .map(|s| (*s, *t))
+        });
+        for (s, from) in by_token.chain(by_eviction).collect::<Vec<_>>() {
+            let (key, token) = (&s.key, s.token);
             if killed.get(&s.worker).is_some_and(|&k| k > s.enter) && s.told().is_none() {
                 continue; // killed before it was told
             }

@@ -656,12 +656,12 @@ impl Run<'_> {
 
     /// Every lock key on server `i`, as a victim.
     fn locks_on(&self, i: usize) -> Vec<(String, u64, Option<u32>)> {
-        victims(self.read_locks(i, false).unwrap_or_default())
+        victims_of(self.read_locks(i, false).unwrap_or_default())
     }
 
     /// `FLUSHALL` on server `i`; the lock keys it took, as victims.
     fn flush(&self, i: usize) -> Vec<(String, u64, Option<u32>)> {
-        victims(self.read_locks(i, true).expect("FLUSHALL"))
+        victims_of(self.read_locks(i, true).expect("FLUSHALL"))
     }
 
     /// The suite's string keys on server `i` with their values, then a
@@ -680,6 +680,85 @@ impl Run<'_> {
         self.killed.insert(w.id);
         self.spawn();
         w.id
+    }
+
+    /// Memory pressure on server 0: `maxmemory` just above what it uses,
+    /// `volatile-ttl`, and filler keys without a TTL until a write fails
+    /// with OOM (every key with a TTL has been evicted by then); the
+    /// pressure stays a second, then goes. When it began, and the locks
+    /// evicted (as keyspace notifications name them, with the values read
+    /// just before).
+    fn evict(&self) -> (u64, Vec<(String, u64)>) {
+        let config = |c: &mut redis::Connection, name: &str, value: &str| {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(name)
+                .arg(value)
+                .query(c)
+                .expect("CONFIG SET");
+        };
+        let mut c = self.conn(0);
+        config(&mut c, "notify-keyspace-events", "Ee");
+        // Every eviction, heard as it happens.
+        let mut sub = self.conn(0);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (listening, heard) = std::sync::mpsc::channel();
+        let listener = {
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut evicted = sub.as_pubsub();
+                evicted
+                    .subscribe("__keyevent@0__:evicted")
+                    .expect("subscribe to evictions");
+                evicted
+                    .set_read_timeout(Some(Duration::from_millis(50)))
+                    .expect("timeout");
+                let _ = listening.send(());
+                let mut out = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    if let Ok(msg) = evicted.get_message() {
+                        let key: String = msg.get_payload().unwrap_or_default();
+                        if let Some(name) = lock_name(&key) {
+                            out.push((name, now_ns()));
+                        }
+                    }
+                }
+                out
+            })
+        };
+        heard.recv().expect("the eviction listener");
+        let info: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
+        let used: u64 = common::info_field(&info, "used_memory")
+            .and_then(|v| v.parse().ok())
+            .expect("used_memory");
+        config(&mut c, "maxmemory-policy", "volatile-ttl");
+        let start = now_ns();
+        config(&mut c, "maxmemory", &(used + 256 * 1024).to_string());
+        let filler = "x".repeat(16 * 1024);
+        let mut n = 0;
+        while n < 1000 {
+            let r: redis::RedisResult<()> = redis::cmd("SET")
+                .arg(format!("filler:{n}"))
+                .arg(&filler)
+                .query(&mut c);
+            n += 1;
+            if r.is_err() {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1000));
+        config(&mut c, "maxmemory", "0");
+        for i in 0..n {
+            let _: redis::RedisResult<()> =
+                redis::cmd("DEL").arg(format!("filler:{i}")).query(&mut c);
+        }
+        config(&mut c, "maxmemory-policy", "noeviction");
+        // Evictions still on their way.
+        std::thread::sleep(Duration::from_millis(100));
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let evicted = listener.join().expect("the eviction listener");
+        config(&mut c, "notify-keyspace-events", "");
+        (start, evicted)
     }
 
     /// The position in `servers` of the one that is a master now.
@@ -764,6 +843,7 @@ impl Run<'_> {
             victims: Vec::new(),
             loses: !redlock,
             masters: Vec::new(),
+            evicted: Vec::new(),
         };
         match kind {
             Kind::KillHolder => {
@@ -821,6 +901,10 @@ impl Run<'_> {
             }
             Kind::RestoreSnapshot | Kind::RestartAof | Kind::RestartEmpty => {
                 self.restart(kind, &mut event);
+            }
+            Kind::Evict => {
+                event.masters = vec![0];
+                (event.start, event.evicted) = self.evict();
             }
             Kind::ScriptFlush => {
                 for i in 0..self.servers.len() {
@@ -1009,7 +1093,7 @@ impl Run<'_> {
                 .invoke(&mut self.conn(0))
                 .expect("tamper");
             if let Some(v) = v {
-                let found = victims(vec![(format!("{PREFIX}:{SLOW_KEY}"), v)]);
+                let found = victims_of(vec![(format!("{PREFIX}:{SLOW_KEY}"), v)]);
                 if !found.is_empty() {
                     return (sent, found);
                 }
@@ -1229,7 +1313,7 @@ impl Run<'_> {
 
 /// Lock keys and their values as victims: (lock name, fencing token, the
 /// worker named in the metadata).
-fn victims(values: Vec<(String, String)>) -> Vec<(String, u64, Option<u32>)> {
+fn victims_of(values: Vec<(String, String)>) -> Vec<(String, u64, Option<u32>)> {
     values
         .into_iter()
         .filter_map(|(k, v)| {
