@@ -569,8 +569,9 @@ impl Verdict {
 /// coordinator, which reads Redis.)
 /// `lossy_failover`: Sentinel without `min_replicas`, where a failover may
 /// hand a lock to a second holder (the documented limit of asynchronous
-/// replication): such overlaps are counted apart, as long as the older
-/// holder is told and no stale write is accepted.
+/// replication): such overlaps are counted apart, as long as no stale write
+/// is accepted. The older holder may not be told in time: until the old
+/// master is demoted, it goes on confirming its renewals.
 pub fn check(
     logs: &[WorkerLog],
     events: &[Event],
@@ -741,8 +742,12 @@ pub fn check(
                         .map(Some)
                 } else {
                     // Robbed, and its section ended before a renewal could
-                    // have told it.
-                    robbed_untold(old, since).map(Some)
+                    // have told it; or its renewals went to a demoted
+                    // master that still took them (Sentinel's documented
+                    // limit without min_replicas).
+                    robbed_untold(old, since)
+                        .or_else(|| failed_over(since))
+                        .map(Some)
                 };
                 match (why, wrote) {
                     (Some(_), true) => {
