@@ -776,30 +776,53 @@ impl Run<'_> {
     /// master has become a replica of the new one with its link up.
     fn failover(&self) {
         let sentinels = self.sentinels.as_ref().expect("sentinels");
-        let old = self.master();
         let mut c = redis::Client::open(sentinels.urls()[0].as_str())
             .and_then(|c| c.get_connection())
             .expect("a sentinel");
-        // A failover just before may still be settling.
-        common::wait_until("a failover accepted", Duration::from_secs(30), || {
-            redis::cmd("SENTINEL")
+        let master_port = |c: &mut redis::Connection| -> Option<u16> {
+            let addr: Vec<String> = redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(worker::SENTINEL_MASTER)
+                .query(c)
+                .ok()?;
+            addr.get(1)?.parse().ok()
+        };
+        let demoted = |i: usize| {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut self.conn(i))
+                .unwrap_or_default();
+            common::info_field(&info, "role").as_deref() == Some("slave")
+                && common::info_field(&info, "master_link_status").as_deref() == Some("up")
+        };
+        // A failover can be refused while the last one settles, or be
+        // aborted by Sentinel; then it is asked for again.
+        for _ in 0..5 {
+            let Some(old) =
+                master_port(&mut c).and_then(|p| self.servers.iter().position(|s| s.port() == p))
+            else {
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            };
+            let asked = redis::cmd("SENTINEL")
                 .arg("FAILOVER")
                 .arg(worker::SENTINEL_MASTER)
-                .query::<()>(&mut c)
-                .is_ok()
-        });
-        common::wait_until(
-            "the old master a replica of the new one",
-            Duration::from_secs(30),
-            || {
-                let info: String = redis::cmd("INFO")
-                    .arg("replication")
-                    .query(&mut self.conn(old))
-                    .unwrap_or_default();
-                common::info_field(&info, "role").as_deref() == Some("slave")
-                    && common::info_field(&info, "master_link_status").as_deref() == Some("up")
-            },
-        );
+                .query::<()>(&mut c);
+            if asked.is_err() {
+                std::thread::sleep(Duration::from_millis(500));
+                continue;
+            }
+            // Sentinel turns the old master into a replica when it next
+            // looks at it (about every 10 s).
+            let give_up = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < give_up {
+                if demoted(old) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        panic!("Sentinel did not fail over in five tries");
     }
 
     /// Tells a worker that has not starved for a while to run a starving
