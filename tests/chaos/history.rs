@@ -154,8 +154,9 @@ pub struct Section {
     pub enter: u64,
     /// When the lock call that led here started.
     pub asked: u64,
-    /// Whether the section took every connection of its pool (a starving
-    /// round), and when it recorded that.
+    /// A starving round: when it began taking every connection of its
+    /// pool, and when it gave them back (as the worker recorded them).
+    pub starving: Option<u64>,
     pub starved: Option<u64>,
     /// When `wait_lost` inside the section returned true.
     pub lost_at: Option<u64>,
@@ -209,6 +210,7 @@ impl WorkerLog {
                         token: num(2),
                         enter: num(3),
                         asked: num(4),
+                        starving: None,
                         starved: None,
                         lost_at: None,
                         exit: None,
@@ -238,6 +240,11 @@ impl WorkerLog {
                             _ => Unlock::Err,
                         };
                         s.unlock = Some((num(3), u));
+                    }
+                }
+                Some("B") => {
+                    if let Some(s) = find(&open).and_then(|i| log.sections.get_mut(i)) {
+                        s.starving = Some(num(3));
                     }
                 }
                 Some("S") => {
@@ -437,6 +444,31 @@ pub struct Event {
     /// Lock keys evicted, each with when the eviction was heard of: the
     /// victim is whoever held that key then.
     pub evicted: Vec<(String, u64)>,
+}
+
+/// Puts each starving round where its worker recorded it: an event of
+/// that kind gets the window of the first round its worker began after it
+/// was told to starve; one whose round never began did not land, and goes.
+pub fn land_starving(events: &mut Vec<Event>, logs: &[WorkerLog]) {
+    events.retain_mut(|e| {
+        if e.kind != Kind::StarvePool {
+            return true;
+        }
+        let round = logs
+            .iter()
+            .filter(|l| Some(l.id) == e.worker)
+            .flat_map(|l| &l.sections)
+            .filter_map(|s| Some((s.starving?, s.starved?)))
+            .filter(|(began, _)| *began >= e.start)
+            .min();
+        match round {
+            Some((began, ended)) => {
+                (e.start, e.end) = (began, ended);
+                true
+            }
+            None => false,
+        }
+    });
 }
 
 /// How late an eviction may be heard of after it happened (a keyspace

@@ -309,6 +309,8 @@ struct Outcome {
     failures: BTreeMap<String, u64>,
     /// How far the wall clock moved against the monotonic clock.
     clock_step: u64,
+    /// Starving rounds asked for that never began (dropped from the faults).
+    not_landed: usize,
 }
 
 /// Figures per fault kind, over every scenario.
@@ -351,6 +353,7 @@ impl Totals {
         self.known_before += v.known_before;
         self.told_by_deadline += v.told_by_deadline;
         self.starved.0 += v.starved_landed;
+        self.starved.1 += o.not_landed;
         for (why, n) in &v.excused {
             *self.excused.entry(why.clone()).or_default() += n;
         }
@@ -360,7 +363,7 @@ impl Totals {
             for m in &e.masters {
                 *k.per_master.entry(*m).or_default() += 1;
             }
-            if e.kind == Kind::StarvePool {
+            if matches!(e.kind, Kind::StarvePool | Kind::StarveCut) {
                 self.starved.1 += 1;
             }
         }
@@ -1229,6 +1232,10 @@ impl Run<'_> {
             backoff: nanos(BACKOFF_MAX),
             slack: nanos(SLACK),
         };
+        // The starving rounds as the workers recorded them, not as asked.
+        let asked = self.events.len();
+        history::land_starving(&mut self.events, &logs);
+        let not_landed = asked - self.events.len();
         let mut verdict = check(
             &logs,
             &self.events,
@@ -1249,6 +1256,7 @@ impl Run<'_> {
             rejected,
             failures,
             clock_step,
+            not_landed,
         }
     }
 
