@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use crate::sync::{Condvar, Mutex};
 
 use crate::time;
 
@@ -189,7 +189,7 @@ fn end(sent: Instant, ttl: Duration, drift: Option<Duration>) -> Instant {
     time::deadline(sent, ttl.saturating_sub(time::drift(ttl, drift))).unwrap_or(sent)
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -304,5 +304,95 @@ mod tests {
         lease.mark_lost();
         assert!(lease.is_lost());
         assert!(!lease.confirm(Instant::now(), Duration::from_secs(60)));
+    }
+}
+
+/// `RUSTFLAGS="--cfg loom" cargo test --release --lib loom`: every
+/// interleaving of the watchdog, `extend`, `stop` and a waiter, within
+/// loom's bounds.
+#[cfg(all(test, loom))]
+#[allow(clippy::unwrap_used)]
+mod loom_tests {
+    use super::*;
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    use loom::sync::Arc;
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn lease() -> Arc<Lease> {
+        Arc::new(Lease::new(Instant::now(), HOUR, None))
+    }
+
+    /// No renewal runs once `stop` has returned.
+    #[test]
+    fn loom_no_renewal_starts_after_stop() {
+        loom::model(|| {
+            let lease = lease();
+            let stopped = Arc::new(AtomicBool::new(false));
+            let watchdog = {
+                let (lease, stopped) = (Arc::clone(&lease), Arc::clone(&stopped));
+                loom::thread::spawn(move || {
+                    lease.serialized(|| {
+                        assert!(!stopped.load(Ordering::SeqCst), "a renewal ran after stop");
+                    });
+                })
+            };
+            lease.stop();
+            stopped.store(true, Ordering::SeqCst);
+            watchdog.join().unwrap();
+        });
+    }
+
+    /// A loss marked while the holder waits for one always wakes it.
+    #[test]
+    fn loom_a_loss_always_wakes_wait_lost() {
+        loom::model(|| {
+            let lease = lease();
+            let renewal = {
+                let lease = Arc::clone(&lease);
+                loom::thread::spawn(move || lease.mark_lost())
+            };
+            assert!(lease.wait_lost(Instant::now() + HOUR));
+            renewal.join().unwrap();
+        });
+    }
+
+    /// The watchdog's renewal, reading the TTL to renew for, and `extend`
+    /// to two hours: whichever runs last, the lease keeps the extended TTL.
+    fn renewal_and_extend(ttl_read_inside: bool) {
+        loom::model(move || {
+            let lease = lease();
+            let watchdog = {
+                let lease = Arc::clone(&lease);
+                loom::thread::spawn(move || {
+                    let early = lease.schedule().0;
+                    lease.serialized(|| {
+                        let ttl = if ttl_read_inside {
+                            lease.schedule().0
+                        } else {
+                            early
+                        };
+                        lease.confirm(Instant::now(), ttl);
+                    });
+                })
+            };
+            lease.serialized(|| lease.confirm(Instant::now(), 2 * HOUR));
+            watchdog.join().unwrap();
+            assert_eq!(lease.schedule().0, 2 * HOUR, "a renewal undid extend");
+        });
+    }
+
+    #[test]
+    fn loom_a_renewal_never_undoes_extend() {
+        renewal_and_extend(true);
+    }
+
+    /// The negative control: the old watchdog read the TTL before its
+    /// serialized section, and loom finds the interleaving that undoes
+    /// `extend`.
+    #[test]
+    #[should_panic(expected = "a renewal undid extend")]
+    fn loom_finds_the_old_ttl_race() {
+        renewal_and_extend(false);
     }
 }

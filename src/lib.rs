@@ -229,6 +229,7 @@ mod pool;
 mod redlock;
 mod scripts;
 mod slots;
+mod sync;
 mod time;
 mod token;
 mod wait;

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::{Condvar, Mutex};
+use crate::sync::{Condvar, Mutex};
 
 /// Release counters for the keys that have waiters right now, and the
 /// hand-overs to those waiters.
@@ -146,7 +146,7 @@ impl Drop for Watch<'_> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;
@@ -226,5 +226,55 @@ mod tests {
         }
         assert!(s.state.lock().keys.is_empty());
         assert!(s.state.lock().waiters.is_empty());
+    }
+}
+
+/// `RUSTFLAGS="--cfg loom" cargo test --release --lib loom`: every
+/// interleaving of a waiter and a release, within loom's bounds.
+#[cfg(all(test, loom))]
+#[allow(clippy::unwrap_used)]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+    use std::time::Duration;
+
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(3600)
+    }
+
+    /// A release that comes after the waiter registered is never lost,
+    /// whether it comes before the waiter sleeps or after.
+    #[test]
+    fn loom_a_release_after_registering_always_wakes_the_waiter() {
+        loom::model(|| {
+            let s = Arc::new(Signal::default());
+            let keys = ["k".to_owned()];
+            let w = s.watch(&keys, "t");
+            let seen = w.current();
+            let release = {
+                let s = Arc::clone(&s);
+                loom::thread::spawn(move || s.notify("k"))
+            };
+            w.wait_until(seen, far());
+            release.join().unwrap();
+        });
+    }
+
+    /// A hand-over is never lost, and the waiter finds its fencing token.
+    #[test]
+    fn loom_a_hand_over_always_reaches_its_waiter() {
+        loom::model(|| {
+            let s = Arc::new(Signal::default());
+            let keys = ["k".to_owned()];
+            let w = s.watch(&keys, "t");
+            let seen = w.current();
+            let release = {
+                let s = Arc::clone(&s);
+                loom::thread::spawn(move || s.hand_over("t", 7))
+            };
+            w.wait_until(seen, far());
+            assert_eq!(w.take_handed(), Some(7));
+            release.join().unwrap();
+        });
     }
 }
