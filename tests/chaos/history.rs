@@ -478,8 +478,11 @@ const EVICTION_HEARD: u64 = 20 * MS;
 
 impl Event {
     /// Whether `s` held the lock on `key` that was evicted at `t`.
+    /// One whose `unlock` found the key still its own was not (the
+    /// eviction heard took the holder's before it).
     fn evicted_from(s: &Section, key: &str, t: u64, end: u64) -> bool {
         s.key == key
+            && s.unlock.is_none_or(|(_, u)| u != Unlock::Ok)
             && s.asked <= t
             && s.enter <= t + EVICTION_HEARD
             && end >= t.saturating_sub(EVICTION_HEARD)
@@ -902,7 +905,12 @@ pub fn check(
                 .filter(|s| Event::evicted_from(s, key, *t, end_of(s)))
                 .map(|s| (*s, *t))
         });
-        for (s, from) in by_token.chain(by_eviction).collect::<Vec<_>>() {
+        let mut victims: Vec<(&Section, u64)> = by_token.chain(by_eviction).collect();
+        // A holder whose key was heard evicted twice is one victim, from
+        // the first.
+        victims.sort_by_key(|(s, from)| (s.worker, s.token, *from));
+        victims.dedup_by_key(|(s, _)| (s.worker, s.token));
+        for (s, from) in victims {
             let (key, token) = (&s.key, s.token);
             if killed.get(&s.worker).is_some_and(|&k| k > s.enter) && s.told().is_none() {
                 continue; // killed before it was told
