@@ -242,39 +242,39 @@ mod loom_tests {
         Instant::now() + Duration::from_secs(3600)
     }
 
-    /// A release that comes after the waiter registered is never lost,
-    /// whether it comes before the waiter sleeps or after.
-    #[test]
-    fn loom_a_release_after_registering_always_wakes_the_waiter() {
-        loom::model(|| {
+    /// A waiter registers for `k` as `t`; `release` runs on another
+    /// thread while it goes to sleep; `then` checks what it woke to. A
+    /// wake-up lost on the way would leave it asleep: loom reports that as
+    /// a deadlock.
+    fn woken_by(release: fn(&Signal), then: fn(&Watch<'_>)) {
+        loom::model(move || {
             let s = Arc::new(Signal::default());
             let keys = ["k".to_owned()];
             let w = s.watch(&keys, "t");
             let seen = w.current();
-            let release = {
+            let other = {
                 let s = Arc::clone(&s);
-                loom::thread::spawn(move || s.notify("k"))
+                loom::thread::spawn(move || release(&s))
             };
             w.wait_until(seen, far());
-            release.join().unwrap();
+            then(&w);
+            other.join().unwrap();
         });
+    }
+
+    /// A release that comes after the waiter registered is never lost,
+    /// whether it comes before the waiter sleeps or after.
+    #[test]
+    fn loom_a_release_after_registering_always_wakes_the_waiter() {
+        woken_by(|s| s.notify("k"), |_| {});
     }
 
     /// A hand-over is never lost, and the waiter finds its fencing token.
     #[test]
     fn loom_a_hand_over_always_reaches_its_waiter() {
-        loom::model(|| {
-            let s = Arc::new(Signal::default());
-            let keys = ["k".to_owned()];
-            let w = s.watch(&keys, "t");
-            let seen = w.current();
-            let release = {
-                let s = Arc::clone(&s);
-                loom::thread::spawn(move || s.hand_over("t", 7))
-            };
-            w.wait_until(seen, far());
-            assert_eq!(w.take_handed(), Some(7));
-            release.join().unwrap();
-        });
+        woken_by(
+            |s| s.hand_over("t", 7),
+            |w| assert_eq!(w.take_handed(), Some(7)),
+        );
     }
 }
