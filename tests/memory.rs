@@ -51,6 +51,39 @@ fn an_evicted_lock_is_reported_lost_at_the_next_renewal() {
 }
 
 #[test]
+fn a_lock_evicted_by_allkeys_lru_is_reported_lost_at_the_next_renewal() {
+    // allkeys-lru evicts the keys used longest ago (to the second). A
+    // renewal uses the key, so the TTL is long here: with renewals ten
+    // seconds apart, the lock is soon older than the junk written after it.
+    let server = Server::start_with(&["--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru"]);
+    let ttl = Duration::from_secs(30);
+    let locker = server.locker_with_ttl(ttl);
+    let k = key("lru");
+    let guard = locker.lock(&k).unwrap();
+    let mut c = server.conn();
+    // EXISTS does not count as a use of the key.
+    let there = |c: &mut redis::Connection| redis::cmd("EXISTS").arg(&k).query::<bool>(c).unwrap();
+    let mut rounds = 0;
+    while there(&mut c) {
+        rounds += 1;
+        assert!(
+            rounds <= 100,
+            "the lock was not evicted: the test proves nothing"
+        );
+        for i in 0..100 {
+            let _: redis::RedisResult<()> = redis::cmd("SET")
+                .arg(format!("young:{rounds}:{i}"))
+                .arg("x".repeat(4096))
+                .query(&mut c);
+        }
+    }
+    assert!(
+        guard.wait_lost(ttl),
+        "an evicted lock was not reported lost"
+    );
+}
+
+#[test]
 fn a_full_noeviction_server_neither_hangs_nor_loses_held_leases() {
     let server = Server::start_with(&["--maxmemory", "4mb", "--maxmemory-policy", "noeviction"]);
     let ttl = Duration::from_secs(2);
