@@ -14,14 +14,14 @@ use std::time::Duration;
 
 use common::{key, Server};
 
-/// Writes 4 KiB values without a TTL until Redis refuses (noeviction) or
-/// `rounds` have been written.
-fn fill(server: &Server, rounds: usize) -> bool {
+/// Writes 4 KiB values without a TTL, as keys `<name>:<i>`, until Redis
+/// refuses (noeviction) or `rounds` have been written.
+fn fill(server: &Server, name: &str, rounds: usize) -> bool {
     let mut c = server.conn();
     let junk = "x".repeat(4096);
     for i in 0..rounds {
         let r: redis::RedisResult<()> = redis::cmd("SET")
-            .arg(format!("junk:{i}"))
+            .arg(format!("{name}:{i}"))
             .arg(&junk)
             .query(&mut c);
         if r.is_err() {
@@ -38,7 +38,7 @@ fn an_evicted_lock_is_reported_lost_at_the_next_renewal() {
     let ttl = Duration::from_secs(3);
     let locker = server.locker_with_ttl(ttl);
     let guard = locker.lock(&key("evicted")).unwrap();
-    fill(&server, 4000);
+    fill(&server, "junk", 4000);
     assert!(
         locker.holder(&key("evicted")).unwrap().is_none(),
         "the lock was not evicted: the test proves nothing"
@@ -70,12 +70,7 @@ fn a_lock_evicted_by_allkeys_lru_is_reported_lost_at_the_next_renewal() {
             rounds <= 100,
             "the lock was not evicted: the test proves nothing"
         );
-        for i in 0..100 {
-            let _: redis::RedisResult<()> = redis::cmd("SET")
-                .arg(format!("young:{rounds}:{i}"))
-                .arg("x".repeat(4096))
-                .query(&mut c);
-        }
+        fill(&server, &format!("young:{rounds}"), 100);
     }
     assert!(
         guard.wait_lost(ttl),
@@ -89,7 +84,10 @@ fn a_full_noeviction_server_neither_hangs_nor_loses_held_leases() {
     let ttl = Duration::from_secs(2);
     let locker = server.locker_with_ttl(ttl);
     let guard = locker.lock(&key("held")).unwrap();
-    assert!(fill(&server, 100_000), "Redis never refused a write");
+    assert!(
+        fill(&server, "junk", 100_000),
+        "Redis never refused a write"
+    );
     let (r, took) = common::timed(|| locker.try_lock(&key("new")));
     let refused = |e: &redmutex::Error| format!("{e:?}").contains("OOM");
     assert!(

@@ -165,8 +165,9 @@ struct Protocol {
     horizon: u64,
     /// Grants per client.
     grants: u8,
-    /// Clients that may die.
-    deaths: u8,
+    /// How many clients may die, and how many may give up waiting (each
+    /// bounded, to keep the state space small).
+    leavers: u8,
     /// Whether the server may be restored from a snapshot. A restore takes
     /// locks away (a documented limit: the holder is told at its next
     /// renewal), so exclusion is checked without it and fencing with it.
@@ -368,7 +369,7 @@ impl Model for Protocol {
             if client.phase == Phase::Dead {
                 continue;
             }
-            let may_die = s.deaths < self.deaths;
+            let may_die = s.deaths < self.leavers;
             if client.reply.is_some() {
                 actions.push(Action::Receive(c));
                 if may_die {
@@ -382,7 +383,7 @@ impl Model for Protocol {
                 }
                 Phase::Waiting { .. } => {
                     actions.push(Action::Send(c, Req::Acquire));
-                    if s.give_ups < self.deaths {
+                    if s.give_ups < self.leavers {
                         actions.push(Action::Send(c, Req::Dequeue));
                     }
                     if client.handed.is_some() {
@@ -514,7 +515,7 @@ fn protocol(restores: bool, flaw: Option<Flaw>) -> Protocol {
         horizon,
         grants,
         // With restores, only fencing is checked: nobody dies or gives up.
-        deaths: u8::from(!restores),
+        leavers: u8::from(!restores),
         restores,
         flaw,
     }

@@ -114,12 +114,12 @@ pub mod line {
         format!("U {key} {token} {t} {}\n", u.code())
     }
 
-    /// The section holds this many of its pool's connections.
     /// A starving round on `key` starts taking every pooled connection.
     pub fn starving(key: &str, token: u64, t: u64) -> String {
         format!("B {key} {token} {t}\n")
     }
 
+    /// The starving round gave back the connections it took (`taken`).
     pub fn starved(key: &str, token: u64, t: u64, taken: usize) -> String {
         format!("S {key} {token} {t} {taken}\n")
     }
@@ -155,8 +155,9 @@ pub struct Section {
     /// When the lock call that led here started.
     pub asked: u64,
     /// A starving round: when it began taking every connection of its
-    /// pool, and when it gave them back (as the worker recorded them).
+    /// pool (as the worker recorded it)...
     pub starving: Option<u64>,
+    /// ...and when it gave them back.
     pub starved: Option<u64>,
     /// When `wait_lost` inside the section returned true.
     pub lost_at: Option<u64>,

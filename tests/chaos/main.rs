@@ -692,16 +692,9 @@ impl Run<'_> {
     /// evicted (as keyspace notifications name them, with the values read
     /// just before).
     fn evict(&self) -> (u64, Vec<(String, u64)>) {
-        let config = |c: &mut redis::Connection, name: &str, value: &str| {
-            let _: () = redis::cmd("CONFIG")
-                .arg("SET")
-                .arg(name)
-                .arg(value)
-                .query(c)
-                .expect("CONFIG SET");
-        };
-        let mut c = self.conn(0);
-        config(&mut c, "notify-keyspace-events", "Ee");
+        let server = &self.servers[0];
+        let mut c = server.conn();
+        server.config_set("notify-keyspace-events", "Ee");
         // Every eviction, heard as it happens.
         let mut sub = self.conn(0);
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -734,9 +727,9 @@ impl Run<'_> {
         let used: u64 = common::info_field(&info, "used_memory")
             .and_then(|v| v.parse().ok())
             .expect("used_memory");
-        config(&mut c, "maxmemory-policy", "volatile-ttl");
+        server.config_set("maxmemory-policy", "volatile-ttl");
         let start = now_ns();
-        config(&mut c, "maxmemory", &(used + 256 * 1024).to_string());
+        server.config_set("maxmemory", &(used + 256 * 1024).to_string());
         let filler = "x".repeat(16 * 1024);
         let mut n = 0;
         while n < 1000 {
@@ -750,34 +743,24 @@ impl Run<'_> {
             }
         }
         std::thread::sleep(Duration::from_millis(1000));
-        config(&mut c, "maxmemory", "0");
+        server.config_set("maxmemory", "0");
         for i in 0..n {
             let _: redis::RedisResult<()> =
                 redis::cmd("DEL").arg(format!("filler:{i}")).query(&mut c);
         }
-        config(&mut c, "maxmemory-policy", "noeviction");
+        server.config_set("maxmemory-policy", "noeviction");
         // Evictions still on their way.
         std::thread::sleep(Duration::from_millis(100));
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         let evicted = listener.join().expect("the eviction listener");
-        config(&mut c, "notify-keyspace-events", "");
+        server.config_set("notify-keyspace-events", "");
         (start, evicted)
     }
 
-    /// The position in `servers` of the one that is a master now.
-    fn master(&self) -> usize {
-        (0..self.servers.len())
-            .find(|&i| {
-                redis::cmd("ROLE")
-                    .query::<redis::Value>(&mut self.conn(i))
-                    .is_ok_and(|v| matches!(v, redis::Value::Array(a) if a.first().is_some_and(|r| *r == redis::Value::BulkString(b"master".to_vec()))))
-            })
-            .unwrap_or(0)
-    }
-
     /// Sentinel: a forced failover (`SENTINEL FAILOVER`), until the old
-    /// master has become a replica of the new one with its link up.
-    fn failover(&self) {
+    /// master has become a replica of the new one with its link up; the
+    /// old master's position in `servers`.
+    fn failover(&self) -> usize {
         let sentinels = self.sentinels.as_ref().expect("sentinels");
         let mut c = redis::Client::open(sentinels.urls()[0].as_str())
             .and_then(|c| c.get_connection())
@@ -820,7 +803,7 @@ impl Run<'_> {
             let give_up = Instant::now() + Duration::from_secs(60);
             while Instant::now() < give_up {
                 if demoted(old) {
-                    return;
+                    return old;
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
@@ -974,8 +957,9 @@ impl Run<'_> {
                 let Some(pos) = self.starve() else {
                     return;
                 };
+                // Its window is the one the worker records (see
+                // `history::land_starving`).
                 event.worker = Some(self.workers[pos].id);
-                event.end = now_ns() + (TTL * 3).as_nanos() as u64;
             }
             Kind::StarveCut => {
                 let Some(pos) = self.starve() else {
@@ -1025,8 +1009,7 @@ impl Run<'_> {
                 // While the slow key is held: promote the replica.
                 self.holder();
                 event.start = now_ns();
-                event.masters = vec![self.master()];
-                self.failover();
+                event.masters = vec![self.failover()];
             }
             Kind::SkewMaster => {
                 let a = self.rng.below(3) as usize;
@@ -1042,12 +1025,7 @@ impl Run<'_> {
 
     /// Turns server 0's AOF on or off.
     fn appendonly(&self, on: bool) {
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("appendonly")
-            .arg(if on { "yes" } else { "no" })
-            .query(&mut self.conn(0))
-            .unwrap();
+        self.servers[0].config_set("appendonly", if on { "yes" } else { "no" });
     }
 
     /// Kills server 0 with `kill -9` and starts it again: from an RDB

@@ -79,6 +79,16 @@ impl Server {
         c
     }
 
+    /// `CONFIG SET name value`.
+    pub fn config_set(&self, name: &str, value: &str) {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .exec(&mut self.conn())
+            .unwrap();
+    }
+
     /// A locker over its own pool (as a separate process would have).
     pub fn locker(&self) -> Locker {
         Locker::open(&self.url()).unwrap()
@@ -599,13 +609,7 @@ pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
 /// `notify-keyspace-events`, e.g. "Kg" for generic commands such as PEXPIRE
 /// and DEL, "Kx" for expiries) and returns a receiver of event names.
 pub fn keyspace_events(server: &Server, key: &str, flags: &str) -> mpsc::Receiver<String> {
-    let mut admin = server.conn();
-    redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("notify-keyspace-events")
-        .arg(flags)
-        .exec(&mut admin)
-        .unwrap();
+    server.config_set("notify-keyspace-events", flags);
     let mut conn = server.conn();
     conn.set_read_timeout(None).unwrap();
     let channel = format!("__keyspace@0__:{key}");
