@@ -17,7 +17,8 @@
 //!
 //! The quick profile holds 2,000 guards for 9 s instead of 10,000 for 18 s.
 
-mod support;
+// Finds a Redis server, or starts a throw-away one.
+use redmutex_testkit as support;
 
 use std::error::Error;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -7,7 +7,8 @@
 //! Uses `REDIS_URL` when set; otherwise Redis on 127.0.0.1:6379; otherwise it
 //! starts a throw-away `redis-server` and says so.
 
-mod support;
+// Finds a Redis server, or starts a throw-away one.
+use redmutex_testkit as support;
 
 use std::error::Error;
 

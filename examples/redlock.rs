@@ -6,7 +6,8 @@
 //! cargo run --example redlock
 //! ```
 
-mod support;
+// Finds a Redis server, or starts a throw-away one.
+use redmutex_testkit as support;
 
 use std::error::Error;
 use std::time::{Duration, Instant};

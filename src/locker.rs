@@ -354,6 +354,13 @@ impl Locker {
         }
     }
 
+    /// The state behind this locker, for the unit tests that call its
+    /// script callers directly.
+    #[cfg(test)]
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// Turns a granted acquisition into a guard, starting its watchdog.
     fn grant(&self, a: Acquisition, sent: Instant, fence: u64) -> Result<Guard, Error> {
         let config = &self.shared.config;

@@ -803,6 +803,9 @@ fn release_by_token(a: &Acquisition) -> redis::Cmd {
 }
 
 #[cfg(test)]
+mod model_vs_redis;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

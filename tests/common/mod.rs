@@ -24,9 +24,9 @@ use redmutex::{Backoff, Builder, Locker};
 
 pub mod proxy;
 
-// The examples' throw-away server, so the start-up logic exists once.
-#[path = "../../examples/support/mod.rs"]
-mod support;
+// The throw-away server the examples use too, so the start-up logic exists
+// once.
+use redmutex_testkit as support;
 
 /// How long a server may take to say it is ready.
 const START_TIMEOUT: Duration = Duration::from_secs(20);

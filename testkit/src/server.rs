@@ -1,6 +1,5 @@
-//! Shared by the examples (and the test support code): find a Redis server,
-//! or start a throw-away `redis-server` on a free loopback port.
-#![allow(dead_code)] // each example uses its own part of this module
+//! Find a Redis server, or start a throw-away `redis-server` on a free
+//! loopback port.
 
 use std::error::Error;
 use std::io::{BufRead, BufReader};

@@ -1,0 +1,370 @@
+//! The protocol's model (`redmutex-testkit`'s `model::single`) run step by
+//! step against the real scripts: seeded random walks through the model's
+//! actions, where every request the model runs is also run on a real
+//! `redis-server` through the library's own callers (`Shared::acquire`,
+//! `renew`, `release`, `dequeue`), and the two must agree after every step:
+//! granted or not, renewed or not, to whom a release handed the lock, the
+//! fencing floor a refusal reports, who holds the lock with which token
+//! (tokens compared by order: each real token stands for the model token
+//! of the same grant), and the order of the live waiters. A model that
+//! drifts from the scripts fails here.
+//!
+//! Time is the model's: the real TTL and stays are hours long, and when
+//! the model's clock makes the lock or a waiter's stay run out, the test
+//! makes it so on the server (deletes the key, marks the entry as past its
+//! stay). A snapshot and a restore are `DUMP` and `RESTORE` of the lock's
+//! keys. `REDMUTEX_MODEL_WALKS` sets the number of walks.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation
+)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redmutex_testkit::model::single::{Action, Protocol, Reply, Req, State};
+use redmutex_testkit::ThrowAwayServer;
+use stateright::Model;
+
+use super::{Acquisition, Outcome, Queue, Shared};
+use crate::lease::Lease;
+use crate::watchdog::Renewal;
+use crate::Locker;
+
+/// One model millisecond on the server: an hour, so that nothing expires
+/// by the real clock during a walk.
+const SCALE: u64 = 3_600_000;
+const KEY: &str = "walk";
+
+/// A small, seeded generator (SplitMix64): reproducible walks without a
+/// dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) % n as u64) as usize
+    }
+}
+
+/// A key's `DUMP`, and its PTTL (0: none).
+type Dump = (Vec<u8>, i64);
+
+/// The real side of a walk.
+struct Real {
+    shared: Arc<Shared>,
+    conn: redis::Connection,
+    clients: Vec<Acquisition>,
+    /// Each model token, and the real token minted for the same grant.
+    tokens: BTreeMap<u64, u64>,
+    /// `DUMP`s of the lock's keys, with their PTTL.
+    snapshot: Vec<(String, Option<Dump>)>,
+}
+
+impl Real {
+    fn keys(&self) -> Vec<String> {
+        let a = &self.clients[0];
+        vec![
+            a.redis_keys[0].clone(),
+            a.fence_key.clone(),
+            a.queue.0.clone(),
+            a.queue.1.clone(),
+        ]
+    }
+
+    fn real_token(&self, model: u64, what: &str) -> u64 {
+        if model == 0 {
+            return 0;
+        }
+        *self
+            .tokens
+            .get(&model)
+            .unwrap_or_else(|| panic!("{what}: model token {model} was never minted"))
+    }
+
+    /// Records a grant's tokens: the real ones must rise as the model's do.
+    fn minted(&mut self, model: u64, real: u64) {
+        let (last_model, last_real) = self
+            .tokens
+            .iter()
+            .next_back()
+            .map_or((0, 0), |(m, r)| (*m, *r));
+        assert!(
+            model > last_model && real > last_real,
+            "tokens out of order: model {last_model} then {model}, real {last_real} then {real}"
+        );
+        self.tokens.insert(model, real);
+    }
+
+    fn client_of(&self, token: &str) -> usize {
+        self.clients
+            .iter()
+            .position(|a| a.token.as_str() == token)
+            .expect("a token of ours")
+    }
+
+    /// Runs client `c`'s request on the server; says what the model's reply
+    /// should be, and to whom a release handed the lock.
+    fn run(&mut self, c: usize, req: Req) -> (Option<Reply>, Option<(usize, u64)>) {
+        let a = &self.clients[c];
+        match req {
+            Req::Acquire => {
+                let stay = Duration::from_millis(2 * SCALE);
+                match self.shared.acquire(a, Queue::Join(stay)).unwrap() {
+                    Outcome::Granted { fence, .. } => (Some(Reply::Granted(fence)), None),
+                    Outcome::Busy { .. } => {
+                        let floor = a.floor.load(std::sync::atomic::Ordering::SeqCst);
+                        (Some(Reply::Busy(floor)), None)
+                    }
+                }
+            }
+            Req::Renew => {
+                let ttl = Duration::from_millis(3 * SCALE);
+                let lease = Lease::new(Instant::now(), ttl, None);
+                match self.shared.renew(&lease, a, 0, Some(ttl)).unwrap() {
+                    Renewal::Confirmed => (Some(Reply::Renewed), None),
+                    Renewal::Lost => (Some(Reply::NotOurs), None),
+                    other => panic!("renewal: {other:?}"),
+                }
+            }
+            Req::Release => {
+                let (_, handed) = self.shared.release(a).unwrap();
+                let handed = handed.map(|(token, fence)| (self.client_of(&token), fence));
+                (None, handed)
+            }
+            Req::Dequeue => {
+                self.shared.dequeue(a);
+                // Its caller is not told of a hand-over (the script
+                // announces it): a lock with a token not seen before is one.
+                let handed = self
+                    .holder()
+                    .filter(|(_, fence)| !self.tokens.values().any(|t| t == fence));
+                (None, handed)
+            }
+        }
+    }
+
+    /// Makes the server's state what the model's clock says: a lock or a
+    /// stay that ran out by the model's time runs out here too.
+    fn expire(&mut self, s: &State) {
+        let keys = self.keys();
+        if s.server.lock.as_ref().is_some_and(|l| l.expires <= s.now) {
+            let _: () = self.conn.del(&keys[0]).unwrap();
+        }
+        for &(c, until) in &s.server.queue {
+            if until < s.now {
+                let token = self.clients[c].token.as_str().to_owned();
+                let entry: Option<String> = self.conn.hget(&keys[3], &token).unwrap();
+                if let Some(entry) = entry {
+                    // `<at>:<stay>:<ttl>:<metadata>` with at + stay = 0.
+                    let rest: Vec<&str> = entry.splitn(3, ':').collect();
+                    let dead = format!("0:0:{}", rest[2]);
+                    let _: () = self.conn.hset(&keys[3], &token, dead).unwrap();
+                }
+            }
+        }
+    }
+
+    fn save(&mut self) {
+        self.snapshot = self
+            .keys()
+            .into_iter()
+            .map(|k| {
+                let dump: Option<Vec<u8>> =
+                    redis::cmd("DUMP").arg(&k).query(&mut self.conn).unwrap();
+                let pttl: i64 = self.conn.pttl(&k).unwrap();
+                let kept = dump.map(|d| (d, pttl.max(0)));
+                (k, kept)
+            })
+            .collect();
+    }
+
+    fn restore(&mut self) {
+        for (k, kept) in &self.snapshot {
+            let _: () = self.conn.del(k).unwrap();
+            if let Some((dump, pttl)) = kept {
+                let _: () = redis::cmd("RESTORE")
+                    .arg(k)
+                    .arg(*pttl)
+                    .arg(dump.as_slice())
+                    .query(&mut self.conn)
+                    .unwrap();
+            }
+        }
+    }
+
+    /// Who holds the lock on the server, and its token.
+    fn holder(&mut self) -> Option<(usize, u64)> {
+        let key = self.keys().swap_remove(0);
+        let value: Option<String> = self.conn.get(key).unwrap();
+        value.map(|v| {
+            let mut parts = v.splitn(3, ':');
+            let token = parts.next().unwrap().to_owned();
+            let fence: u64 = parts.next().unwrap().parse().unwrap();
+            (self.client_of(&token), fence)
+        })
+    }
+
+    /// The server's state must be the model's: who holds the lock, with
+    /// which token, and the live waiters in order.
+    fn agree(&mut self, s: &State, step: &str) {
+        let keys = self.keys();
+        let real = self.holder();
+        let model = s
+            .server
+            .lock
+            .as_ref()
+            .filter(|l| l.expires > s.now)
+            .map(|l| (l.owner, self.real_token(l.fence, step)));
+        assert_eq!(real, model, "{step}: the holder (client, real token)");
+        let queued: Vec<String> = self.conn.zrange(&keys[2], 0, -1).unwrap();
+        let mut live = Vec::new();
+        for token in queued {
+            let entry: Option<String> = self.conn.hget(&keys[3], &token).unwrap();
+            if entry.is_some_and(|e| !e.starts_with("0:0:")) {
+                live.push(self.client_of(&token));
+            }
+        }
+        let model: Vec<usize> = s
+            .server
+            .queue
+            .iter()
+            .filter(|(_, until)| *until >= s.now)
+            .map(|(c, _)| *c)
+            .collect();
+        assert_eq!(live, model, "{step}: the live waiters, in order");
+    }
+}
+
+/// One walk of `steps` random actions from the model's initial state.
+fn walk(locker: &Locker, conn: redis::Connection, seed: u64, steps: usize) -> usize {
+    let model = Protocol {
+        clients: 3,
+        ttl: 3,
+        stay: 2,
+        horizon: 40,
+        grants: 4,
+        leavers: 2,
+        restores: true,
+        flaw: None,
+        fair: None,
+    };
+    let shared = Arc::clone(locker.shared());
+    let clients = (0..model.clients)
+        .map(|_| shared.prepare(&[KEY]).unwrap())
+        .collect();
+    let mut real = Real {
+        shared,
+        conn,
+        clients,
+        tokens: BTreeMap::new(),
+        snapshot: Vec::new(),
+    };
+    let _: () = redis::cmd("FLUSHALL").query(&mut real.conn).unwrap();
+    let mut rng = Rng(seed);
+    // `REDMUTEX_MODEL_TRACE=<seed>` prints that walk's steps.
+    let trace: Option<u64> = std::env::var("REDMUTEX_MODEL_TRACE")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let mut s = model.init_states().remove(0);
+    let mut runs = 0;
+    let mut actions = Vec::new();
+    for step in 0..steps {
+        actions.clear();
+        model.actions(&s, &mut actions);
+        if actions.is_empty() {
+            break;
+        }
+        // Time, deaths and restores are picked less often than the
+        // clients' steps, so that a walk does more than wait.
+        let mut action = actions[rng.below(actions.len())];
+        for _ in 0..3 {
+            if !matches!(
+                action,
+                Action::Tick | Action::Die(_) | Action::Save | Action::Restore
+            ) {
+                break;
+            }
+            action = actions[rng.below(actions.len())];
+        }
+        let at = format!("seed {seed}, step {step}, {action:?}");
+        if trace == Some(seed) {
+            eprintln!("{at}");
+        }
+        let before = s.clone();
+        s = model.next_state(&s, action).expect("an enabled action");
+        match action {
+            Action::Run(c) => {
+                runs += 1;
+                let (req, _) = before.clients[c].sent.expect("a request to run");
+                let (reply, handed) = real.run(c, req);
+                let expected = s.clients[c].reply.map(|(r, _)| r);
+                match (expected, reply) {
+                    (Some(Reply::Granted(m)), Some(Reply::Granted(r))) => real.minted(m, r),
+                    (Some(Reply::Busy(m)), Some(Reply::Busy(r))) => {
+                        assert_eq!(real.real_token(m, &at), r, "{at}: the floor");
+                    }
+                    (m, r) => assert_eq!(m, r, "{at}: the reply"),
+                }
+                // A hand-over: the model's grantee is told of it.
+                let model_handed = s
+                    .clients
+                    .iter()
+                    .enumerate()
+                    .find(|(i, cl)| cl.handed.is_some() && cl.handed != before.clients[*i].handed)
+                    .map(|(i, cl)| (i, cl.handed.unwrap_or_default()));
+                match (model_handed, handed) {
+                    (Some((m_to, m)), Some((r_to, r))) => {
+                        assert_eq!(m_to, r_to, "{at}: handed to");
+                        real.minted(m, r);
+                    }
+                    (m, r) => assert_eq!(
+                        m.is_some(),
+                        r.is_some(),
+                        "{at}: a hand-over (model {m:?}, real {r:?}); before: {before:?}"
+                    ),
+                }
+            }
+            Action::Save => real.save(),
+            Action::Restore => real.restore(),
+            _ => {}
+        }
+        real.expire(&s);
+        real.agree(&s, &at);
+    }
+    runs
+}
+
+#[test]
+fn the_model_and_the_real_scripts_agree_step_by_step() {
+    let server = ThrowAwayServer::start(&[], Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("the tests need a real Redis server: {e}"));
+    let client = redis::Client::open(server.url()).unwrap();
+    let locker = Locker::new(crate::pool(&server.url()).unwrap());
+    let walks: u64 = std::env::var("REDMUTEX_MODEL_WALKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if cfg!(debug_assertions) { 300 } else { 2000 });
+    let started = Instant::now();
+    let mut runs = 0;
+    let first: u64 = std::env::var("REDMUTEX_MODEL_FIRST")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    for seed in first..first + walks {
+        runs += walk(&locker, client.get_connection().unwrap(), seed, 60);
+    }
+    eprintln!(
+        "model vs redis-server: {walks} walks of up to 60 steps, {runs} requests run on both, \
+         all agreed, in {:.1?}",
+        started.elapsed()
+    );
+}

@@ -1,0 +1,16 @@
+//! What redmutex's tests, unit tests and examples share, as a crate of its
+//! own so that each uses it as a dependency (never by including a file by
+//! path):
+//!
+//! - [`server`]: find a Redis server, or start a throw-away `redis-server`
+//!   on a free loopback port, with its data outside the working tree;
+//! - [`model`]: the lock protocol as a `stateright` model, checked over
+//!   every interleaving by `tests/model.rs` and run step by step against the
+//!   real scripts by the library's unit tests (`src/model_vs_redis.rs`).
+//!
+//! Not published: a dev-dependency only.
+
+pub mod model;
+pub mod server;
+
+pub use server::{redis_url, temp_dir, ThrowAwayServer};

@@ -1,0 +1,429 @@
+//! Redlock over three independent masters as a model (`Redlock`), checked
+//! over every interleaving within bounds by `tests/model.rs`.
+//!
+//! What is modelled, as the library does it (`ops.rs`): an acquire runs the
+//! acquire script on every master, each run one atomic step, in any order
+//! and interleaved with other clients' steps; a majority that granted
+//! within the TTL is a grant, anything else is released everywhere. A
+//! grant then raises every master's counter to its token and takes the
+//! masters where the lock is free (`RAISE_FENCE`); while another client
+//! holds it on one of them, it tries again, at most `REPAIR_TRIES` times,
+//! then gives the grant up (released everywhere). A renewal extends the
+//! keys that are ours and puts back the ones that are missing, and counts
+//! on a majority; a release deletes ours everywhere. Each attempt has its
+//! own owner token, as each of the library's acquisitions does. Keys
+//! expire by the masters' clock; one master (master 0; the others are
+//! alike) may lose its data once, by a flush or by a restore from an older
+//! snapshot. A client may die at any point, in the middle of a fan-out too.
+//!
+//! Properties:
+//! - *exclusion*: at most one client believes it holds the lock, through
+//!   one master's data loss;
+//! - *fencing*: every grant's token is above every token granted before;
+//! - and that a grant on a bare majority (a master held by a rival's
+//!   attempt for a moment) and a data loss after a grant each happen
+//!   somewhere.
+//!
+//! Not modelled: Redlock has no waiters' queue, so no liveness is claimed
+//! (two clients can split the masters between them, each release, and try
+//! again: the library's backoff with jitter makes that unlikely, not
+//! impossible); network failures (an unanswered step is one that has not
+//! run yet); clock drift.
+
+use stateright::{Model, Property};
+
+/// The masters.
+pub const MASTERS: usize = 3;
+const QUORUM: u8 = 2;
+/// How many times a grant tries to take the masters a rival held (the
+/// library's `REPAIR_TRIES`).
+pub const REPAIR_TRIES: u8 = 3;
+/// Ticks are milliseconds; the clock `mint` reads is in µs.
+const MICROS: u64 = 1000;
+
+/// A fault put back into the model, to show the checker finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Flaw {
+    /// A grant kept on a bare majority: the write-back raises the counters
+    /// but does not take the masters where the lock is free, and the grant
+    /// stands while a rival holds one for a moment.
+    BareMajority,
+}
+
+/// The data loss master 0 may suffer once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Loss {
+    /// `FLUSHALL`, or a restart without persistence.
+    Flush,
+    /// A restart from a snapshot saved earlier.
+    Restore,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Key {
+    /// The owner token: one per attempt.
+    pub owner: u8,
+    pub fence: u64,
+    pub expires: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Master {
+    pub key: Option<Key>,
+    pub counter: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Step {
+    Acquire,
+    /// `RAISE_FENCE`, after a majority granted.
+    Raise,
+    Renew,
+    Release,
+}
+
+/// An operation on its way through the masters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Op {
+    pub step: Step,
+    /// When the acquire (or renewal) was sent: the lease counts from here.
+    pub sent: u64,
+    /// The masters that ran it (a bit each), and how many said yes, no.
+    pub done: u8,
+    pub yes: u8,
+    pub no: u8,
+    /// The largest token minted (acquire), or the grant's token.
+    pub fence: u64,
+    pub tries: u8,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Client {
+    /// Believes it holds the lock with this token until this deadline.
+    pub belief: Option<(u64, u64)>,
+    pub op: Option<Op>,
+    /// Attempts so far; the current attempt's owner token is derived from
+    /// it.
+    pub attempts: u8,
+    pub dead: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct State {
+    pub now: u64,
+    pub masters: Vec<Master>,
+    pub snapshot: Option<Master>,
+    pub lost: bool,
+    pub clients: Vec<Client>,
+    pub deaths: u8,
+    /// Ghosts: the largest token granted, whether grants' tokens rose, and
+    /// whether the interesting cases were reached.
+    pub last_fence: u64,
+    pub fences_rise: bool,
+    pub repaired: bool,
+    pub lost_after_grant: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    Tick,
+    /// Client starts an operation on every master.
+    Begin(usize, Step),
+    /// Master `m` runs client `c`'s operation.
+    Run(usize, usize),
+    Die(usize),
+    Save,
+    Lose,
+}
+
+/// The model and its bounds.
+pub struct Redlock {
+    pub clients: usize,
+    pub ttl: u64,
+    pub horizon: u64,
+    /// Acquire attempts per client.
+    pub attempts: u8,
+    pub deaths: u8,
+    pub loss: Option<Loss>,
+    pub flaw: Option<Flaw>,
+}
+
+const ALL: u8 = (1 << MASTERS) - 1;
+
+impl Redlock {
+    /// Client `c`'s owner token for its current attempt.
+    fn token(c: usize, attempts: u8) -> u8 {
+        // Clients and attempts are few (a bound): 16 attempts per client.
+        u8::try_from(c).unwrap_or(u8::MAX) << 4 | attempts
+    }
+
+    fn mint(s: &mut State, m: usize) -> u64 {
+        let master = &mut s.masters[m];
+        let fence = (master.counter + 1).max(s.now * MICROS);
+        master.counter = fence;
+        fence
+    }
+
+    /// Runs `op` of client `c` (owner token `token`) on master `m`; says
+    /// whether the master said yes.
+    fn run(&self, s: &mut State, c: usize, m: usize, op: &mut Op) -> bool {
+        let now = s.now;
+        let token = Self::token(c, s.clients[c].attempts);
+        let master = &mut s.masters[m];
+        if master.key.as_ref().is_some_and(|k| k.expires <= now) {
+            master.key = None;
+        }
+        let ours = master.key.as_ref().is_some_and(|k| k.owner == token);
+        let free = master.key.is_none();
+        match op.step {
+            Step::Acquire => {
+                if !(ours || free) {
+                    return false;
+                }
+                let fence = Self::mint(s, m);
+                s.masters[m].key = Some(Key {
+                    owner: token,
+                    fence,
+                    expires: now + self.ttl,
+                });
+                op.fence = op.fence.max(fence);
+                true
+            }
+            Step::Raise => {
+                master.counter = master.counter.max(op.fence);
+                if let Some(k) = master.key.as_mut().filter(|_| ours) {
+                    k.fence = op.fence;
+                    true
+                } else if free {
+                    if self.flaw != Some(Flaw::BareMajority) {
+                        master.key = Some(Key {
+                            owner: token,
+                            fence: op.fence,
+                            expires: now + self.ttl,
+                        });
+                    }
+                    true
+                } else {
+                    self.flaw == Some(Flaw::BareMajority)
+                }
+            }
+            Step::Renew => {
+                if !(ours || free) {
+                    return false;
+                }
+                let fence = master.key.as_ref().map_or(op.fence, |k| k.fence);
+                master.key = Some(Key {
+                    owner: token,
+                    fence,
+                    expires: now + self.ttl,
+                });
+                master.counter = master.counter.max(op.fence);
+                true
+            }
+            Step::Release => {
+                if ours {
+                    master.key = None;
+                }
+                ours
+            }
+        }
+    }
+
+    /// All masters ran client `c`'s `op`: the client decides, as the
+    /// library's `redlock.rs` does.
+    fn decide(&self, s: &mut State, c: usize, op: Op) {
+        let release = Op {
+            step: Step::Release,
+            sent: s.now,
+            done: 0,
+            yes: 0,
+            no: 0,
+            fence: 0,
+            tries: 0,
+        };
+        let next = match op.step {
+            Step::Acquire if op.yes >= QUORUM && s.now < op.sent + self.ttl => Some(Op {
+                step: Step::Raise,
+                done: 0,
+                yes: 0,
+                no: 0,
+                ..op
+            }),
+            Step::Acquire => Some(release),
+            Step::Raise if op.no == 0 => {
+                s.fences_rise &= op.fence > s.last_fence;
+                s.last_fence = s.last_fence.max(op.fence);
+                s.repaired |= op.tries > 0;
+                s.clients[c].belief = Some((op.fence, op.sent + self.ttl));
+                None
+            }
+            Step::Raise if op.tries + 1 < REPAIR_TRIES => Some(Op {
+                done: 0,
+                yes: 0,
+                no: 0,
+                tries: op.tries + 1,
+                ..op
+            }),
+            Step::Raise => Some(release),
+            Step::Renew => {
+                let client = &mut s.clients[c];
+                match client.belief {
+                    Some((fence, deadline)) if op.yes >= QUORUM && deadline > s.now => {
+                        client.belief = Some((fence, deadline.max(op.sent + self.ttl)));
+                    }
+                    _ if op.yes >= QUORUM || op.no >= QUORUM => client.belief = None,
+                    _ => {}
+                }
+                None
+            }
+            Step::Release => None,
+        };
+        s.clients[c].op = next;
+    }
+}
+
+impl Model for Redlock {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![State {
+            now: 1,
+            masters: vec![Master::default(); MASTERS],
+            snapshot: None,
+            lost: false,
+            clients: vec![
+                Client {
+                    belief: None,
+                    op: None,
+                    attempts: 0,
+                    dead: false,
+                };
+                self.clients
+            ],
+            deaths: 0,
+            last_fence: 0,
+            fences_rise: true,
+            repaired: false,
+            lost_after_grant: false,
+        }]
+    }
+
+    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        if s.now < self.horizon {
+            actions.push(Action::Tick);
+        }
+        if let Some(loss) = self.loss {
+            if !s.lost {
+                if loss == Loss::Restore && s.snapshot.is_none() {
+                    actions.push(Action::Save);
+                }
+                if loss == Loss::Flush || s.snapshot.is_some() {
+                    actions.push(Action::Lose);
+                }
+            }
+        }
+        for (c, client) in s.clients.iter().enumerate() {
+            if client.dead {
+                continue;
+            }
+            if s.deaths < self.deaths {
+                actions.push(Action::Die(c));
+            }
+            if let Some(op) = client.op {
+                for m in 0..MASTERS {
+                    if op.done & (1 << m) == 0 {
+                        actions.push(Action::Run(c, m));
+                    }
+                }
+                continue;
+            }
+            match client.belief {
+                None if client.attempts < self.attempts => {
+                    actions.push(Action::Begin(c, Step::Acquire));
+                }
+                Some((_, deadline)) => {
+                    if deadline > s.now {
+                        actions.push(Action::Begin(c, Step::Renew));
+                    }
+                    actions.push(Action::Begin(c, Step::Release));
+                }
+                None => {}
+            }
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = last.clone();
+        match action {
+            Action::Tick => s.now += 1,
+            Action::Save => s.snapshot = Some(s.masters[0].clone()),
+            Action::Lose => {
+                s.masters[0] = s.snapshot.clone().unwrap_or_default();
+                s.lost = true;
+                s.lost_after_grant = s.last_fence > 0;
+                // A restart takes a moment of the master's clock.
+                s.now += 1;
+            }
+            Action::Die(c) => {
+                s.deaths += 1;
+                let client = &mut s.clients[c];
+                client.dead = true;
+                client.belief = None;
+                client.op = None;
+            }
+            Action::Begin(c, step) => {
+                let client = &mut s.clients[c];
+                let fence = client.belief.map_or(0, |(fence, _)| fence);
+                if step == Step::Acquire {
+                    client.attempts += 1;
+                }
+                if step == Step::Release {
+                    // It stops believing the moment it lets go.
+                    client.belief = None;
+                }
+                client.op = Some(Op {
+                    step,
+                    sent: s.now,
+                    done: 0,
+                    yes: 0,
+                    no: 0,
+                    fence,
+                    tries: 0,
+                });
+            }
+            Action::Run(c, m) => {
+                let mut op = s.clients[c].op?;
+                if self.run(&mut s, c, m, &mut op) {
+                    op.yes += 1;
+                } else {
+                    op.no += 1;
+                }
+                op.done |= 1 << m;
+                if op.done == ALL {
+                    self.decide(&mut s, c, op);
+                } else {
+                    s.clients[c].op = Some(op);
+                }
+            }
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always("exclusion", |_, s: &State| {
+                s.clients
+                    .iter()
+                    .filter(|c| c.belief.is_some_and(|(_, deadline)| deadline > s.now))
+                    .count()
+                    <= 1
+            }),
+            Property::always("fencing", |_, s: &State| s.fences_rise),
+            Property::sometimes("a grant repaired", |_, s: &State| s.repaired),
+            Property::sometimes("a data loss after a grant", |m: &Redlock, s: &State| {
+                m.loss.is_none() || s.lost_after_grant
+            }),
+        ]
+    }
+}

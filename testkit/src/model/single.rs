@@ -1,0 +1,548 @@
+//! The single-instance lock protocol as a model (`Protocol`), checked
+//! over every interleaving within bounds with `stateright` by
+//! `tests/model.rs`, and run step by step against the real scripts by the
+//! library's unit tests.
+//!
+//! What is modelled: clients that acquire (and queue when the lock is
+//! busy), are handed the lock by a release, take a hand-over up, hold,
+//! renew, release, give up waiting, and die; each request is sent at one
+//! moment, runs on the server as one atomic step (a script) some time
+//! later, and its reply arrives later still, so a lease counts from when
+//! its request was sent, as the library's does. The server's lock key
+//! expires by its own clock (lazily, as Redis expires a key when it is
+//! read); the fencing counter is minted as the scripts mint it; the server
+//! can save a snapshot and be restored from it (a restart from an older
+//! RDB file, a failover to a lagging replica). A paused client is one that
+//! takes no step: its belief ends at its lease's deadline, as the guard's.
+//! Time is logical: one tick is a millisecond of the server's clock, and
+//! client clocks run at the same rate (the drift allowance is zero here).
+//!
+//! Properties, over every state within the bounds:
+//! - *exclusion*: at most one client believes it holds the lock (its lease
+//!   deadline not passed);
+//! - *fencing*: every grant's token is above every token granted before,
+//!   restores included;
+//! - *claim*: a lock handed to a waiter that is gone (and so never takes
+//!   it up) lasts at most the claim window (the waiter's stay), never the
+//!   TTL;
+//! - *liveness*, under fair scheduling (see [`Fair`]): a waiter that stays
+//!   is granted within a bound;
+//! - and, as a check that the bounds reach the interesting states, that a
+//!   hand-over, a restore and a take-up each happen somewhere.
+//!
+//! Not modelled: several keys, the release announcements being lost (a
+//! waiter that misses one retries, which the model lets it do at any
+//! time). Redlock has its own model, in `redlock.rs`.
+
+use stateright::{Model, Property};
+
+/// A fault put back into the model, to show the checker finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Flaw {
+    /// The old `mint`: reseed the counter from the clock only when it is
+    /// missing, else add one (tokens repeat after a restore).
+    OldMint,
+    /// The old hand-over: a waiter is handed the lock for the whole TTL, so
+    /// a dead waiter keeps it from everyone that long.
+    NoClaim,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Lock {
+    pub owner: usize,
+    pub fence: u64,
+    /// Server time at which the key expires.
+    pub expires: u64,
+    /// Handed over and not taken up yet (a claim).
+    pub claimed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Server {
+    pub lock: Option<Lock>,
+    /// The fencing counter; 0 when missing.
+    pub counter: u64,
+    /// Waiters in arrival order, each with the server time it stays until.
+    pub queue: Vec<(usize, u64)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Req {
+    Acquire,
+    Renew,
+    Release,
+    /// A waiter that gives up leaves the queue (and frees a lock handed to
+    /// it meanwhile).
+    Dequeue,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reply {
+    Granted(u64),
+    /// Refused, with the counter as it stood (the floor below which no
+    /// hand-over is newer than this attempt).
+    Busy(u64),
+    Renewed,
+    NotOurs,
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Phase {
+    Idle,
+    /// Refused; waits for a hand-over or tries again.
+    Waiting {
+        sent: u64,
+        floor: u64,
+        /// When it began to wait (a ghost, for liveness).
+        since: u64,
+    },
+    /// Believes it holds the lock until `deadline` (its own clock).
+    Holding {
+        fence: u64,
+        deadline: u64,
+        /// When it was granted (a ghost, for liveness).
+        since: u64,
+    },
+    Dead,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Client {
+    pub phase: Phase,
+    /// A request sent (and when), not run on the server yet.
+    pub sent: Option<(Req, u64)>,
+    /// A reply on its way back, to the request sent at that time.
+    pub reply: Option<(Reply, u64)>,
+    /// A hand-over announcement on its way: the fence it was handed.
+    pub handed: Option<u64>,
+    /// Grants this client had (a bound).
+    pub grants: u8,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct State {
+    pub now: u64,
+    pub server: Server,
+    pub snapshot: Option<Server>,
+    pub restored: bool,
+    pub clients: Vec<Client>,
+    /// Ghost: the largest token granted so far, and whether every grant
+    /// rose above the one before.
+    pub last_fence: u64,
+    pub fences_rise: bool,
+    /// Ghost: whether a hand-over and a take-up happened.
+    pub handed_over: bool,
+    pub taken_up: bool,
+    /// Deaths and give-ups so far (each bounded, to keep the state space
+    /// small).
+    pub deaths: u8,
+    pub give_ups: u8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    Tick,
+    Send(usize, Req),
+    Run(usize),
+    Receive(usize),
+    /// A waiter hears of a hand-over and takes it as granted.
+    Hear(usize),
+    Die(usize),
+    Save,
+    Restore,
+}
+
+/// The model and its bounds.
+pub struct Protocol {
+    pub clients: usize,
+    pub ttl: u64,
+    /// How long a waiter stays queued after an attempt (its backoff plus
+    /// an I/O timeout, in the library); the claim is the smaller of the
+    /// two.
+    pub stay: u64,
+    /// Time does not go past this.
+    pub horizon: u64,
+    /// Grants per client.
+    pub grants: u8,
+    /// How many clients may die, and how many may give up waiting (each
+    /// bounded, to keep the state space small).
+    pub leavers: u8,
+    /// Whether the server may be restored from a snapshot. A restore takes
+    /// locks away (a documented limit: the holder is told at its next
+    /// renewal), so exclusion is checked without it and fencing with it.
+    pub restores: bool,
+    pub flaw: Option<Flaw>,
+    /// Fair scheduling, for the liveness check: `None` lets every step
+    /// wait forever.
+    pub fair: Option<Fair>,
+}
+
+/// Fair scheduling: time does not pass while a step is due. Every request
+/// runs, every reply and announcement arrives, within the millisecond it
+/// was sent; a waiter asks again before its stay runs out; a holder renews
+/// before its deadline and releases within `hold` of its grant. Under it,
+/// *liveness* is checked as a bound: no client waits longer than `bound`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fair {
+    pub hold: u64,
+    pub bound: u64,
+}
+
+/// Server ticks are milliseconds; the clock that `mint` reads is in µs.
+const MICROS: u64 = 1000;
+
+impl Protocol {
+    fn claim(&self) -> u64 {
+        self.stay.min(self.ttl)
+    }
+
+    fn mint(&self, s: &mut State) -> u64 {
+        let clock = s.now * MICROS;
+        let fence = match self.flaw {
+            Some(Flaw::OldMint) if s.server.counter != 0 => s.server.counter + 1,
+            Some(Flaw::OldMint) => clock,
+            _ => (s.server.counter + 1).max(clock),
+        };
+        s.server.counter = fence;
+        s.fences_rise &= fence > s.last_fence;
+        s.last_fence = s.last_fence.max(fence);
+        fence
+    }
+
+    /// The key as the server sees it now (an expired key is gone).
+    fn expire(s: &mut State) {
+        if s.server.lock.as_ref().is_some_and(|l| l.expires <= s.now) {
+            s.server.lock = None;
+        }
+    }
+
+    /// The first waiter that has not left, dropping those that have.
+    fn live_head(s: &mut State) -> Option<usize> {
+        while let Some(&(c, until)) = s.server.queue.first() {
+            if until >= s.now {
+                return Some(c);
+            }
+            s.server.queue.remove(0);
+        }
+        None
+    }
+
+    /// A release: hands the lock to the first live waiter (a claim), or
+    /// deletes it.
+    fn free(&self, s: &mut State) {
+        s.server.lock = None;
+        if let Some(head) = Self::live_head(s) {
+            s.server.queue.remove(0);
+            let fence = self.mint(s);
+            let window = match self.flaw {
+                Some(Flaw::NoClaim) => self.ttl,
+                _ => self.claim(),
+            };
+            s.server.lock = Some(Lock {
+                owner: head,
+                fence,
+                expires: s.now + window,
+                claimed: true,
+            });
+            s.handed_over = true;
+            s.clients[head].handed = Some(fence);
+        }
+    }
+
+    /// Runs client `c`'s request on the server, as its script would.
+    fn run(&self, s: &mut State, c: usize, req: Req, sent: u64) {
+        Self::expire(s);
+        let ours = s.server.lock.as_ref().is_some_and(|l| l.owner == c);
+        let reply = match req {
+            Req::Acquire => {
+                let head = Self::live_head(s);
+                if ours || (s.server.lock.is_none() && head.is_none_or(|h| h == c)) {
+                    s.server.queue.retain(|&(w, _)| w != c);
+                    let fence = self.mint(s);
+                    s.server.lock = Some(Lock {
+                        owner: c,
+                        fence,
+                        expires: s.now + self.ttl,
+                        claimed: false,
+                    });
+                    Reply::Granted(fence)
+                } else {
+                    let until = s.now + self.stay;
+                    match s.server.queue.iter_mut().find(|(w, _)| *w == c) {
+                        Some(entry) => entry.1 = until,
+                        None => s.server.queue.push((c, until)),
+                    }
+                    Reply::Busy(s.server.counter)
+                }
+            }
+            Req::Renew => {
+                if ours {
+                    let now = s.now;
+                    let lock = s.server.lock.as_mut().unwrap();
+                    lock.expires = now + self.ttl;
+                    if lock.claimed {
+                        lock.claimed = false;
+                        s.taken_up = true;
+                    }
+                    Reply::Renewed
+                } else {
+                    Reply::NotOurs
+                }
+            }
+            Req::Release => {
+                if ours {
+                    self.free(s);
+                }
+                Reply::Done
+            }
+            Req::Dequeue => {
+                s.server.queue.retain(|&(w, _)| w != c);
+                if ours {
+                    self.free(s);
+                }
+                Reply::Done
+            }
+        };
+        // A release's or a dequeue's reply changes nothing for its client.
+        if reply != Reply::Done {
+            s.clients[c].reply = Some((reply, sent));
+        }
+    }
+
+    /// Under fair scheduling: whether a step is due before time may pass.
+    fn due(&self, s: &State) -> bool {
+        let Some(fair) = self.fair else {
+            return false;
+        };
+        s.clients.iter().any(|c| {
+            c.sent.is_some()
+                || (c.phase != Phase::Dead && c.reply.is_some())
+                || match c.phase {
+                    Phase::Waiting { sent, .. } => c.handed.is_some() || sent + self.stay <= s.now,
+                    Phase::Holding {
+                        deadline, since, ..
+                    } => deadline <= s.now + 1 || since + fair.hold <= s.now,
+                    _ => false,
+                }
+        })
+    }
+
+    /// Client `c` reads the reply to its request sent at `sent`.
+    fn receive(&self, s: &mut State, c: usize, reply: Reply, sent: u64) {
+        let now = s.now;
+        let client = &mut s.clients[c];
+        client.phase = match (client.phase, reply) {
+            (Phase::Dead, _) => Phase::Dead,
+            (_, Reply::Granted(fence)) => {
+                client.grants += 1;
+                client.handed = None;
+                Phase::Holding {
+                    fence,
+                    deadline: sent + self.ttl,
+                    since: now,
+                }
+            }
+            (Phase::Waiting { since, .. }, Reply::Busy(floor)) => {
+                Phase::Waiting { sent, floor, since }
+            }
+            (_, Reply::Busy(floor)) => Phase::Waiting {
+                sent,
+                floor,
+                since: sent,
+            },
+            (
+                Phase::Holding {
+                    fence,
+                    deadline,
+                    since,
+                },
+                Reply::Renewed,
+            ) => Phase::Holding {
+                fence,
+                deadline: deadline.max(sent + self.ttl),
+                since,
+            },
+            (Phase::Holding { .. }, Reply::NotOurs) => Phase::Idle,
+            (phase, _) => phase,
+        };
+    }
+}
+
+impl Model for Protocol {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![State {
+            now: 1,
+            server: Server::default(),
+            snapshot: None,
+            restored: false,
+            clients: vec![
+                Client {
+                    phase: Phase::Idle,
+                    sent: None,
+                    reply: None,
+                    handed: None,
+                    grants: 0,
+                };
+                self.clients
+            ],
+            last_fence: 0,
+            fences_rise: true,
+            handed_over: false,
+            taken_up: false,
+            deaths: 0,
+            give_ups: 0,
+        }]
+    }
+
+    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        if s.now < self.horizon && !self.due(s) {
+            actions.push(Action::Tick);
+        }
+        if self.restores {
+            if s.snapshot.is_none() {
+                actions.push(Action::Save);
+            } else if !s.restored {
+                actions.push(Action::Restore);
+            }
+        }
+        for (c, client) in s.clients.iter().enumerate() {
+            if client.sent.is_some() {
+                // A request on its way runs even if its client died.
+                actions.push(Action::Run(c));
+                continue;
+            }
+            if client.phase == Phase::Dead {
+                continue;
+            }
+            let may_die = s.deaths < self.leavers;
+            if client.reply.is_some() {
+                actions.push(Action::Receive(c));
+                if may_die {
+                    actions.push(Action::Die(c));
+                }
+                continue;
+            }
+            match client.phase {
+                Phase::Idle if client.grants < self.grants => {
+                    actions.push(Action::Send(c, Req::Acquire));
+                }
+                Phase::Waiting { .. } => {
+                    actions.push(Action::Send(c, Req::Acquire));
+                    if s.give_ups < self.leavers {
+                        actions.push(Action::Send(c, Req::Dequeue));
+                    }
+                    if client.handed.is_some() {
+                        actions.push(Action::Hear(c));
+                    }
+                }
+                Phase::Holding { deadline, .. } if deadline > s.now => {
+                    actions.push(Action::Send(c, Req::Renew));
+                    actions.push(Action::Send(c, Req::Release));
+                }
+                Phase::Holding { .. } => {
+                    // Lost by its deadline: it releases (owner-checked).
+                    actions.push(Action::Send(c, Req::Release));
+                }
+                _ => {}
+            }
+            if may_die {
+                actions.push(Action::Die(c));
+            }
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = last.clone();
+        match action {
+            Action::Tick => s.now += 1,
+            Action::Save => s.snapshot = Some(s.server.clone()),
+            Action::Restore => {
+                // A restart takes a moment of the server's clock.
+                s.server = s.snapshot.clone()?;
+                s.restored = true;
+                s.now += 1;
+            }
+            Action::Send(c, req) => {
+                if req == Req::Dequeue {
+                    s.give_ups += 1;
+                }
+                let client = &mut s.clients[c];
+                if req == Req::Release || req == Req::Dequeue {
+                    // It stops believing (or waiting) the moment it lets go.
+                    client.phase = Phase::Idle;
+                }
+                client.sent = Some((req, s.now));
+            }
+            Action::Run(c) => {
+                let (req, sent) = s.clients[c].sent.take()?;
+                self.run(&mut s, c, req, sent);
+            }
+            Action::Receive(c) => {
+                let (reply, sent) = s.clients[c].reply.take()?;
+                self.receive(&mut s, c, reply, sent);
+            }
+            Action::Hear(c) => {
+                let fence = s.clients[c].handed.take()?;
+                let Phase::Waiting { sent, floor, .. } = s.clients[c].phase else {
+                    return None;
+                };
+                // Taken as granted only when newer than its last refused
+                // attempt, and early in the claim; else it asks again.
+                if fence > floor && (s.now - sent) * 3 < self.claim() {
+                    s.clients[c].phase = Phase::Holding {
+                        fence,
+                        deadline: sent + self.claim(),
+                        since: s.now,
+                    };
+                    s.clients[c].grants += 1;
+                }
+            }
+            Action::Die(c) => {
+                s.deaths += 1;
+                let client = &mut s.clients[c];
+                client.phase = Phase::Dead;
+                client.reply = None;
+                client.handed = None;
+            }
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always("exclusion", |m: &Protocol, s: &State| {
+                m.restores
+                    || s.clients
+                    .iter()
+                    .filter(|c| matches!(c.phase, Phase::Holding { deadline, .. } if deadline > s.now))
+                    .count()
+                    <= 1
+            }),
+            Property::always("fencing", |_, s: &State| s.fences_rise),
+            Property::always("liveness", |m: &Protocol, s: &State| {
+                m.fair.is_none_or(|fair| {
+                    s.clients.iter().all(|c| match c.phase {
+                        Phase::Waiting { since, .. } => s.now - since <= fair.bound,
+                        _ => true,
+                    })
+                })
+            }),
+            Property::always("claim", |m: &Protocol, s: &State| {
+                s.server.lock.as_ref().is_none_or(|l| {
+                    !l.claimed
+                        || s.clients[l.owner].phase != Phase::Dead
+                        || l.expires <= s.now + m.claim()
+                })
+            }),
+            Property::sometimes("a hand-over", |_, s: &State| s.handed_over),
+            Property::sometimes("a take-up", |_, s: &State| s.taken_up),
+            Property::sometimes("a restore after a grant", |m: &Protocol, s: &State| {
+                !m.restores || (s.restored && s.last_fence > 0)
+            }),
+        ]
+    }
+}
