@@ -144,7 +144,8 @@ end
 ///   queue keys live after that, in ms (`<ms>` + 1000).
 ///
 /// Waiters whose deadline passed are dropped from the head of the queue, so
-/// a dead waiter holds the line for at most its last timeout; both queue
+/// a dead waiter holds the line for at most its last timeout, and one that
+/// asks again after its deadline queues at the back, as a newcomer; both queue
 /// keys expire a second after the last waiter's timeout, so none outlives
 /// its waiters. Keys that are all ours already (a retry after a lost reply,
 /// or a lock handed over by a release) are granted again whatever the queue
@@ -187,16 +188,20 @@ local function refuse(pttl)
 end
 -- Whether a refused attempt joins the queue (or stays in it).
 local joining = mode ~= '' and mode ~= '0'
-local function join(ms, micros)
-  redis.call('ZADD', queue, 'NX', micros, token)
+local function join(now, ms, micros)
+  -- A waiter whose stay ran out lost its place: it queues at the back.
+  if alive(redis.call('HGET', waiters, token), now) then
+    redis.call('ZADD', queue, 'NX', micros, token)
+  else
+    redis.call('ZADD', queue, micros, token)
+  end
   redis.call('HSET', waiters, token, ms .. ':' .. mode .. ':' .. ARGV[2] .. ':' .. ARGV[3])
   redis.call('PEXPIRE', queue, ARGV[5])
   redis.call('PEXPIRE', waiters, ARGV[5])
 end
 if busy then
   if joining then
-    local _, ms, micros = clock()
-    join(ms, micros)
+    join(clock())
   end
   return refuse(busy)
 end
@@ -204,7 +209,7 @@ if mode ~= '' and not mine and redis.call('EXISTS', queue) == 1 then
   local now, ms, micros = clock()
   local head = live_head(queue, waiters, now)
   if head and head ~= token then
-    if joining then join(ms, micros) end
+    if joining then join(now, ms, micros) end
     return refuse(-2)
   end
   if head == token then
