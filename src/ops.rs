@@ -343,7 +343,17 @@ impl Shared {
         match redlock::decide_acquire(answers, ttl, sent.elapsed(), drift) {
             Acquired::Granted { fence } if n == 1 => Ok(Outcome::Granted { sent, fence }),
             Acquired::Granted { fence } => match self.raise_fences(a, fence) {
-                Ok(true) => Ok(Outcome::Granted { sent, fence }),
+                Ok(true) if redlock::validity(ttl, sent.elapsed(), drift).is_some() => {
+                    Ok(Outcome::Granted { sent, fence })
+                }
+                // The write-back took what was left of the lease (the
+                // process paused, say): the lease is over before it is
+                // returned, and a rival may have been granted a larger
+                // token meanwhile. Too slow, as a slow majority is.
+                Ok(true) => {
+                    self.release_quietly(a);
+                    Err(self.quorum_error(0, None))
+                }
                 // Another client holds the lock on an instance that
                 // answered (a rival's failed attempt, for a moment): a
                 // grant on a bare majority would fall to one instance's

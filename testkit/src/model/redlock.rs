@@ -8,7 +8,8 @@
 //! grant then raises every master's counter to its token and takes the
 //! masters where the lock is free (`RAISE_FENCE`); while another client
 //! holds it on one of them, it tries again, at most `REPAIR_TRIES` times,
-//! then gives the grant up (released everywhere). A renewal extends the
+//! then gives the grant up (released everywhere), as it does when the
+//! write-back ends after the lease's validity. A renewal extends the
 //! keys that are ours and puts back the ones that are missing, and counts
 //! on a majority; a release deletes ours everywhere. Each attempt has its
 //! own owner token, as each of the library's acquisitions does. Keys
@@ -138,11 +139,10 @@ pub enum Action {
 
 /// The model and its bounds.
 pub struct Redlock {
-    pub clients: usize,
+    /// Acquire attempts, for each client (so also how many clients).
+    pub attempts: Vec<u8>,
     pub ttl: u64,
     pub horizon: u64,
-    /// Acquire attempts per client.
-    pub attempts: u8,
     pub deaths: u8,
     pub loss: Option<Loss>,
     pub flaw: Option<Flaw>,
@@ -250,6 +250,9 @@ impl Redlock {
                 ..op
             }),
             Step::Acquire => Some(release),
+            // The write-back took what was left of the lease: no grant
+            // (the library's check after `raise_fences`).
+            Step::Raise if op.no == 0 && s.now >= op.sent + self.ttl => Some(release),
             Step::Raise if op.no == 0 => {
                 s.fences_rise &= op.fence > s.last_fence;
                 s.last_fence = s.last_fence.max(op.fence);
@@ -299,7 +302,7 @@ impl Model for Redlock {
                     attempts: 0,
                     dead: false,
                 };
-                self.clients
+                self.attempts.len()
             ],
             deaths: 0,
             last_fence: 0,
@@ -339,7 +342,7 @@ impl Model for Redlock {
                 continue;
             }
             match client.belief {
-                None if client.attempts < self.attempts => {
+                None if client.attempts < self.attempts[c] => {
                     actions.push(Action::Begin(c, Step::Acquire));
                 }
                 Some((_, deadline)) => {
