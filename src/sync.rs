@@ -1,11 +1,18 @@
-//! The locks and condition variables of the in-process state that `loom`
-//! checks (the lease and the waiter registry): `parking_lot`'s, or, built
+//! The locks, condition variables and channels of the in-process state
+//! that `loom` checks (the lease, the waiter registry, the hand-off of a
+//! job to a parked watchdog worker): `parking_lot`'s and `std`'s, or, built
 //! with `--cfg loom`, `loom`'s behind the same API. Under loom a timed wait
 //! waits untimed (loom has no clock): a wake-up that could be lost then
 //! shows as a deadlock.
 
 #[cfg(not(loom))]
 pub(crate) use parking_lot::{Condvar, Mutex};
+/// The channels that hand a watchdog's job to a parked worker.
+#[cfg(not(loom))]
+pub(crate) use std::sync::mpsc;
+
+#[cfg(loom)]
+pub(crate) use loom::sync::mpsc;
 
 #[cfg(loom)]
 pub(crate) use self::loom_shim::{Condvar, Mutex};

@@ -18,12 +18,13 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError, SendError, Sender};
+use std::sync::mpsc::{RecvTimeoutError, SendError};
 use std::sync::LazyLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use crate::sync::mpsc::{self, Sender};
+use crate::sync::{Condvar, Mutex};
 
 /// Most threads kept parked for later guards.
 pub(crate) const MAX_PARKED: usize = 64;
@@ -38,31 +39,78 @@ const STACK_SIZE: usize = 128 * 1024;
 type Job = Box<dyn FnOnce() + Send>;
 
 struct Workers {
-    /// Parked workers: an id and the sender of their job channel.
-    parked: Mutex<Vec<(u64, Sender<Job>)>>,
+    parked: Parked<Job>,
     next_id: AtomicU64,
     running: AtomicUsize,
 }
 
 static WORKERS: LazyLock<Workers> = LazyLock::new(|| Workers {
-    parked: Mutex::new(Vec::new()),
+    parked: Parked {
+        list: Mutex::new(Vec::new()),
+    },
     next_id: AtomicU64::new(0),
     running: AtomicUsize::new(0),
 });
 
-/// Runs `job` on a parked worker, or on a new one when none is parked.
-pub(crate) fn run(job: impl FnOnce() + Send + 'static) -> io::Result<()> {
-    let mut job: Job = Box::new(job);
-    loop {
-        let Some((_, tx)) = WORKERS.parked.lock().pop() else {
-            break;
-        };
-        match tx.send(job) {
-            Ok(()) => return Ok(()),
-            // That worker has ended: try the next one.
-            Err(SendError(back)) => job = back,
+/// The parked workers, and the hand-off of a job to one of them. A worker
+/// whose wait times out as a job is handed to it either leaves the list
+/// first (and the job goes elsewhere) or finds itself taken off it (and
+/// receives the job): a job is never lost nor run twice (checked by loom).
+struct Parked<J> {
+    /// Each parked worker's id and the sender of its job channel.
+    list: Mutex<Vec<(u64, Sender<J>)>>,
+}
+
+impl<J> Parked<J> {
+    /// Hands `job` to the last parked worker still listening; gives it back
+    /// when none is.
+    fn hand(&self, mut job: J) -> Result<(), J> {
+        loop {
+            let Some((_, tx)) = self.list.lock().pop() else {
+                return Err(job);
+            };
+            match tx.send(job) {
+                Ok(()) => return Ok(()),
+                // That worker has ended: try the next one.
+                Err(SendError(back)) => job = back,
+            }
         }
     }
+
+    /// Parks worker `id`, reached through `tx`; `false` when enough are
+    /// parked already (the worker ends).
+    fn park(&self, id: u64, tx: Sender<J>) -> bool {
+        let mut list = self.list.lock();
+        if list.len() >= MAX_PARKED {
+            return false;
+        }
+        list.push((id, tx));
+        true
+    }
+
+    /// Worker `id`, whose wait timed out, leaves the list: `false` when
+    /// someone took it off just now, so that its job is on the way.
+    fn leave(&self, id: u64) -> bool {
+        let mut list = self.list.lock();
+        match list.iter().position(|(p, _)| *p == id) {
+            Some(i) => {
+                list.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.list.lock().len()
+    }
+}
+
+/// Runs `job` on a parked worker, or on a new one when none is parked.
+pub(crate) fn run(job: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    let Err(job) = WORKERS.parked.hand(Box::new(job)) else {
+        return Ok(());
+    };
     let id = WORKERS.next_id.fetch_add(1, Ordering::Relaxed);
     thread::Builder::new()
         .name("redmutex-watchdog".into())
@@ -78,22 +126,15 @@ fn work(id: u64, first: Job) {
         WORKERS.running.fetch_add(1, Ordering::Relaxed);
         job();
         WORKERS.running.fetch_sub(1, Ordering::Relaxed);
-        {
-            let mut parked = WORKERS.parked.lock();
-            if parked.len() >= MAX_PARKED {
-                return;
-            }
-            parked.push((id, tx.clone()));
+        if !WORKERS.parked.park(id, tx.clone()) {
+            return;
         }
         job = match rx.recv_timeout(PARK_LIFETIME) {
             Ok(next) => next,
             Err(RecvTimeoutError::Timeout) => {
-                let mut parked = WORKERS.parked.lock();
-                if let Some(i) = parked.iter().position(|(p, _)| *p == id) {
-                    parked.swap_remove(i);
+                if WORKERS.parked.leave(id) {
                     return;
                 }
-                drop(parked);
                 // Someone took this worker off the list just now: its job is
                 // on the way.
                 match rx.recv() {
@@ -263,7 +304,7 @@ pub struct WatchdogThreads {
 pub fn watchdog_threads() -> WatchdogThreads {
     WatchdogThreads {
         running: WORKERS.running.load(Ordering::Relaxed),
-        parked: WORKERS.parked.lock().len(),
+        parked: WORKERS.parked.len(),
         pending: STARTER.schedule.lock().jobs.len(),
     }
 }
@@ -312,5 +353,64 @@ mod tests {
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "late");
         // The cancelled job never runs; every sender is gone.
         assert!(rx.recv_timeout(Duration::from_secs(10)).is_err());
+    }
+}
+
+/// `RUSTFLAGS="--cfg loom" cargo test --release --lib loom`: every
+/// interleaving of a job's hand-off with the wait of the worker it goes to
+/// timing out, within loom's bounds. Loom has no clock: the worker's wait
+/// times out at any point relative to the hand-off.
+#[cfg(all(test, loom))]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    /// Worker 7 parks, then its wait times out while job 42 is handed out:
+    /// `flawed` workers end on a timeout without looking whether they were
+    /// taken. The job must run exactly once.
+    fn hand_off_as_the_wait_times_out(flawed: bool) {
+        loom::model(move || {
+            let parked = Arc::new(Parked {
+                list: Mutex::new(Vec::new()),
+            });
+            let (tx, rx) = mpsc::channel::<u32>();
+            assert!(parked.park(7, tx.clone()));
+            let worker = {
+                let parked = Arc::clone(&parked);
+                loom::thread::spawn(move || {
+                    let left = parked.leave(7);
+                    if left || flawed {
+                        return None;
+                    }
+                    Some(rx.recv().unwrap())
+                })
+            };
+            let handed = parked.hand(42);
+            let received = worker.join().unwrap();
+            // The worker keeps its own sender, as `work` does.
+            drop(tx);
+            match (handed, received) {
+                // Handed to the worker, which runs it; or handed back, to
+                // run on a new thread.
+                (Ok(()), Some(42)) | (Err(42), None) => {}
+                other => panic!("the job was lost or doubled: {other:?}"),
+            }
+        });
+    }
+
+    /// A job is never lost nor run twice, and no worker waits for a job
+    /// that never comes (loom reports a deadlock).
+    #[test]
+    fn loom_a_job_handed_to_a_worker_timing_out_runs_once() {
+        hand_off_as_the_wait_times_out(false);
+    }
+
+    /// The negative control: a worker that ends on a timeout without
+    /// looking whether it was taken off the list loses a job.
+    #[test]
+    #[should_panic(expected = "lost or doubled")]
+    fn loom_a_worker_that_ends_on_every_timeout_loses_a_job() {
+        hand_off_as_the_wait_times_out(true);
     }
 }
