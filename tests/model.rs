@@ -13,9 +13,51 @@
     clippy::indexing_slicing
 )]
 
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::time::Instant;
+
 use redmutex_testkit::model::redlock::{self, Loss, Redlock};
 use redmutex_testkit::model::single::{Fair, Flaw, Protocol};
 use stateright::{Checker, Model};
+
+/// Checks every property of `model` over every interleaving within its
+/// bounds (depth first), after saying what was checked, how many states
+/// and how long it took.
+fn check_all<M>(what: &str, model: M)
+where
+    M: Model + Send + Sync + 'static,
+    M::State: Debug + Hash + Send + Sync + 'static,
+    M::Action: Debug + Send + Sync + 'static,
+{
+    let started = Instant::now();
+    let checker = model.checker().spawn_dfs().join();
+    eprintln!(
+        "{what}: {} states ({} unique) in {:.1?}",
+        checker.state_count(),
+        checker.unique_state_count(),
+        started.elapsed()
+    );
+    checker.assert_properties();
+}
+
+/// Finds the shortest path (breadth first) on which `model` breaks
+/// `property`, and prints it under `title`; fails when there is none.
+fn counterexample<M>(title: &str, model: M, property: &'static str)
+where
+    M: Model + Send + Sync + 'static,
+    M::State: Debug + Hash + Send + Sync + 'static,
+    M::Action: Debug + Send + Sync + 'static,
+{
+    let checker = model.checker().spawn_bfs().join();
+    let path = checker
+        .discovery(property)
+        .unwrap_or_else(|| panic!("{title}: the checker found no counterexample"));
+    eprintln!("{title}:");
+    for action in path.into_actions() {
+        eprintln!("  {action:?}");
+    }
+}
 
 /// The bounds: (clients, grants per client, horizon in ticks). A restore
 /// can come at any point, which multiplies the states: that variant gets a
@@ -57,19 +99,15 @@ fn long() -> bool {
 #[test]
 fn the_protocol_keeps_its_properties_in_every_interleaving() {
     for restores in [false, true] {
-        let started = std::time::Instant::now();
         let model = protocol(restores, None);
-        let (clients, grants, horizon) = (model.clients, model.grants, model.horizon);
-        let checker = model.checker().spawn_dfs().join();
-        eprintln!(
-            "model{}: {clients} clients, {grants} grants each, {horizon} ms, TTL 3 ms, stay 2 ms: \
-             {} states ({} unique) in {:.1?}",
+        let what = format!(
+            "model{}: {} clients, {} grants each, {} ms, TTL 3 ms, stay 2 ms",
             if restores { " with a restore" } else { "" },
-            checker.state_count(),
-            checker.unique_state_count(),
-            started.elapsed()
+            model.clients,
+            model.grants,
+            model.horizon
         );
-        checker.assert_properties();
+        check_all(&what, model);
     }
 }
 
@@ -80,15 +118,8 @@ fn the_old_holes_are_found() {
         (Flaw::OldMint, true, "fencing"),
         (Flaw::NoClaim, false, "claim"),
     ] {
-        // Breadth first: the shortest counterexample.
-        let checker = protocol(restores, Some(flaw)).checker().spawn_bfs().join();
-        let path = checker
-            .discovery(property)
-            .unwrap_or_else(|| panic!("{flaw:?}: the checker found no counterexample"));
-        eprintln!("{flaw:?} breaks {property}:");
-        for action in path.into_actions() {
-            eprintln!("  {action:?}");
-        }
+        let title = format!("{flaw:?} breaks {property}");
+        counterexample(&title, protocol(restores, Some(flaw)), property);
     }
 }
 
@@ -114,25 +145,13 @@ fn a_waiter_that_stays_is_granted_under_fair_scheduling() {
         fair: Some(Fair { hold, bound }),
     };
     let bound = 1 + hold + ttl + (stay - 1);
-    let started = std::time::Instant::now();
-    let checker = fair(bound).checker().spawn_dfs().join();
-    eprintln!(
+    let what = format!(
         "liveness: 2 clients, 2 grants each, {horizon} ms, TTL {ttl} ms, stay {stay} ms, \
-         holds of at most {hold} ms: every waiter granted within {bound} ms; \
-         {} states ({} unique) in {:.1?}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        started.elapsed()
+         holds of at most {hold} ms: every waiter granted within {bound} ms"
     );
-    checker.assert_properties();
-    let tighter = fair(bound - 1).checker().spawn_bfs().join();
-    let path = tighter
-        .discovery("liveness")
-        .expect("a wait of the full bound is reachable");
-    eprintln!("a waiter waits {bound} ms:");
-    for action in path.into_actions() {
-        eprintln!("  {action:?}");
-    }
+    check_all(&what, fair(bound));
+    let title = format!("a waiter waits {bound} ms");
+    counterexample(&title, fair(bound - 1), "liveness");
 }
 
 /// The Redlock bounds: two clients with two attempts each (one less for
@@ -167,21 +186,16 @@ fn redlock(loss: Option<Loss>, flaw: Option<redlock::Flaw>) -> Redlock {
 #[test]
 fn redlock_keeps_its_properties_through_one_masters_data_loss() {
     for loss in [None, Some(Loss::Flush), Some(Loss::Restore)] {
-        let started = std::time::Instant::now();
         let model = redlock(loss, None);
-        let bounds = format!(
-            "attempts {:?}, {} ms, TTL {} ms, {} death",
-            model.attempts, model.horizon, model.ttl, model.deaths
-        );
-        let checker = model.checker().spawn_dfs().join();
-        eprintln!(
-            "redlock, {} masters, data loss {loss:?}: {bounds}: {} states ({} unique) in {:.1?}",
+        let what = format!(
+            "redlock, {} masters, data loss {loss:?}: attempts {:?}, {} ms, TTL {} ms, {} death",
             redlock::MASTERS,
-            checker.state_count(),
-            checker.unique_state_count(),
-            started.elapsed()
+            model.attempts,
+            model.horizon,
+            model.ttl,
+            model.deaths
         );
-        checker.assert_properties();
+        check_all(&what, model);
     }
 }
 
@@ -195,12 +209,5 @@ fn a_grant_kept_on_a_bare_majority_is_found() {
         deaths: 0,
         ..redlock(Some(Loss::Flush), Some(redlock::Flaw::BareMajority))
     };
-    let checker = model.checker().spawn_bfs().join();
-    let path = checker
-        .discovery("exclusion")
-        .expect("BareMajority: the checker found no counterexample");
-    eprintln!("BareMajority breaks exclusion:");
-    for action in path.into_actions() {
-        eprintln!("  {action:?}");
-    }
+    counterexample("BareMajority breaks exclusion", model, "exclusion");
 }

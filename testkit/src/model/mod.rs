@@ -4,3 +4,15 @@
 
 pub mod redlock;
 pub mod single;
+
+/// The server's clock, in µs, at tick `now` (ticks are milliseconds): what
+/// the scripts' `mint` reads.
+fn micros(now: u64) -> u64 {
+    now * 1000
+}
+
+/// The scripts' `mint`: the next fencing token after `counter`, and at
+/// least the server's clock in µs.
+fn mint(counter: u64, now: u64) -> u64 {
+    (counter + 1).max(micros(now))
+}

@@ -39,8 +39,6 @@ const QUORUM: u8 = 2;
 /// How many times a grant tries to take the masters a rival held (the
 /// library's `REPAIR_TRIES`).
 pub const REPAIR_TRIES: u8 = 3;
-/// Ticks are milliseconds; the clock `mint` reads is in µs.
-const MICROS: u64 = 1000;
 
 /// A fault put back into the model, to show the checker finds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -89,13 +87,19 @@ pub struct Op {
     pub step: Step,
     /// When the acquire (or renewal) was sent: the lease counts from here.
     pub sent: u64,
-    /// The masters that ran it (a bit each), and how many said yes, no.
+    /// The masters that ran it (a bit each), and how many said yes.
     pub done: u8,
     pub yes: u8,
-    pub no: u8,
     /// The largest token minted (acquire), or the grant's token.
     pub fence: u64,
     pub tries: u8,
+}
+
+impl Op {
+    /// How many of the masters that ran it said no.
+    fn no(&self) -> u32 {
+        self.done.count_ones() - u32::from(self.yes)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -159,7 +163,7 @@ impl Redlock {
 
     fn mint(s: &mut State, m: usize) -> u64 {
         let master = &mut s.masters[m];
-        let fence = (master.counter + 1).max(s.now * MICROS);
+        let fence = super::mint(master.counter, s.now);
         master.counter = fence;
         fence
     }
@@ -237,7 +241,6 @@ impl Redlock {
             sent: s.now,
             done: 0,
             yes: 0,
-            no: 0,
             fence: 0,
             tries: 0,
         };
@@ -246,14 +249,13 @@ impl Redlock {
                 step: Step::Raise,
                 done: 0,
                 yes: 0,
-                no: 0,
                 ..op
             }),
             Step::Acquire => Some(release),
             // The write-back took what was left of the lease: no grant
             // (the library's check after `raise_fences`).
-            Step::Raise if op.no == 0 && s.now >= op.sent + self.ttl => Some(release),
-            Step::Raise if op.no == 0 => {
+            Step::Raise if op.no() == 0 && s.now >= op.sent + self.ttl => Some(release),
+            Step::Raise if op.no() == 0 => {
                 s.fences_rise &= op.fence > s.last_fence;
                 s.last_fence = s.last_fence.max(op.fence);
                 s.repaired |= op.tries > 0;
@@ -263,7 +265,6 @@ impl Redlock {
             Step::Raise if op.tries + 1 < REPAIR_TRIES => Some(Op {
                 done: 0,
                 yes: 0,
-                no: 0,
                 tries: op.tries + 1,
                 ..op
             }),
@@ -274,7 +275,7 @@ impl Redlock {
                     Some((fence, deadline)) if op.yes >= QUORUM && deadline > s.now => {
                         client.belief = Some((fence, deadline.max(op.sent + self.ttl)));
                     }
-                    _ if op.yes >= QUORUM || op.no >= QUORUM => client.belief = None,
+                    _ if op.yes >= QUORUM || op.no() >= u32::from(QUORUM) => client.belief = None,
                     _ => {}
                 }
                 None
@@ -390,7 +391,6 @@ impl Model for Redlock {
                     sent: s.now,
                     done: 0,
                     yes: 0,
-                    no: 0,
                     fence,
                     tries: 0,
                 });
@@ -399,8 +399,6 @@ impl Model for Redlock {
                 let mut op = s.clients[c].op?;
                 if self.run(&mut s, c, m, &mut op) {
                     op.yes += 1;
-                } else {
-                    op.no += 1;
                 }
                 op.done |= 1 << m;
                 if op.done == ALL {

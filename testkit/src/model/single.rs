@@ -189,20 +189,16 @@ pub struct Fair {
     pub bound: u64,
 }
 
-/// Server ticks are milliseconds; the clock that `mint` reads is in µs.
-const MICROS: u64 = 1000;
-
 impl Protocol {
     fn claim(&self) -> u64 {
         self.stay.min(self.ttl)
     }
 
     fn mint(&self, s: &mut State) -> u64 {
-        let clock = s.now * MICROS;
         let fence = match self.flaw {
             Some(Flaw::OldMint) if s.server.counter != 0 => s.server.counter + 1,
-            Some(Flaw::OldMint) => clock,
-            _ => (s.server.counter + 1).max(clock),
+            Some(Flaw::OldMint) => super::micros(s.now),
+            _ => super::mint(s.server.counter, s.now),
         };
         s.server.counter = fence;
         s.fences_rise &= fence > s.last_fence;
