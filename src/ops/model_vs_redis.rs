@@ -13,7 +13,9 @@
 //! the model's clock makes the lock or a waiter's stay run out, the test
 //! makes it so on the server (deletes the key, marks the entry as past its
 //! stay). A snapshot and a restore are `DUMP` and `RESTORE` of the lock's
-//! keys. `REDMUTEX_MODEL_WALKS` sets the number of walks.
+//! keys. `REDMUTEX_MODEL_WALKS` sets the number of walks,
+//! `REDMUTEX_MODEL_FIRST` the first seed, and `REDMUTEX_MODEL_TRACE=<seed>`
+//! prints that walk's steps.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -31,7 +33,7 @@ use redmutex_testkit::model::single::{Action, Protocol, Reply, Req, State};
 use redmutex_testkit::ThrowAwayServer;
 use stateright::Model;
 
-use super::{Acquisition, Outcome, Queue, Shared};
+use super::{split_value, Acquisition, Outcome, Queue, Shared};
 use crate::lease::Lease;
 use crate::watchdog::Renewal;
 use crate::Locker;
@@ -58,11 +60,21 @@ impl Rng {
 /// A key's `DUMP`, and its PTTL (0: none).
 type Dump = (Vec<u8>, i64);
 
+/// How the test marks a waiter's entry as past its stay: `<at>:<stay>`
+/// with both 0, before its `<ttl>:<metadata>`.
+const PAST_STAY: &str = "0:0:";
+
 /// The real side of a walk.
 struct Real {
     shared: Arc<Shared>,
     conn: redis::Connection,
     clients: Vec<Acquisition>,
+    /// The lock's key, its fencing counter, queue and waiters, as the
+    /// library names them.
+    lock: String,
+    counter: String,
+    queue: String,
+    waiters: String,
     /// Each model token, and the real token minted for the same grant.
     tokens: BTreeMap<u64, u64>,
     /// `DUMP`s of the lock's keys, with their PTTL.
@@ -70,14 +82,22 @@ struct Real {
 }
 
 impl Real {
-    fn keys(&self) -> Vec<String> {
-        let a = &self.clients[0];
-        vec![
-            a.redis_keys[0].clone(),
-            a.fence_key.clone(),
-            a.queue.0.clone(),
-            a.queue.1.clone(),
-        ]
+    fn new(shared: Arc<Shared>, conn: redis::Connection, clients: usize) -> Real {
+        let clients: Vec<Acquisition> = (0..clients)
+            .map(|_| shared.prepare(&[KEY]).unwrap())
+            .collect();
+        let a = &clients[0];
+        Real {
+            lock: a.redis_keys[0].clone(),
+            counter: a.fence_key.clone(),
+            queue: a.queue.0.clone(),
+            waiters: a.queue.1.clone(),
+            shared,
+            conn,
+            clients,
+            tokens: BTreeMap::new(),
+            snapshot: Vec::new(),
+        }
     }
 
     fn real_token(&self, model: u64, what: &str) -> u64 {
@@ -109,6 +129,12 @@ impl Real {
             .iter()
             .position(|a| a.token.as_str() == token)
             .expect("a token of ours")
+    }
+
+    /// The client whose lock `value` (`<token>:<fence>:<metadata>`) is.
+    fn owner_of(&self, value: &str) -> usize {
+        let token = value.split(':').next().unwrap_or_default();
+        self.client_of(token)
     }
 
     /// Runs client `c`'s request on the server; says what the model's reply
@@ -155,36 +181,31 @@ impl Real {
     /// Makes the server's state what the model's clock says: a lock or a
     /// stay that ran out by the model's time runs out here too.
     fn expire(&mut self, s: &State) {
-        let keys = self.keys();
         if s.server.lock.as_ref().is_some_and(|l| l.expires <= s.now) {
-            let _: () = self.conn.del(&keys[0]).unwrap();
+            let _: () = self.conn.del(&self.lock).unwrap();
         }
         for &(c, until) in &s.server.queue {
             if until < s.now {
-                let token = self.clients[c].token.as_str().to_owned();
-                let entry: Option<String> = self.conn.hget(&keys[3], &token).unwrap();
+                let token = self.clients[c].token.as_str();
+                let entry: Option<String> = self.conn.hget(&self.waiters, token).unwrap();
                 if let Some(entry) = entry {
-                    // `<at>:<stay>:<ttl>:<metadata>` with at + stay = 0.
+                    // `<at>:<stay>:<ttl>:<metadata>`: keep the last two.
                     let rest: Vec<&str> = entry.splitn(3, ':').collect();
-                    let dead = format!("0:0:{}", rest[2]);
-                    let _: () = self.conn.hset(&keys[3], &token, dead).unwrap();
+                    let past = format!("{PAST_STAY}{}", rest[2]);
+                    let _: () = self.conn.hset(&self.waiters, token, past).unwrap();
                 }
             }
         }
     }
 
     fn save(&mut self) {
-        self.snapshot = self
-            .keys()
-            .into_iter()
-            .map(|k| {
-                let dump: Option<Vec<u8>> =
-                    redis::cmd("DUMP").arg(&k).query(&mut self.conn).unwrap();
-                let pttl: i64 = self.conn.pttl(&k).unwrap();
-                let kept = dump.map(|d| (d, pttl.max(0)));
-                (k, kept)
-            })
-            .collect();
+        let mut snapshot = Vec::new();
+        for k in [&self.lock, &self.counter, &self.queue, &self.waiters] {
+            let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(k).query(&mut self.conn).unwrap();
+            let pttl: i64 = self.conn.pttl(k).unwrap();
+            snapshot.push((k.clone(), dump.map(|d| (d, pttl.max(0)))));
+        }
+        self.snapshot = snapshot;
     }
 
     fn restore(&mut self) {
@@ -201,22 +222,19 @@ impl Real {
         }
     }
 
-    /// Who holds the lock on the server, and its token.
+    /// Who holds the lock on the server, and its token (read with the
+    /// library's own parser of lock values).
     fn holder(&mut self) -> Option<(usize, u64)> {
-        let key = self.keys().swap_remove(0);
-        let value: Option<String> = self.conn.get(key).unwrap();
+        let value: Option<String> = self.conn.get(&self.lock).unwrap();
         value.map(|v| {
-            let mut parts = v.splitn(3, ':');
-            let token = parts.next().unwrap().to_owned();
-            let fence: u64 = parts.next().unwrap().parse().unwrap();
-            (self.client_of(&token), fence)
+            let (fence, _) = split_value(&v).expect("a lock value");
+            (self.owner_of(&v), fence)
         })
     }
 
     /// The server's state must be the model's: who holds the lock, with
     /// which token, and the live waiters in order.
     fn agree(&mut self, s: &State, step: &str) {
-        let keys = self.keys();
         let real = self.holder();
         let model = s
             .server
@@ -225,11 +243,11 @@ impl Real {
             .filter(|l| l.expires > s.now)
             .map(|l| (l.owner, self.real_token(l.fence, step)));
         assert_eq!(real, model, "{step}: the holder (client, real token)");
-        let queued: Vec<String> = self.conn.zrange(&keys[2], 0, -1).unwrap();
+        let queued: Vec<String> = self.conn.zrange(&self.queue, 0, -1).unwrap();
         let mut live = Vec::new();
         for token in queued {
-            let entry: Option<String> = self.conn.hget(&keys[3], &token).unwrap();
-            if entry.is_some_and(|e| !e.starts_with("0:0:")) {
+            let entry: Option<String> = self.conn.hget(&self.waiters, &token).unwrap();
+            if entry.is_some_and(|e| !e.starts_with(PAST_STAY)) {
                 live.push(self.client_of(&token));
             }
         }
@@ -244,8 +262,9 @@ impl Real {
     }
 }
 
-/// One walk of `steps` random actions from the model's initial state.
-fn walk(locker: &Locker, conn: redis::Connection, seed: u64, steps: usize) -> usize {
+/// One walk of `steps` random actions from the model's initial state,
+/// printing each step when `trace`; says how many requests it ran.
+fn walk(locker: &Locker, conn: redis::Connection, seed: u64, steps: usize, trace: bool) -> usize {
     let model = Protocol {
         clients: 3,
         ttl: 3,
@@ -257,23 +276,9 @@ fn walk(locker: &Locker, conn: redis::Connection, seed: u64, steps: usize) -> us
         flaw: None,
         fair: None,
     };
-    let shared = Arc::clone(locker.shared());
-    let clients = (0..model.clients)
-        .map(|_| shared.prepare(&[KEY]).unwrap())
-        .collect();
-    let mut real = Real {
-        shared,
-        conn,
-        clients,
-        tokens: BTreeMap::new(),
-        snapshot: Vec::new(),
-    };
+    let mut real = Real::new(Arc::clone(locker.shared()), conn, model.clients);
     let _: () = redis::cmd("FLUSHALL").query(&mut real.conn).unwrap();
     let mut rng = Rng(seed);
-    // `REDMUTEX_MODEL_TRACE=<seed>` prints that walk's steps.
-    let trace: Option<u64> = std::env::var("REDMUTEX_MODEL_TRACE")
-        .ok()
-        .and_then(|v| v.parse().ok());
     let mut s = model.init_states().remove(0);
     let mut runs = 0;
     let mut actions = Vec::new();
@@ -296,7 +301,7 @@ fn walk(locker: &Locker, conn: redis::Connection, seed: u64, steps: usize) -> us
             action = actions[rng.below(actions.len())];
         }
         let at = format!("seed {seed}, step {step}, {action:?}");
-        if trace == Some(seed) {
+        if trace {
             eprintln!("{at}");
         }
         let before = s.clone();
@@ -343,24 +348,27 @@ fn walk(locker: &Locker, conn: redis::Connection, seed: u64, steps: usize) -> us
     runs
 }
 
+/// A number from the environment, if set.
+fn env(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
 #[test]
 fn the_model_and_the_real_scripts_agree_step_by_step() {
     let server = ThrowAwayServer::start(&[], Duration::from_secs(20))
         .unwrap_or_else(|e| panic!("the tests need a real Redis server: {e}"));
     let client = redis::Client::open(server.url()).unwrap();
     let locker = Locker::new(crate::pool(&server.url()).unwrap());
-    let walks: u64 = std::env::var("REDMUTEX_MODEL_WALKS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if cfg!(debug_assertions) { 300 } else { 2000 });
+    let walks =
+        env("REDMUTEX_MODEL_WALKS").unwrap_or(if cfg!(debug_assertions) { 300 } else { 2000 });
+    let first = env("REDMUTEX_MODEL_FIRST").unwrap_or(0);
+    // `REDMUTEX_MODEL_TRACE=<seed>` prints that walk's steps.
+    let trace = env("REDMUTEX_MODEL_TRACE");
     let started = Instant::now();
     let mut runs = 0;
-    let first: u64 = std::env::var("REDMUTEX_MODEL_FIRST")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
     for seed in first..first + walks {
-        runs += walk(&locker, client.get_connection().unwrap(), seed, 60);
+        let conn = client.get_connection().unwrap();
+        runs += walk(&locker, conn, seed, 60, trace == Some(seed));
     }
     eprintln!(
         "model vs redis-server: {walks} walks of up to 60 steps, {runs} requests run on both, \
