@@ -45,9 +45,7 @@ struct Workers {
 }
 
 static WORKERS: LazyLock<Workers> = LazyLock::new(|| Workers {
-    parked: Parked {
-        list: Mutex::new(Vec::new()),
-    },
+    parked: Parked::new(),
     next_id: AtomicU64::new(0),
     running: AtomicUsize::new(0),
 });
@@ -62,6 +60,12 @@ struct Parked<J> {
 }
 
 impl<J> Parked<J> {
+    fn new() -> Self {
+        Parked {
+            list: Mutex::new(Vec::new()),
+        }
+    }
+
     /// Hands `job` to the last parked worker still listening; gives it back
     /// when none is.
     fn hand(&self, mut job: J) -> Result<(), J> {
@@ -371,9 +375,7 @@ mod loom_tests {
     /// taken. The job must run exactly once.
     fn hand_off_as_the_wait_times_out(flawed: bool) {
         loom::model(move || {
-            let parked = Arc::new(Parked {
-                list: Mutex::new(Vec::new()),
-            });
+            let parked = Arc::new(Parked::new());
             let (tx, rx) = mpsc::channel::<u32>();
             assert!(parked.park(7, tx.clone()));
             let worker = {
