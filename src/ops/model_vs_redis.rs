@@ -12,7 +12,8 @@
 //! Time is the model's: the real TTL and stays are hours long, and when
 //! the model's clock makes the lock or a waiter's stay run out, the test
 //! makes it so on the server (deletes the key, marks the entry as past its
-//! stay). A snapshot and a restore are `DUMP` and `RESTORE` of the lock's
+//! stay); so too when the model expires the key early (a server clock fast
+//! against the clients'). A snapshot and a restore are `DUMP` and `RESTORE` of the lock's
 //! keys. `REDMUTEX_MODEL_WALKS` sets the number of walks,
 //! `REDMUTEX_MODEL_FIRST` the first seed, and `REDMUTEX_MODEL_TRACE=<seed>`
 //! prints that walk's steps.
@@ -274,6 +275,8 @@ fn walk(locker: &Locker, conn: redis::Connection, seed: u64, steps: usize, trace
         leavers: 2,
         restores: true,
         flaw: None,
+        drift: 1,
+        skew: 1,
         fair: None,
     };
     let mut real = Real::new(Arc::clone(locker.shared()), conn, model.clients);
@@ -294,7 +297,7 @@ fn walk(locker: &Locker, conn: redis::Connection, seed: u64, steps: usize, trace
         for _ in 0..3 {
             if !matches!(
                 action,
-                Action::Tick | Action::Die(_) | Action::Save | Action::Restore
+                Action::Tick | Action::Expire | Action::Die(_) | Action::Save | Action::Restore
             ) {
                 break;
             }
@@ -340,6 +343,10 @@ fn walk(locker: &Locker, conn: redis::Connection, seed: u64, steps: usize, trace
             }
             Action::Save => real.save(),
             Action::Restore => real.restore(),
+            // The server's clock ran fast: the key goes before its time.
+            Action::Expire => {
+                let _: () = real.conn.del(&real.lock).unwrap();
+            }
             _ => {}
         }
         real.expire(&s);

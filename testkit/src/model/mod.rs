@@ -16,3 +16,9 @@ fn micros(now: u64) -> u64 {
 fn mint(counter: u64, now: u64) -> u64 {
     (counter + 1).max(micros(now))
 }
+
+/// A client's lease deadline by its own clock: from when its request was
+/// sent, for `length` (the TTL, or a claim), less the drift allowance.
+fn deadline(sent: u64, length: u64, drift: u64) -> u64 {
+    (sent + length).saturating_sub(drift)
+}

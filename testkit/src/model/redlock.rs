@@ -29,7 +29,12 @@
 //! (two clients can split the masters between them, each release, and try
 //! again: the library's backoff with jitter makes that unlikely, not
 //! impossible); network failures (an unanswered step is one that has not
-//! run yet); clock drift.
+//! run yet).
+//!
+//! Clocks: a lease's validity is the client's, from when its acquire (or
+//! renewal) was sent, for the TTL, less the drift allowance; each master's
+//! key may expire up to `skew` ticks sooner than its TTL says (its clock
+//! fast against the clients').
 
 use stateright::{Model, Property};
 
@@ -132,6 +137,9 @@ pub struct State {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
     Tick,
+    /// Master `m`'s clock, fast against the clients', expires its key
+    /// before its TTL says (at most `skew` ticks before).
+    Expire(usize),
     /// Client starts an operation on every master.
     Begin(usize, Step),
     /// Master `m` runs client `c`'s operation.
@@ -150,6 +158,10 @@ pub struct Redlock {
     pub deaths: u8,
     pub loss: Option<Loss>,
     pub flaw: Option<Flaw>,
+    /// The clients' drift allowance, and how much sooner than its TTL a
+    /// master may expire its key. Exclusion holds while `skew <= drift`.
+    pub drift: u64,
+    pub skew: u64,
 }
 
 const ALL: u8 = (1 << MASTERS) - 1;
@@ -159,6 +171,11 @@ impl Redlock {
     fn token(c: usize, attempts: u8) -> u8 {
         // Clients and attempts are few (a bound): 16 attempts per client.
         u8::try_from(c).unwrap_or(u8::MAX) << 4 | attempts
+    }
+
+    /// The end of a lease whose acquire or renewal was sent at `sent`.
+    fn validity(&self, sent: u64) -> u64 {
+        super::deadline(sent, self.ttl, self.drift)
     }
 
     fn mint(s: &mut State, m: usize) -> u64 {
@@ -245,7 +262,7 @@ impl Redlock {
             tries: 0,
         };
         let next = match op.step {
-            Step::Acquire if op.yes >= QUORUM && s.now < op.sent + self.ttl => Some(Op {
+            Step::Acquire if op.yes >= QUORUM && s.now < self.validity(op.sent) => Some(Op {
                 step: Step::Raise,
                 done: 0,
                 yes: 0,
@@ -254,12 +271,12 @@ impl Redlock {
             Step::Acquire => Some(release),
             // The write-back took what was left of the lease: no grant
             // (the library's check after `raise_fences`).
-            Step::Raise if op.no() == 0 && s.now >= op.sent + self.ttl => Some(release),
+            Step::Raise if op.no() == 0 && s.now >= self.validity(op.sent) => Some(release),
             Step::Raise if op.no() == 0 => {
                 s.fences_rise &= op.fence > s.last_fence;
                 s.last_fence = s.last_fence.max(op.fence);
                 s.repaired |= op.tries > 0;
-                s.clients[c].belief = Some((op.fence, op.sent + self.ttl));
+                s.clients[c].belief = Some((op.fence, self.validity(op.sent)));
                 None
             }
             Step::Raise if op.tries + 1 < REPAIR_TRIES => Some(Op {
@@ -273,7 +290,7 @@ impl Redlock {
                 let client = &mut s.clients[c];
                 match client.belief {
                     Some((fence, deadline)) if op.yes >= QUORUM && deadline > s.now => {
-                        client.belief = Some((fence, deadline.max(op.sent + self.ttl)));
+                        client.belief = Some((fence, deadline.max(self.validity(op.sent))));
                     }
                     _ if op.yes >= QUORUM || op.no() >= u32::from(QUORUM) => client.belief = None,
                     _ => {}
@@ -316,6 +333,15 @@ impl Model for Redlock {
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
         if s.now < self.horizon {
             actions.push(Action::Tick);
+        }
+        for (m, master) in s.masters.iter().enumerate() {
+            if master
+                .key
+                .as_ref()
+                .is_some_and(|k| k.expires > s.now && k.expires <= s.now + self.skew)
+            {
+                actions.push(Action::Expire(m));
+            }
         }
         if let Some(loss) = self.loss {
             if !s.lost {
@@ -361,6 +387,7 @@ impl Model for Redlock {
         let mut s = last.clone();
         match action {
             Action::Tick => s.now += 1,
+            Action::Expire(m) => s.masters[m].key = None,
             Action::Save => s.snapshot = Some(s.masters[0].clone()),
             Action::Lose => {
                 s.masters[0] = s.snapshot.clone().unwrap_or_default();

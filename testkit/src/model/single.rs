@@ -14,8 +14,13 @@
 //! can save a snapshot and be restored from it (a restart from an older
 //! RDB file, a failover to a lagging replica). A paused client is one that
 //! takes no step: its belief ends at its lease's deadline, as the guard's.
-//! Time is logical: one tick is a millisecond of the server's clock, and
-//! client clocks run at the same rate (the drift allowance is zero here).
+//! Time is logical: one tick is a millisecond of the server's clock. Each
+//! client's lease deadline is its own clock's: the moment its request was
+//! sent, plus the TTL (or the claim), minus the drift allowance. The
+//! clocks' difference in rate is modelled where it can hurt: the server's
+//! key may expire up to `skew` ticks sooner than its TTL says, as it does
+//! when the server's clock (or timer) runs fast against the client's. A
+//! client's clock running fast only ends its belief sooner.
 //!
 //! Properties, over every state within the bounds:
 //! - *exclusion*: at most one client believes it holds the lock (its lease
@@ -96,6 +101,9 @@ pub enum Phase {
         floor: u64,
         /// When it began to wait (a ghost, for liveness).
         since: u64,
+        /// It heard of a hand-over it could not take as it was: it asks
+        /// again at once (what fair scheduling requires of it).
+        again: bool,
     },
     /// Believes it holds the lock until `deadline` (its own clock).
     Holding {
@@ -143,6 +151,9 @@ pub struct State {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
     Tick,
+    /// The server's clock, fast against the clients', expires the key
+    /// before its TTL says (at most `skew` ticks before).
+    Expire,
     Send(usize, Req),
     Run(usize),
     Receive(usize),
@@ -173,6 +184,11 @@ pub struct Protocol {
     /// renewal), so exclusion is checked without it and fencing with it.
     pub restores: bool,
     pub flaw: Option<Flaw>,
+    /// The clients' drift allowance, taken off every lease (the library's
+    /// `drift`), and how much sooner than its TTL the server may expire
+    /// the key. Exclusion holds while `skew <= drift`.
+    pub drift: u64,
+    pub skew: u64,
     /// Fair scheduling, for the liveness check: `None` lets every step
     /// wait forever.
     pub fair: Option<Fair>,
@@ -180,7 +196,8 @@ pub struct Protocol {
 
 /// Fair scheduling: time does not pass while a step is due. Every request
 /// runs, every reply and announcement arrives, within the millisecond it
-/// was sent; a waiter asks again before its stay runs out; a holder renews
+/// was sent; a waiter asks again before its stay runs out, and at once
+/// when it heard of a hand-over too late to take it; a holder renews
 /// before its deadline and releases within `hold` of its grant. Under it,
 /// *liveness* is checked as a bound: no client waits longer than `bound`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -192,6 +209,10 @@ pub struct Fair {
 impl Protocol {
     fn claim(&self) -> u64 {
         self.stay.min(self.ttl)
+    }
+
+    fn deadline(&self, sent: u64, length: u64) -> u64 {
+        super::deadline(sent, length, self.drift)
     }
 
     fn mint(&self, s: &mut State) -> u64 {
@@ -315,7 +336,9 @@ impl Protocol {
             c.sent.is_some()
                 || (c.phase != Phase::Dead && c.reply.is_some())
                 || match c.phase {
-                    Phase::Waiting { sent, .. } => c.handed.is_some() || sent + self.stay <= s.now,
+                    Phase::Waiting { sent, again, .. } => {
+                        again || c.handed.is_some() || sent + self.stay <= s.now
+                    }
                     Phase::Holding {
                         deadline, since, ..
                     } => deadline <= s.now + 1 || since + fair.hold <= s.now,
@@ -335,17 +358,21 @@ impl Protocol {
                 client.handed = None;
                 Phase::Holding {
                     fence,
-                    deadline: sent + self.ttl,
+                    deadline: self.deadline(sent, self.ttl),
                     since: now,
                 }
             }
-            (Phase::Waiting { since, .. }, Reply::Busy(floor)) => {
-                Phase::Waiting { sent, floor, since }
-            }
+            (Phase::Waiting { since, .. }, Reply::Busy(floor)) => Phase::Waiting {
+                sent,
+                floor,
+                since,
+                again: false,
+            },
             (_, Reply::Busy(floor)) => Phase::Waiting {
                 sent,
                 floor,
                 since: sent,
+                again: false,
             },
             (
                 Phase::Holding {
@@ -356,7 +383,7 @@ impl Protocol {
                 Reply::Renewed,
             ) => Phase::Holding {
                 fence,
-                deadline: deadline.max(sent + self.ttl),
+                deadline: deadline.max(self.deadline(sent, self.ttl)),
                 since,
             },
             (Phase::Holding { .. }, Reply::NotOurs) => Phase::Idle,
@@ -397,6 +424,13 @@ impl Model for Protocol {
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
         if s.now < self.horizon && !self.due(s) {
             actions.push(Action::Tick);
+        }
+        if s.server
+            .lock
+            .as_ref()
+            .is_some_and(|l| l.expires > s.now && l.expires <= s.now + self.skew)
+        {
+            actions.push(Action::Expire);
         }
         if self.restores {
             if s.snapshot.is_none() {
@@ -455,6 +489,7 @@ impl Model for Protocol {
         let mut s = last.clone();
         match action {
             Action::Tick => s.now += 1,
+            Action::Expire => s.server.lock = None,
             Action::Save => s.snapshot = Some(s.server.clone()),
             Action::Restore => {
                 // A restart takes a moment of the server's clock.
@@ -483,19 +518,29 @@ impl Model for Protocol {
             }
             Action::Hear(c) => {
                 let fence = s.clients[c].handed.take()?;
-                let Phase::Waiting { sent, floor, .. } = s.clients[c].phase else {
+                let Phase::Waiting {
+                    sent, floor, since, ..
+                } = s.clients[c].phase
+                else {
                     return None;
                 };
                 // Taken as granted only when newer than its last refused
                 // attempt, and early in the claim; else it asks again.
-                if fence > floor && (s.now - sent) * 3 < self.claim() {
-                    s.clients[c].phase = Phase::Holding {
-                        fence,
-                        deadline: sent + self.claim(),
-                        since: s.now,
-                    };
+                s.clients[c].phase = if fence > floor && (s.now - sent) * 3 < self.claim() {
                     s.clients[c].grants += 1;
-                }
+                    Phase::Holding {
+                        fence,
+                        deadline: self.deadline(sent, self.claim()),
+                        since: s.now,
+                    }
+                } else {
+                    Phase::Waiting {
+                        sent,
+                        floor,
+                        since,
+                        again: true,
+                    }
+                };
             }
             Action::Die(c) => {
                 s.deaths += 1;
