@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::config::DEFAULT_BACKOFF;
 use crate::Error;
 
 /// How long a waiting [`lock`](crate::Locker::lock) call pauses between two
@@ -151,7 +152,7 @@ impl Backoff {
 
 impl Default for Backoff {
     fn default() -> Self {
-        Backoff::exponential(Duration::from_millis(8), Duration::from_millis(256))
+        Backoff::exponential(DEFAULT_BACKOFF.0, DEFAULT_BACKOFF.1)
     }
 }
 

@@ -110,12 +110,61 @@ pub enum Error {
     #[error("no randomness for the owner token")]
     Random(#[source] getrandom::Error),
 
-    /// The OS refused to start the watchdog thread.
+    /// The OS refused to start a thread the call needed: a guard's
+    /// watchdog, or (with several instances) one of the threads that ask
+    /// the instances in parallel, which also reports a panic of such a
+    /// thread this way.
     ///
-    /// Returned by the `lock*` and `try_lock*` methods when the watchdog is on;
-    /// the lock was released again before returning.
-    #[error("could not start the watchdog thread")]
+    /// Returned by the `lock*` and `try_lock*` methods when the watchdog is
+    /// on (the lock was released again before returning), and with several
+    /// instances by every method that talks to Redis.
+    #[error("could not start a thread")]
     Thread(#[source] std::io::Error),
+}
+
+impl Error {
+    /// Whether the lock stayed busy until the wait ran out
+    /// ([`Error::Timeout`]): the lock is someone else's, and trying again
+    /// later may succeed.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// match locker.lock_timeout("report", std::time::Duration::from_secs(1)) {
+    ///     Err(e) if e.is_timeout() => println!("someone else is on it"),
+    ///     other => drop(other?),
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Timeout { .. })
+    }
+
+    /// Whether Redis could not be reached or did not answer in time: no
+    /// pooled connection within the checkout timeout, a connection refused,
+    /// cut or timed out, or (with several instances) too few of them
+    /// answering. The lock's state is unknown to this process; a guard
+    /// stays valid until its deadline unless renewed.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// match locker.try_lock("report") {
+    ///     Err(e) if e.is_connection() => eprintln!("redis is unreachable: {e}"),
+    ///     other => drop(other?),
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn is_connection(&self) -> bool {
+        match self {
+            Error::Pool(_) | Error::NoQuorum { .. } => true,
+            Error::Redis(e) => {
+                e.is_io_error()
+                    || e.is_timeout()
+                    || e.is_connection_refusal()
+                    || e.is_connection_dropped()
+            }
+            _ => false,
+        }
+    }
 }
 
 impl From<redis::RedisError> for Error {
@@ -148,5 +197,31 @@ mod tests {
             s.starts_with(char::is_lowercase) && !s.ends_with('.'),
             "{s}"
         );
+    }
+
+    #[test]
+    fn helpers_sort_errors() {
+        let timeout = Error::Timeout {
+            key: "k".into(),
+            waited: Duration::from_secs(1),
+            attempts: 3,
+        };
+        assert!(timeout.is_timeout() && !timeout.is_connection());
+        let refused = Error::Redis(redis::RedisError::from(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )));
+        assert!(refused.is_connection() && !refused.is_timeout());
+        let no_quorum = Error::NoQuorum {
+            granted: 1,
+            needed: 2,
+            last: None,
+        };
+        assert!(no_quorum.is_connection());
+        let script = Error::Redis(redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "ERR",
+        )));
+        assert!(!script.is_connection());
+        assert!(!Error::InvalidInput("x".into()).is_connection());
     }
 }

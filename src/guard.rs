@@ -4,10 +4,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::builder::validate_ttl;
+use crate::config::validate_ttl;
+use crate::lease::watchdog::{Renewal, Watchdog};
 use crate::lease::Lease;
-use crate::ops::{Acquisition, Shared};
-use crate::watchdog::{Renewal, Watchdog};
+use crate::raw::{Acquisition, RawLock};
 use crate::Error;
 
 /// A held lock. The lock is released when the guard is dropped, or checked
@@ -58,7 +58,7 @@ pub struct Guard {
 
 /// What a guard needs to talk to Redis.
 struct Held {
-    shared: Arc<Shared>,
+    shared: Arc<RawLock>,
     /// Shared with the watchdog.
     acquisition: Arc<Acquisition>,
     watchdog: Option<Watchdog>,
@@ -84,7 +84,7 @@ impl Guard {
     /// Builds the guard the moment the lock is held (so any later error
     /// releases it through `Drop`), then starts its watchdog.
     pub(crate) fn new(
-        shared: Arc<Shared>,
+        shared: Arc<RawLock>,
         mut acquisition: Acquisition,
         fence: u64,
         lease: Arc<Lease>,

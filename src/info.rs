@@ -6,8 +6,9 @@ use std::time::Duration;
 /// [`Locker::holder`](crate::Locker::holder).
 ///
 /// A key that exists but was not written by redmutex (another type, or a
-/// hash without redmutex's fields) is reported with empty metadata and a
-/// fencing token of 0: it blocks the lock all the same.
+/// string that is not `<owner token>:<fencing token>:<metadata>`) is
+/// reported with empty metadata and a fencing token of 0: it blocks the
+/// lock all the same.
 ///
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

@@ -216,36 +216,63 @@
 //! a `PING` round trip on every operation, and its connections have no read
 //! timeout until this crate first uses them (it sets one then).
 
+// The crate's layout, one line per home (API apart from mechanism):
+//
+// lib.rs              crate docs, modules, re-exports; no logic
+// locker.rs           `Locker`: the API, and the acquire loop (wait, queue, hand-over)
+// guard.rs            `Guard`: a held lock, its lease API, release on drop
+// info.rs             `LockInfo`, what `Locker::holder` reports
+// config.rs           `Builder`, the frozen `Config`, the `Topology` decided once, every default
+// error.rs            `Error`, with `is_timeout` / `is_connection`
+// backoff.rs          `Backoff`, retry delays as pure functions
+// raw.rs              the mechanism: acquire, renew, release, holder on one instance or a quorum
+//   raw/model_vs_redis.rs  (test) the model walked against the real scripts
+// quorum.rs           every majority decision, pure; the parallel fan-out to instances
+// conn.rs             `pool()`, `SocketTimeouts`, the type-erased connector, the spare
+//                     renewal connection, the connection lent to the listener
+// protocol/           what is kept in Redis and said to it:
+//   keys.rs           the key layout (lock, counter, queue, waiters, channel) and key checks
+//   scripts.rs        every Lua script, its KEYS/ARGV contract, and one typed caller each
+//   replies.rs        every script reply parsed; the lock value built and parsed
+//   slots.rs          cluster hash slots and hash tags
+// lease/              a lease and what keeps it:
+//   mod.rs            `Lease`, the local view (deadline, lost, renewal serialized)
+//   watchdog.rs       the watchdog that renews a guard's lease
+//   workers.rs        the process-wide parked threads watchdogs run on
+// wake/               waking waiters on a release:
+//   listener.rs       the release listener: states, thread, callback, message format
+//   waiters.rs        the in-process registry of waiters it wakes
+// token.rs            owner tokens (never printed)
+// time.rs             duration arithmetic
+// sync.rs             lock and channel shims: parking_lot/std, or loom under `--cfg loom`
+
 mod backoff;
-mod builder;
+mod config;
+mod conn;
 mod error;
 mod guard;
 mod info;
-mod keys;
 mod lease;
 mod locker;
-mod ops;
-mod pool;
-mod redlock;
-mod scripts;
-mod slots;
+mod protocol;
+mod quorum;
+mod raw;
 mod sync;
 mod time;
 mod token;
-mod wait;
-mod watchdog;
-mod workers;
+mod wake;
 
 pub use backoff::Backoff;
-pub use builder::{Builder, DEFAULT_REPLICA_TIMEOUT, DEFAULT_TTL, MAX_TTL};
+pub use config::{
+    Builder, DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE,
+    DEFAULT_REPLICA_TIMEOUT, DEFAULT_TTL, MAX_TTL,
+};
+pub use conn::{pool, SocketTimeouts};
 pub use error::Error;
 pub use guard::Guard;
 pub use info::LockInfo;
+pub use lease::workers::{watchdog_threads, WatchdogThreads};
 pub use locker::Locker;
-pub use pool::{
-    pool, SocketTimeouts, DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE,
-};
-pub use workers::{watchdog_threads, WatchdogThreads};
 
 /// The README's Rust examples, compiled as doctests so they stay true.
 #[cfg(doctest)]

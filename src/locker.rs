@@ -8,12 +8,12 @@ use r2d2::{ManageConnection, Pool};
 use redis::ConnectionLike;
 
 use crate::backoff::jitter_seed;
-use crate::builder::{validate_wait, Builder, Config};
+use crate::config::{validate_wait, Builder, Config};
+use crate::conn::{self, Connector};
 use crate::guard::Guard;
 use crate::info::LockInfo;
 use crate::lease::Lease;
-use crate::ops::{Acquisition, Outcome, Queue, Shared};
-use crate::pool::{self, Connector};
+use crate::raw::{Acquisition, Outcome, Queue, RawLock};
 use crate::time;
 use crate::Error;
 
@@ -37,7 +37,7 @@ use crate::Error;
 /// ```
 #[derive(Clone)]
 pub struct Locker {
-    shared: Arc<Shared>,
+    shared: Arc<RawLock>,
 }
 
 impl fmt::Debug for Locker {
@@ -84,7 +84,7 @@ impl Locker {
         M: ManageConnection,
         M::Connection: ConnectionLike,
     {
-        Builder::new(pool::connector(pool)).build_unchecked()
+        Builder::new(conn::connector(pool)).build_unchecked()
     }
 
     /// A [`Builder`] to configure a locker over `pool`.
@@ -100,7 +100,7 @@ impl Locker {
         M: ManageConnection,
         M::Connection: ConnectionLike,
     {
-        Builder::new(pool::connector(pool))
+        Builder::new(conn::connector(pool))
     }
 
     /// `Locker::new(redmutex::pool(url)?)`: default settings over a pool
@@ -117,12 +117,12 @@ impl Locker {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn open(url: &str) -> Result<Locker, Error> {
-        Ok(Locker::new(pool::pool(url)?))
+        Ok(Locker::new(conn::pool(url)?))
     }
 
     pub(crate) fn from_parts(instances: Vec<Arc<dyn Connector>>, config: Config) -> Locker {
         Locker {
-            shared: Arc::new(Shared::new(instances, config)),
+            shared: Arc::new(RawLock::new(instances, config)),
         }
     }
 
@@ -286,7 +286,7 @@ impl Locker {
         let start = Instant::now();
         let deadline = wait.and_then(|w| time::deadline(start, w));
         let backoff = self.shared.config.backoff;
-        let watched = Arc::clone(&acquisition.redis_keys);
+        let watched = Arc::clone(&acquisition.keys.locks);
         let token = acquisition.token.as_str().to_owned();
         let watch = self.shared.signal().watch(&watched, &token);
         // A queued waiter's place lasts until its next attempt could come,
@@ -357,7 +357,7 @@ impl Locker {
     /// The state behind this locker, for the unit tests that call its
     /// script callers directly.
     #[cfg(test)]
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<RawLock> {
         &self.shared
     }
 

@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::config::default_drift;
+
 /// Whole milliseconds in `d`, rounded up, saturating at `u64::MAX`.
 ///
 /// Rounding up keeps a sub-millisecond remainder from turning into a shorter
@@ -17,10 +19,9 @@ pub(crate) fn millis_ceil(d: Duration) -> u64 {
 }
 
 /// The clock-drift allowance subtracted from a lease: `fixed` when the
-/// builder set one, else 1 % of the TTL plus 2 ms (Redis expires keys with
-/// millisecond precision, and clocks run at slightly different rates).
+/// builder set one, else the default (see [`default_drift`]).
 pub(crate) fn drift(ttl: Duration, fixed: Option<Duration>) -> Duration {
-    fixed.unwrap_or_else(|| ttl / 100 + Duration::from_millis(2))
+    fixed.unwrap_or_else(|| default_drift(ttl))
 }
 
 /// `start + d`, or `None` when the sum cannot be represented.

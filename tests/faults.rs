@@ -29,10 +29,6 @@ fn short_timeouts(server: &Server) -> Locker {
         .unwrap()
 }
 
-fn is_connection_error(e: &Error) -> bool {
-    matches!(e, Error::Redis(_) | Error::Pool(_))
-}
-
 #[test]
 fn a_killed_server_gives_errors_in_bounded_time() {
     let mut server = Server::start();
@@ -42,15 +38,15 @@ fn a_killed_server_gives_errors_in_bounded_time() {
     server.kill();
 
     let (r, took) = timed(|| locker.lock(&key("other")));
-    assert!(is_connection_error(r.as_ref().unwrap_err()), "{r:?}");
+    assert!(r.as_ref().unwrap_err().is_connection(), "{r:?}");
     assert!(took < BOUND, "lock took {took:?}");
     let (r, took) = timed(|| locker.try_lock(&key("other")));
-    assert!(is_connection_error(r.as_ref().unwrap_err()), "{r:?}");
+    assert!(r.as_ref().unwrap_err().is_connection(), "{r:?}");
     assert!(took < BOUND, "try_lock took {took:?}");
     let (r, took) = timed(|| locker.try_lock_all(&[&key("x"), &key("y")]));
     assert!(r.is_err() && took < BOUND, "{r:?} {took:?}");
     let (r, took) = timed(|| held.extend(Duration::from_secs(5)));
-    assert!(is_connection_error(r.as_ref().unwrap_err()), "{r:?}");
+    assert!(r.as_ref().unwrap_err().is_connection(), "{r:?}");
     assert!(took < BOUND, "extend took {took:?}");
     let (r, took) = timed(|| locker.holder(&key("held")));
     assert!(r.is_err() && took < BOUND, "{r:?} {took:?}");
@@ -71,7 +67,7 @@ fn a_frozen_server_gives_errors_in_bounded_time() {
     server.pause();
 
     let (r, took) = timed(|| locker.try_lock(&key("other")));
-    assert!(is_connection_error(r.as_ref().unwrap_err()), "{r:?}");
+    assert!(r.as_ref().unwrap_err().is_connection(), "{r:?}");
     assert!(took < BOUND, "try_lock took {took:?}");
     let (r, took) = timed(|| locker.lock(&key("other")));
     assert!(r.is_err() && took < BOUND, "{r:?} {took:?}");

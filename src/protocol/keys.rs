@@ -28,11 +28,24 @@
 //! its kind (`fence`, `queue:`, `waiters:`) before the caller's key, so the
 //! internal keys of two lock names never meet either.
 
-use crate::slots;
+use std::sync::Arc;
+
+use crate::protocol::slots;
 use crate::Error;
 
 /// The namespace the crate keeps for its own keys.
 pub(crate) const RESERVED: &str = "__redmutex__";
+
+/// The Redis keys one acquisition uses: its lock keys (in the caller's
+/// order), the fencing counter they share, and the waiters' queue and their
+/// entries (used for single-key locks; see `scripts::ACQUIRE`).
+#[derive(Debug, Clone)]
+pub(crate) struct LockKeys {
+    pub(crate) locks: Arc<[String]>,
+    pub(crate) fence: String,
+    pub(crate) queue: String,
+    pub(crate) waiters: String,
+}
 
 /// Maps caller keys to Redis keys for one prefix.
 #[derive(Debug, Clone)]
@@ -96,8 +109,22 @@ impl KeySpace {
         }
     }
 
+    /// Every Redis key a lock on `keys` uses (checked already: see
+    /// [`validate_keys`]; on a cluster, see [`same_slot`]).
+    pub(crate) fn lock_keys(&self, keys: &[&str], cluster: bool) -> LockKeys {
+        let locks: Arc<[String]> = keys.iter().map(|k| self.lock_key(k)).collect();
+        let (queue, waiters) = self.queue_keys(keys.first().copied().unwrap_or_default(), cluster);
+        LockKeys {
+            fence: self.fence_key_for(&locks, cluster),
+            locks,
+            queue,
+            waiters,
+        }
+    }
+
     /// The pub/sub channel on which releases of this prefix's locks are
-    /// announced (the message is the released Redis key).
+    /// announced: `-<key>` for a freed lock, `+<token>:<fence>:<key>` for
+    /// one handed over to a waiter (see `wake::listener`).
     pub(crate) fn release_channel(&self) -> String {
         concat(&[&self.reserved, "released"])
     }

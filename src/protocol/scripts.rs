@@ -1,4 +1,6 @@
-//! Every Lua script the crate runs, with its KEYS/ARGV contract and replies.
+//! Every Lua script the crate runs, with its KEYS/ARGV contract and replies,
+//! and one typed caller per script that builds its KEYS and ARGV in that
+//! order (the replies are parsed in `replies.rs`).
 //!
 //! All of them go through [`redis::Script::invoke`]: EVALSHA, and a load and
 //! retry when the server answers NOSCRIPT, so a flushed script cache or a
@@ -12,8 +14,12 @@
 //! lock and unlock.
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
-use redis::Script;
+use redis::{Script, ScriptInvocation};
+
+use crate::protocol::keys::LockKeys;
+use crate::time;
 
 /// Shared by the scripts that check ownership. A key of another type makes
 /// GET fail; `pcall` turns that into a table, which is not a string.
@@ -366,3 +372,129 @@ return {v, redis.call('PTTL', KEYS[1])}
 ",
     )
 });
+
+/// How an attempt treats the waiters' queue (`ACQUIRE`'s `ARGV[4]` and
+/// `ARGV[5]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Queue {
+    /// Multi-key locks and Redlock: no queue.
+    Ignore,
+    /// `try_lock`: a free lock with waiters queued is theirs.
+    Respect,
+    /// A waiting `lock`: respect the queue, and join it (or stay in it) for
+    /// this long when the lock cannot be had now.
+    Join(Duration),
+}
+
+/// [`ACQUIRE`] of `keys` for `token`.
+pub(crate) fn acquire(
+    keys: &LockKeys,
+    token: &str,
+    ttl_ms: u64,
+    metadata: &str,
+    queue: Queue,
+) -> ScriptInvocation<'static> {
+    // The queue mode, and how long the queue keys outlive this waiter.
+    let (mode, keep) = match queue {
+        Queue::Ignore => (String::new(), 0),
+        Queue::Respect => ("0".to_owned(), 0),
+        Queue::Join(d) => {
+            let ms = time::millis_ceil(d).max(1);
+            (ms.to_string(), ms.saturating_add(1000))
+        }
+    };
+    let mut call = ACQUIRE.prepare_invoke();
+    call.key(&keys.fence)
+        .key(&keys.queue)
+        .key(&keys.waiters)
+        .key(&*keys.locks)
+        .arg(token)
+        .arg(ttl_ms)
+        .arg(metadata)
+        .arg(mode)
+        .arg(keep);
+    call
+}
+
+/// [`DEQUEUE`] of `token` from the queue of `keys` (single-key locks).
+pub(crate) fn dequeue(keys: &LockKeys, token: &str, channel: &str) -> ScriptInvocation<'static> {
+    let mut call = DEQUEUE.prepare_invoke();
+    call.key(&*keys.locks)
+        .key(&keys.fence)
+        .key(&keys.queue)
+        .key(&keys.waiters)
+        .arg(token)
+        .arg(channel);
+    call
+}
+
+/// [`RAISE_FENCE`] to `fence` for the grant of `keys` to `token`.
+pub(crate) fn raise_fence(
+    keys: &LockKeys,
+    fence: u64,
+    token: &str,
+    metadata: &str,
+    ttl_ms: u64,
+) -> ScriptInvocation<'static> {
+    let mut call = RAISE_FENCE.prepare_invoke();
+    call.key(&keys.fence)
+        .key(&*keys.locks)
+        .arg(fence)
+        .arg(token)
+        .arg(metadata)
+        .arg(ttl_ms);
+    call
+}
+
+/// [`RENEW`] of `keys` for `token`; in Redlock mode, `repair` is the lock's
+/// value and fencing token, to put back where the key is missing.
+pub(crate) fn renew(
+    keys: &LockKeys,
+    token: &str,
+    ttl_ms: u64,
+    repair: Option<(&str, u64)>,
+) -> ScriptInvocation<'static> {
+    let mut call = RENEW.prepare_invoke();
+    call.key(&*keys.locks).arg(token).arg(ttl_ms);
+    if let Some((value, fence)) = repair {
+        call.key(&keys.fence).arg(value).arg(fence);
+    }
+    call
+}
+
+/// [`RELEASE`] of `keys` by `token`, announced on `channel` (`""`: none);
+/// with `queued`, a single key is handed to its first live waiter.
+pub(crate) fn release(
+    keys: &LockKeys,
+    token: &str,
+    channel: &str,
+    queued: bool,
+) -> ScriptInvocation<'static> {
+    let mut call = RELEASE.prepare_invoke();
+    call.key(&*keys.locks);
+    if queued {
+        call.key(&keys.fence).key(&keys.queue).key(&keys.waiters);
+    }
+    call.arg(token).arg(channel).arg(keys.locks.len());
+    call
+}
+
+/// [`RELEASE`] of `keys` by `token` as a plain `EVAL` (no announcement, no
+/// hand-over): the clean-up after an acquire whose outcome is unknown, which
+/// must not depend on the script cache (a NOSCRIPT reply would silently
+/// skip it).
+pub(crate) fn release_by_eval(keys: &LockKeys, token: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(&*RELEASE_SRC)
+        .arg(keys.locks.len())
+        .arg(&*keys.locks)
+        .arg(token);
+    cmd
+}
+
+/// [`HOLDER`] of one lock key.
+pub(crate) fn holder(lock_key: &str) -> ScriptInvocation<'static> {
+    let mut call = HOLDER.prepare_invoke();
+    call.key(lock_key);
+    call
+}

@@ -84,26 +84,62 @@ pub(crate) fn decide_acquire(
 pub(crate) type Renewed = bool;
 
 /// The decision over all instances' answers to one renewal.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum RenewDecision {
-    Confirmed,
+    /// A majority confirmed. `rival`: an instance answered that another
+    /// client holds the key there (a rival's attempt, for a moment), so
+    /// the next renewal should come soon to take it back.
+    Confirmed { rival: bool },
     /// A majority can no longer confirm: the keys are gone or someone else's.
     Lost,
     /// Errors left it open; retry while the lease lasts.
-    Failed,
+    Failed {
+        confirmed: usize,
+        last: Option<Error>,
+    },
 }
 
-pub(crate) fn decide_renew(answers: &[Result<Renewed, Error>]) -> RenewDecision {
+pub(crate) fn decide_renew(answers: Vec<Result<Renewed, Error>>) -> RenewDecision {
     let n = answers.len();
     let q = quorum(n);
     let confirmed = answers.iter().filter(|a| matches!(a, Ok(true))).count();
     let refused = answers.iter().filter(|a| matches!(a, Ok(false))).count();
     if confirmed >= q {
-        RenewDecision::Confirmed
+        RenewDecision::Confirmed { rival: refused > 0 }
     } else if refused > n - q {
         RenewDecision::Lost
     } else {
-        RenewDecision::Failed
+        let last = answers.into_iter().filter_map(Result::err).next_back();
+        RenewDecision::Failed { confirmed, last }
+    }
+}
+
+/// The decision over all instances' answers to a Redlock write-back
+/// (`RAISE_FENCE`): each answer says whether the lock is ours there now.
+#[derive(Debug)]
+pub(crate) enum Raised {
+    /// A majority answered, and every instance that answered has the lock.
+    Everywhere,
+    /// A majority answered, and a rival holds the lock on one of them.
+    Rival,
+    /// Too few answered.
+    NoQuorum {
+        confirmed: usize,
+        last: Option<Error>,
+    },
+}
+
+pub(crate) fn decide_raise(answers: Vec<Result<bool, Error>>) -> Raised {
+    let confirmed = answers.iter().filter(|r| r.is_ok()).count();
+    if confirmed >= quorum(answers.len()) {
+        if answers.iter().any(|r| matches!(r, Ok(false))) {
+            Raised::Rival
+        } else {
+            Raised::Everywhere
+        }
+    } else {
+        let last = answers.into_iter().filter_map(Result::err).next_back();
+        Raised::NoQuorum { confirmed, last }
     }
 }
 
@@ -306,19 +342,52 @@ mod tests {
             decide_acquire(vec![Err(err())], 1000 * MS, MS, MS),
             Acquired::NoQuorum { granted: 0, .. }
         ));
-        assert_eq!(decide_renew(&[Ok(true)]), RenewDecision::Confirmed);
-        assert_eq!(decide_renew(&[Ok(false)]), RenewDecision::Lost);
-        assert_eq!(decide_renew(&[Err(err())]), RenewDecision::Failed);
+        assert!(matches!(
+            decide_renew(vec![Ok(true)]),
+            RenewDecision::Confirmed { rival: false }
+        ));
+        assert!(matches!(decide_renew(vec![Ok(false)]), RenewDecision::Lost));
+        assert!(matches!(
+            decide_renew(vec![Err(err())]),
+            RenewDecision::Failed {
+                confirmed: 0,
+                last: Some(_)
+            }
+        ));
     }
 
     #[test]
     fn renew_and_release_on_a_majority() {
-        let r = [Ok(true), Ok(false), Err(err()), Ok(true), Ok(true)];
-        assert_eq!(decide_renew(&r), RenewDecision::Confirmed);
-        let r = [Ok(true), Ok(false), Ok(false), Ok(false), Err(err())];
-        assert_eq!(decide_renew(&r), RenewDecision::Lost);
-        let r = [Ok(true), Ok(true), Ok(false), Err(err()), Err(err())];
-        assert_eq!(decide_renew(&r), RenewDecision::Failed);
+        let r = vec![Ok(true), Ok(false), Err(err()), Ok(true), Ok(true)];
+        assert!(matches!(
+            decide_renew(r),
+            RenewDecision::Confirmed { rival: true }
+        ));
+        let r = vec![Ok(true), Ok(false), Ok(false), Ok(false), Err(err())];
+        assert!(matches!(decide_renew(r), RenewDecision::Lost));
+        let r = vec![Ok(true), Ok(true), Ok(false), Err(err()), Err(err())];
+        assert!(matches!(
+            decide_renew(r),
+            RenewDecision::Failed {
+                confirmed: 2,
+                last: Some(_)
+            }
+        ));
+        assert!(matches!(
+            decide_raise(vec![Ok(true), Ok(true), Err(err())]),
+            Raised::Everywhere
+        ));
+        assert!(matches!(
+            decide_raise(vec![Ok(true), Ok(false), Err(err())]),
+            Raised::Rival
+        ));
+        assert!(matches!(
+            decide_raise(vec![Ok(true), Err(err()), Err(err())]),
+            Raised::NoQuorum {
+                confirmed: 1,
+                last: Some(_)
+            }
+        ));
         assert!(matches!(
             decide_release(vec![Ok(true), Ok(true), Err(err())]),
             Released::Clean

@@ -24,8 +24,8 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::lease::workers;
 use crate::lease::Lease;
-use crate::workers;
 
 /// What one renewal round trip found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,7 +153,7 @@ mod tests {
         let (seen_tx, seen_rx) = mpsc::channel();
         let dog = {
             let (l2, count) = (Arc::clone(&l), Arc::clone(&count));
-            // As `Shared::renew` does: the renewal runs inside `serialized`.
+            // As `RawLock::renew` does: the renewal runs inside `serialized`.
             Watchdog::start(Arc::clone(&l), move || {
                 l2.serialized(|| {
                     let (ttl, _) = l2.schedule();

@@ -11,31 +11,11 @@ use parking_lot::Mutex;
 use r2d2::{CustomizeConnection, ManageConnection, Pool, PooledConnection};
 use redis::{ConnectionLike, RedisError};
 
+use crate::config::{
+    DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE, MIN_POOL_FOR_LISTENER,
+    MIN_POOL_FOR_SPARE,
+};
 use crate::Error;
-
-/// Read and write timeout set on every connection by [`pool`], and by a
-/// locker on connections it uses: 2 s.
-///
-/// ```
-/// assert_eq!(redmutex::DEFAULT_IO_TIMEOUT, std::time::Duration::from_secs(2));
-/// ```
-pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// How long a locker waits to check out a pooled connection: 2 s.
-///
-/// ```
-/// assert_eq!(redmutex::DEFAULT_CHECKOUT_TIMEOUT, std::time::Duration::from_secs(2));
-/// ```
-pub const DEFAULT_CHECKOUT_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Most connections [`pool`] opens to the server: 16.
-///
-/// ```
-/// let pool = redmutex::pool("redis://127.0.0.1/")?;
-/// assert_eq!(pool.max_size(), redmutex::DEFAULT_POOL_SIZE);
-/// # Ok::<(), redmutex::Error>(())
-/// ```
-pub const DEFAULT_POOL_SIZE: u32 = 16;
 
 /// Builds a connection pool with the settings a lock needs.
 ///
@@ -127,6 +107,9 @@ impl CustomizeConnection<redis::Connection, RedisError> for SocketTimeouts {
     }
 }
 
+/// An operation on one connection: what [`Connector::run`] runs.
+pub(crate) type Op<'a> = &'a mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>;
+
 /// One Redis server (or cluster, or sentinel group) behind a pool, with the
 /// pool's manager type erased so that `Locker` and `Guard` are not generic.
 pub(crate) trait Connector: Send + Sync + 'static {
@@ -146,7 +129,7 @@ pub(crate) trait Connector: Send + Sync + 'static {
         &self,
         checkout: Duration,
         io: Duration,
-        op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
+        op: Op<'_>,
         undo: Option<redis::Cmd>,
     ) -> Result<redis::Value, Error>;
 
@@ -162,7 +145,7 @@ pub(crate) trait Connector: Send + Sync + 'static {
         &self,
         checkout: Duration,
         io: Duration,
-        op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
+        op: Op<'_>,
     ) -> Result<redis::Value, Error>;
 
     /// Sets a connection aside for renewals, if none is and the pool has
@@ -172,52 +155,32 @@ pub(crate) trait Connector: Send + Sync + 'static {
     /// Whether this is a Redis Cluster (keys of one script must share a slot).
     fn is_cluster(&self) -> bool;
 
-    /// Subscribes to `channel` on a connection taken from the pool for good,
-    /// on a thread of its own, and reports what it hears to `on` until `on`
-    /// returns false or the connection fails. `Ok(false)`: not possible here
-    /// (a cluster, a pool of fewer than [`MIN_POOL_FOR_LISTENER`]
+    /// Takes a plain connection from the pool for good, within `checkout`,
+    /// for the release listener (`wake::listener`). `Ok(None)`: not possible
+    /// here (a cluster, a pool of fewer than [`MIN_POOL_FOR_LISTENER`]
     /// connections, or connections that are not plain redis-rs ones).
-    fn listen(
-        &self,
-        channel: String,
-        checkout: Duration,
-        io: Duration,
-        on: Box<dyn FnMut(Heard<'_>) -> bool + Send>,
-    ) -> Result<bool, Error>;
+    fn lend(&self, checkout: Duration) -> Result<Option<Box<dyn Lent>>, Error>;
 
     /// A short description for `Debug`.
     fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
 }
 
-/// What a release listener hears.
-pub(crate) enum Heard<'a> {
-    /// The subscription is in place: releases from now on are heard.
-    Subscribed,
-    /// A release message: the Redis key released.
-    Message(&'a [u8]),
-    /// Nothing for a while: a chance to stop.
-    Idle,
-    /// The server refused the subscription (an ACL user without rights on
-    /// the channel): the listener has stopped, and trying again is no use.
-    Refused,
-    /// The connection failed; the listener has stopped.
-    Gone,
+/// A plain connection taken from the pool for good; it goes back to the
+/// pool when dropped.
+pub(crate) trait Lent: Send {
+    /// The redis-rs connection.
+    fn plain(&mut self) -> Option<&mut redis::Connection>;
 }
 
-/// A release listener keeps one pooled connection for itself: only pools of
-/// at least this many connections lend one.
-pub(crate) const MIN_POOL_FOR_LISTENER: u32 = 4;
-
-/// How often an idle listener checks whether its locker still exists.
-const LISTENER_IDLE: Duration = Duration::from_secs(1);
+impl<M: ManageConnection> Lent for PooledConnection<M> {
+    fn plain(&mut self) -> Option<&mut redis::Connection> {
+        as_plain(self)
+    }
+}
 
 /// Marks, in a pooled connection's extensions, that the locker has already
 /// given it socket timeouts.
 struct TimeoutsSet;
-
-/// A spare connection for renewals is kept only by pools of at least this
-/// many connections, so that small pools are left to the application.
-pub(crate) const MIN_POOL_FOR_SPARE: u32 = 8;
 
 /// A user's pool, and the connection a locker keeps aside for renewals.
 pub(crate) struct Pooled<M: ManageConnection> {
@@ -258,7 +221,7 @@ enum After {
 fn run_on_conn<M>(
     conn: &mut PooledConnection<M>,
     io: Duration,
-    op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
+    op: Op<'_>,
 ) -> (Result<redis::Value, Error>, After)
 where
     M: ManageConnection,
@@ -362,7 +325,7 @@ where
         &self,
         checkout: Duration,
         io: Duration,
-        op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
+        op: Op<'_>,
         undo: Option<redis::Cmd>,
     ) -> Result<redis::Value, Error> {
         let mut conn = self.pool.get_timeout(checkout)?;
@@ -384,7 +347,7 @@ where
         &self,
         checkout: Duration,
         io: Duration,
-        op: &mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>,
+        op: Op<'_>,
     ) -> Result<redis::Value, Error> {
         // Another renewal has the spare: this one goes through the pool.
         let Some(mut slot) = self.spare.try_lock() else {
@@ -447,70 +410,15 @@ where
         TypeId::of::<M>() == TypeId::of::<redis::cluster::ClusterClient>()
     }
 
-    fn listen(
-        &self,
-        channel: String,
-        checkout: Duration,
-        io: Duration,
-        mut on: Box<dyn FnMut(Heard<'_>) -> bool + Send>,
-    ) -> Result<bool, Error> {
+    fn lend(&self, checkout: Duration) -> Result<Option<Box<dyn Lent>>, Error> {
         if self.is_cluster() || self.pool.max_size() < MIN_POOL_FOR_LISTENER {
-            return Ok(false);
+            return Ok(None);
         }
         let mut conn = self.pool.get_timeout(checkout)?;
         if as_plain(&mut conn).is_none() {
-            return Ok(false);
+            return Ok(None);
         }
-        std::thread::Builder::new()
-            .name("redmutex-listener".into())
-            .stack_size(128 * 1024)
-            .spawn(move || {
-                let Some(plain) = as_plain(&mut conn) else {
-                    return;
-                };
-                if plain.set_read_timeout(Some(LISTENER_IDLE)).is_err() {
-                    on(Heard::Gone);
-                    return;
-                }
-                {
-                    // SUBSCRIBE as a plain command first: its refusal
-                    // (NOPERM) comes back as an error, where `PubSub`
-                    // would take it for the confirmation.
-                    match redis::cmd("SUBSCRIBE").arg(&channel).exec(plain) {
-                        Ok(()) => {}
-                        Err(e) if !e.is_io_error() => {
-                            on(Heard::Refused);
-                            return;
-                        }
-                        Err(_) => {
-                            on(Heard::Gone);
-                            return;
-                        }
-                    }
-                    let mut pubsub = plain.as_pubsub();
-                    if !on(Heard::Subscribed) {
-                        return;
-                    }
-                    loop {
-                        let go_on = match pubsub.get_message() {
-                            Ok(msg) => on(Heard::Message(msg.get_payload_bytes())),
-                            Err(e) if e.is_timeout() => on(Heard::Idle),
-                            Err(_) => {
-                                on(Heard::Gone);
-                                false
-                            }
-                        };
-                        if !go_on {
-                            break;
-                        }
-                    }
-                    // Dropping `pubsub` unsubscribes (bounded by the timeout).
-                }
-                // Back to the pool as the other connections are.
-                let _ = plain.set_read_timeout(Some(io));
-            })
-            .map_err(Error::Thread)?;
-        Ok(true)
+        Ok(Some(Box::new(conn)))
     }
 
     fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

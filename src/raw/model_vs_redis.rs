@@ -1,7 +1,7 @@
 //! The protocol's model (`redmutex-testkit`'s `model::single`) run step by
 //! step against the real scripts: seeded random walks through the model's
 //! actions, where every request the model runs is also run on a real
-//! `redis-server` through the library's own callers (`Shared::acquire`,
+//! `redis-server` through the library's own callers (`RawLock::acquire`,
 //! `renew`, `release`, `dequeue`), and the two must agree after every step:
 //! granted or not, renewed or not, to whom a release handed the lock, the
 //! fencing floor a refusal reports, who holds the lock with which token
@@ -34,9 +34,10 @@ use redmutex_testkit::model::single::{Action, Protocol, Reply, Req, State};
 use redmutex_testkit::ThrowAwayServer;
 use stateright::Model;
 
-use super::{split_value, Acquisition, Outcome, Queue, Shared};
+use super::{Acquisition, Outcome, Queue, RawLock};
+use crate::lease::watchdog::Renewal;
 use crate::lease::Lease;
-use crate::watchdog::Renewal;
+use crate::protocol::replies::LockValue;
 use crate::Locker;
 
 /// One model millisecond on the server: an hour, so that nothing expires
@@ -67,7 +68,7 @@ const PAST_STAY: &str = "0:0:";
 
 /// The real side of a walk.
 struct Real {
-    shared: Arc<Shared>,
+    shared: Arc<RawLock>,
     conn: redis::Connection,
     clients: Vec<Acquisition>,
     /// The lock's key, its fencing counter, queue and waiters, as the
@@ -83,16 +84,16 @@ struct Real {
 }
 
 impl Real {
-    fn new(shared: Arc<Shared>, conn: redis::Connection, clients: usize) -> Real {
+    fn new(shared: Arc<RawLock>, conn: redis::Connection, clients: usize) -> Real {
         let clients: Vec<Acquisition> = (0..clients)
             .map(|_| shared.prepare(&[KEY]).unwrap())
             .collect();
         let a = &clients[0];
         Real {
-            lock: a.redis_keys[0].clone(),
-            counter: a.fence_key.clone(),
-            queue: a.queue.0.clone(),
-            waiters: a.queue.1.clone(),
+            lock: a.keys.locks[0].clone(),
+            counter: a.keys.fence.clone(),
+            queue: a.keys.queue.clone(),
+            waiters: a.keys.waiters.clone(),
             shared,
             conn,
             clients,
@@ -130,12 +131,6 @@ impl Real {
             .iter()
             .position(|a| a.token.as_str() == token)
             .expect("a token of ours")
-    }
-
-    /// The client whose lock `value` (`<token>:<fence>:<metadata>`) is.
-    fn owner_of(&self, value: &str) -> usize {
-        let token = value.split(':').next().unwrap_or_default();
-        self.client_of(token)
     }
 
     /// Runs client `c`'s request on the server; says what the model's reply
@@ -228,8 +223,8 @@ impl Real {
     fn holder(&mut self) -> Option<(usize, u64)> {
         let value: Option<String> = self.conn.get(&self.lock).unwrap();
         value.map(|v| {
-            let (fence, _) = split_value(&v).expect("a lock value");
-            (self.owner_of(&v), fence)
+            let value = LockValue::parse(&v).expect("a lock value");
+            (self.client_of(value.token), value.fence)
         })
     }
 

@@ -23,14 +23,9 @@ use std::sync::LazyLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::config::{MAX_PARKED, PARK_LIFETIME};
 use crate::sync::mpsc::{self, Sender};
 use crate::sync::{Condvar, Mutex};
-
-/// Most threads kept parked for later guards.
-pub(crate) const MAX_PARKED: usize = 64;
-
-/// How long a parked thread waits for a job before it ends.
-pub(crate) const PARK_LIFETIME: Duration = Duration::from_secs(60);
 
 /// Stack size of a worker: a watchdog formats a command and parses a small
 /// reply, nothing deep.

@@ -1,15 +1,40 @@
-//! `Builder` and the frozen `Config` it produces; every default lives here.
+//! `Builder` and the frozen `Config` it produces, the [`Topology`] decided
+//! once from the servers, and every default the crate sets.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
-use crate::keys::{self, KeySpace};
+use crate::conn::{self, Connector};
 use crate::locker::Locker;
-use crate::pool::{self, Connector, DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT};
+use crate::protocol::keys::{self, KeySpace};
 use crate::time;
 use crate::Error;
+
+/// Read and write timeout set on every connection by [`pool`](crate::pool()), and by a
+/// locker on connections it uses: 2 s.
+///
+/// ```
+/// assert_eq!(redmutex::DEFAULT_IO_TIMEOUT, std::time::Duration::from_secs(2));
+/// ```
+pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a locker waits to check out a pooled connection: 2 s.
+///
+/// ```
+/// assert_eq!(redmutex::DEFAULT_CHECKOUT_TIMEOUT, std::time::Duration::from_secs(2));
+/// ```
+pub const DEFAULT_CHECKOUT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Most connections [`pool`](crate::pool()) opens to the server: 16.
+///
+/// ```
+/// let pool = redmutex::pool("redis://127.0.0.1/")?;
+/// assert_eq!(pool.max_size(), redmutex::DEFAULT_POOL_SIZE);
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+pub const DEFAULT_POOL_SIZE: u32 = 16;
 
 /// How long `WAIT` waits for replicas by default: 250 ms.
 ///
@@ -28,6 +53,32 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 /// The longest TTL accepted: 2^47 ms, about 4,400 years. Redis itself refuses
 /// an expiry that overflows a signed 64-bit millisecond clock.
 pub const MAX_TTL: Duration = Duration::from_millis(1 << 47);
+
+/// The backoff a waiting `lock` uses when none is set: exponential from
+/// 8 ms to 256 ms (see [`Backoff`]'s `Default`).
+pub(crate) const DEFAULT_BACKOFF: (Duration, Duration) =
+    (Duration::from_millis(8), Duration::from_millis(256));
+
+/// The clock-drift allowance taken off a lease of `ttl` when none is set:
+/// 1 % of the TTL plus 2 ms (Redis expires keys with millisecond precision,
+/// and clocks run at slightly different rates).
+pub(crate) fn default_drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// A release listener keeps one pooled connection for itself: only pools of
+/// at least this many connections lend one.
+pub(crate) const MIN_POOL_FOR_LISTENER: u32 = 4;
+
+/// A spare connection for renewals is kept only by pools of at least this
+/// many connections, so that small pools are left to the application.
+pub(crate) const MIN_POOL_FOR_SPARE: u32 = 8;
+
+/// Most watchdog threads kept parked for later guards, process-wide.
+pub(crate) const MAX_PARKED: usize = 64;
+
+/// How long a parked watchdog thread waits for a job before it ends.
+pub(crate) const PARK_LIFETIME: Duration = Duration::from_secs(60);
 
 /// Configures a [`Locker`]. Start with [`Locker::builder`], chain the
 /// setters (each consumes and returns the builder), finish with
@@ -276,7 +327,7 @@ impl Builder {
         M: r2d2::ManageConnection,
         M::Connection: redis::ConnectionLike,
     {
-        self.instances.push(pool::connector(pool));
+        self.instances.push(conn::connector(pool));
         self
     }
 
@@ -397,16 +448,13 @@ impl Builder {
     /// checks and by `Locker::new`, whose defaults are valid (a unit test
     /// below holds that).
     pub(crate) fn build_unchecked(self) -> Locker {
-        // In Redlock mode a dead or hung instance may cost only a small part
-        // of the lease.
-        let cap = if self.instances.len() > 1 {
-            (self.ttl / 10).max(Duration::from_millis(1))
-        } else {
-            Duration::MAX
+        let topology = Topology {
+            instances: self.instances.len(),
+            cluster: self.instances.iter().any(|i| i.is_cluster()),
         };
-        let cluster = self.instances.iter().any(|i| i.is_cluster());
+        let cap = topology.timeout_cap(self.ttl);
         let config = Config {
-            cluster,
+            topology,
             drift: self.drift,
             min_replicas: self.min_replicas,
             replica_timeout: self.replica_timeout,
@@ -426,8 +474,7 @@ impl Builder {
 /// The settings of a built locker, frozen.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
-    /// Any instance is a Redis Cluster: per-slot counters, one slot per script.
-    pub(crate) cluster: bool,
+    pub(crate) topology: Topology,
     /// A fixed drift allowance, or `None` for 1 % of the TTL plus 2 ms.
     pub(crate) drift: Option<Duration>,
     pub(crate) min_replicas: u64,
@@ -440,6 +487,51 @@ pub(crate) struct Config {
     pub(crate) metadata: String,
     pub(crate) checkout_timeout: Duration,
     pub(crate) io_timeout: Duration,
+}
+
+/// What the servers behind a locker are, decided once when it is built.
+/// Everything a topology does differently is asked of it here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Topology {
+    /// How many independent instances: several is Redlock.
+    pub(crate) instances: usize,
+    /// Any instance is a Redis Cluster.
+    pub(crate) cluster: bool,
+}
+
+impl Topology {
+    /// Several independent masters, each lock on a majority of them.
+    pub(crate) fn is_redlock(self) -> bool {
+        self.instances > 1
+    }
+
+    /// Per-slot counters and queues, and every script's keys in one slot.
+    pub(crate) fn is_cluster(self) -> bool {
+        self.cluster
+    }
+
+    /// Releases are announced on a channel that waiters listen to: one
+    /// server, not a cluster (whose pub/sub does not reach every node's
+    /// clients by slot) and not Redlock.
+    pub(crate) fn announces(self) -> bool {
+        self.instances == 1 && !self.cluster
+    }
+
+    /// Waiters on a lock of `keys` keys queue, first come, first served:
+    /// single-key locks on one server or a cluster.
+    pub(crate) fn queues(self, keys: usize) -> bool {
+        keys == 1 && self.instances == 1
+    }
+
+    /// The most a checkout or a call may take: in Redlock, a dead or hung
+    /// instance may cost only a tenth of the lease.
+    fn timeout_cap(self, ttl: Duration) -> Duration {
+        if self.is_redlock() {
+            (ttl / 10).max(Duration::from_millis(1))
+        } else {
+            Duration::MAX
+        }
+    }
 }
 
 /// A lease length must be at least 1 ms, leave something after the drift

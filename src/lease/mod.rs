@@ -1,8 +1,14 @@
-//! The local view of one lease, shared by a guard and its watchdog.
+//! A lease and what keeps it: the local view of one lease, shared by a
+//! guard and its watchdog (here), the watchdog that renews it
+//! ([`watchdog`]), and the process-wide threads watchdogs run on
+//! ([`workers`]).
 //!
 //! "Lost" is final and monotonic: once any reader has seen the deadline pass,
 //! or Redis has said the key is not ours, no later renewal can bring it back.
 //! Every read and update goes through one mutex so that holds without races.
+
+pub(crate) mod watchdog;
+pub(crate) mod workers;
 
 use std::time::{Duration, Instant};
 

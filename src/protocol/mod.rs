@@ -1,0 +1,9 @@
+//! What the crate keeps in Redis and says to it: the key layout
+//! ([`keys`]), the Lua scripts with one typed caller each ([`scripts`]),
+//! every reply and stored value parsed ([`replies`]), and cluster hash
+//! slots ([`slots`]).
+
+pub(crate) mod keys;
+pub(crate) mod replies;
+pub(crate) mod scripts;
+pub(crate) mod slots;

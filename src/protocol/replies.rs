@@ -1,0 +1,278 @@
+//! Every reply of the scripts parsed, and the lock's stored value built
+//! and parsed, in one place. An error names a reply's shape, never its
+//! contents: a reply may hold another holder's owner token.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::info::LockInfo;
+use crate::quorum::Grant;
+use crate::Error;
+
+/// A lock that a release handed over to a waiter: its owner token and
+/// fencing token.
+pub(crate) type Handed = (String, u64);
+
+/// The error for a reply that does not parse. It names the reply's shape,
+/// never its contents: a reply may hold another holder's owner token.
+pub(crate) fn unexpected(what: &str, reply: &Value) -> Error {
+    Error::Redis(redis::RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "unexpected script reply",
+        format!("{what}: {}", shape(reply)),
+    )))
+}
+
+/// What kind of value `reply` is, without what it holds.
+fn shape(reply: &Value) -> String {
+    match reply {
+        Value::Nil => "nil".to_owned(),
+        Value::Int(_) => "an integer".to_owned(),
+        Value::BulkString(b) => format!("a bulk string of {} bytes", b.len()),
+        Value::SimpleString(s) => format!("a simple string of {} bytes", s.len()),
+        Value::Okay => "OK".to_owned(),
+        Value::Array(items) => format!(
+            "an array of [{}]",
+            items.iter().map(shape).collect::<Vec<_>>().join(", ")
+        ),
+        Value::ServerError(e) => format!("a server error ({:?})", e.kind()),
+        _ => "another type".to_owned(),
+    }
+}
+
+pub(crate) fn int_reply(reply: &Value, what: &str) -> Result<i64, Error> {
+    match reply {
+        Value::Int(n) => Ok(*n),
+        other => Err(unexpected(what, other)),
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// A bulk string is the fencing token of a grant; an array of an integer
+/// (the PTTL of the busy key, negative: no TTL) and the fencing counter is a
+/// refusal. With the counter (0 for a grant).
+pub(crate) fn parse_acquire(reply: &Value) -> Result<(Grant, u64), Error> {
+    match reply {
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(pttl), Value::Int(counter)] => Ok((
+                Grant::Busy(u64::try_from(*pttl).ok().map(Duration::from_millis)),
+                u64::try_from(*counter).unwrap_or(0),
+            )),
+            _ => Err(unexpected("acquire", reply)),
+        },
+        other => match text(other).and_then(|s| s.parse::<u64>().ok()) {
+            Some(fence) => Ok((Grant::Granted(fence), 0)),
+            None => Err(unexpected("acquire", reply)),
+        },
+    }
+}
+
+/// The number of keys deleted; after a hand-over, an array of that number,
+/// the grantee's owner token and its fencing token.
+pub(crate) fn parse_release(reply: &Value) -> Result<(i64, Option<Handed>), Error> {
+    match reply {
+        Value::Int(n) => Ok((*n, None)),
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(n), token, fence] => {
+                let token = text(token).ok_or_else(|| unexpected("release", reply))?;
+                let fence = text(fence)
+                    .and_then(|f| f.parse::<u64>().ok())
+                    .ok_or_else(|| unexpected("release", reply))?;
+                Ok((*n, Some((token, fence))))
+            }
+            _ => Err(unexpected("release", reply)),
+        },
+        other => Err(unexpected("release", other)),
+    }
+}
+
+/// `[value, pttl]`, or an empty array for a missing key. The value is
+/// `<token>:<fence>:<metadata>`; anything else (another type, a foreign
+/// string) is reported with empty metadata and token 0.
+pub(crate) fn parse_holder(reply: &Value) -> Result<Option<LockInfo>, Error> {
+    let Value::Array(items) = reply else {
+        return Err(unexpected("holder", reply));
+    };
+    match items.as_slice() {
+        [] => Ok(None),
+        [value, Value::Int(pttl)] => {
+            let value = text(value).ok_or_else(|| unexpected("holder", reply))?;
+            let (fencing_token, metadata) =
+                LockValue::parse(&value).map_or((0, ""), |v| (v.fence, v.metadata));
+            Ok(Some(LockInfo {
+                metadata: metadata.to_owned(),
+                fencing_token,
+                ttl: u64::try_from(*pttl).map_or(Duration::MAX, Duration::from_millis),
+            }))
+        }
+        _ => Err(unexpected("holder", reply)),
+    }
+}
+
+/// A lock's value in Redis: `<token>:<fence>:<metadata>`, the owner token
+/// (32 hex digits), the fencing token of the grant, and the holder's
+/// metadata. Built here and parsed here; the scripts build it too (see
+/// `ACQUIRE` in `scripts.rs`). Its `Debug` leaves the owner token out.
+pub(crate) struct LockValue<'a> {
+    pub(crate) token: &'a str,
+    pub(crate) fence: u64,
+    pub(crate) metadata: &'a str,
+}
+
+impl<'a> LockValue<'a> {
+    /// The value as stored.
+    pub(crate) fn format(&self) -> String {
+        format!("{}:{}:{}", self.token, self.fence, self.metadata)
+    }
+
+    /// Parses a stored value; `None` for anything that is not one of ours.
+    pub(crate) fn parse(value: &'a str) -> Option<Self> {
+        let mut parts = value.splitn(3, ':');
+        let token = parts.next()?;
+        let fence = parts.next()?.parse().ok()?;
+        let metadata = parts.next()?;
+        (token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit())).then_some(LockValue {
+            token,
+            fence,
+            metadata,
+        })
+    }
+}
+
+impl std::fmt::Debug for LockValue<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockValue")
+            .field("fence", &self.fence)
+            .field("metadata", &self.metadata)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acquire_replies() {
+        let granted = parse_acquire(&Value::BulkString(b"1763712345000001".to_vec())).unwrap();
+        assert!(matches!(
+            granted,
+            (Grant::Granted(1_763_712_345_000_001), 0)
+        ));
+        let busy = |pttl, counter| Value::Array(vec![Value::Int(pttl), Value::Int(counter)]);
+        assert!(matches!(
+            parse_acquire(&busy(250, 9)).unwrap(),
+            (Grant::Busy(Some(d)), 9) if d == Duration::from_millis(250)
+        ));
+        assert!(matches!(
+            parse_acquire(&busy(-1, 0)).unwrap(),
+            (Grant::Busy(None), 0)
+        ));
+        assert!(parse_acquire(&Value::Nil).is_err());
+        assert!(parse_acquire(&Value::Int(3)).is_err());
+        assert!(parse_acquire(&Value::BulkString(b"x".to_vec())).is_err());
+    }
+
+    #[test]
+    fn release_replies() {
+        assert_eq!(parse_release(&Value::Int(1)).unwrap(), (1, None));
+        let handed = Value::Array(vec![
+            Value::Int(1),
+            Value::BulkString(b"abc".to_vec()),
+            Value::BulkString(b"42".to_vec()),
+        ]);
+        assert_eq!(
+            parse_release(&handed).unwrap(),
+            (1, Some(("abc".to_owned(), 42)))
+        );
+        assert!(parse_release(&Value::Nil).is_err());
+    }
+
+    #[test]
+    fn errors_from_replies_never_show_a_token() {
+        let token = "0123456789abcdef0123456789abcdef";
+        let replies = [
+            Value::Array(vec![
+                Value::Int(1),
+                Value::BulkString(token.as_bytes().to_vec()),
+                Value::BulkString(b"not a number".to_vec()),
+            ]),
+            Value::BulkString(format!("{token}:1:m").into_bytes()),
+            Value::SimpleString(token.to_owned()),
+            Value::Array(vec![Value::BulkString(token.as_bytes().to_vec())]),
+        ];
+        for reply in &replies {
+            for e in [
+                parse_release(reply).err(),
+                parse_acquire(reply).err(),
+                parse_holder(reply).err(),
+                int_reply(reply, "renew").err(),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let text = format!("{e} {e:?} {:?}", std::error::Error::source(&e));
+                assert!(!text.contains(token), "{text}");
+                assert!(!text.contains("0123456789abcdef"), "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn holder_replies() {
+        assert_eq!(parse_holder(&Value::Array(vec![])).unwrap(), None);
+        let token = "0123456789abcdef0123456789abcdef";
+        let info = parse_holder(&Value::Array(vec![
+            Value::BulkString(format!("{token}:42:host:1").into_bytes()),
+            Value::Int(1500),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(info.metadata(), "host:1");
+        assert_eq!(info.fencing_token(), 42);
+        assert_eq!(info.ttl(), Duration::from_millis(1500));
+        for foreign in ["", "not a lock", "short:1:m", &format!("{token}:x:m")] {
+            let info = parse_holder(&Value::Array(vec![
+                Value::BulkString(foreign.as_bytes().to_vec()),
+                Value::Int(-1),
+            ]))
+            .unwrap()
+            .unwrap();
+            assert_eq!(
+                (info.metadata(), info.fencing_token()),
+                ("", 0),
+                "{foreign}"
+            );
+            assert_eq!(info.ttl(), Duration::MAX);
+        }
+        assert!(parse_holder(&Value::Int(3)).is_err());
+    }
+
+    #[test]
+    fn lock_values_round_trip_and_hide_the_token() {
+        let token = "0123456789abcdef0123456789abcdef";
+        let value = LockValue {
+            token,
+            fence: 7,
+            metadata: "host:1",
+        };
+        let stored = value.format();
+        assert_eq!(stored, format!("{token}:7:host:1"));
+        let parsed = LockValue::parse(&stored).unwrap();
+        assert_eq!(
+            (parsed.token, parsed.fence, parsed.metadata),
+            (token, 7, "host:1")
+        );
+        assert!(!format!("{parsed:?}").contains(token));
+        assert!(LockValue::parse("short:1:m").is_none());
+    }
+}

@@ -1,0 +1,502 @@
+//! The lock's mechanism under `Locker` and `Guard`, for one instance or a
+//! Redlock quorum: each operation runs its script (through the typed
+//! callers of `protocol::scripts`) on every instance, in parallel when
+//! there are several, parses the replies (`protocol::replies`), and a pure
+//! function of `quorum.rs` decides.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::{ConnectionLike, Value};
+
+use crate::config::Config;
+use crate::conn::{Connector, Op};
+use crate::info::LockInfo;
+use crate::lease::watchdog::Renewal;
+use crate::lease::Lease;
+use crate::protocol::keys::{self, LockKeys};
+use crate::protocol::replies::{self, Handed, LockValue};
+use crate::protocol::scripts;
+pub(crate) use crate::protocol::scripts::Queue;
+use crate::quorum::{self, Acquired, Grant, Raised, Released, RenewDecision};
+use crate::time;
+use crate::token::Token;
+use crate::wake::listener::Listener;
+use crate::wake::waiters::Signal;
+use crate::Error;
+
+/// State shared by a locker's clones, its guards and their watchdogs.
+pub(crate) struct RawLock {
+    instances: Vec<Arc<dyn Connector>>,
+    pub(crate) config: Config,
+    /// The release listener, and the waiters it wakes.
+    wake: Arc<Listener>,
+}
+
+// `RawLock` is `Send + Sync`: connectors are required to be, and `Config` and
+// `Signal` hold plain data behind locks. So `Locker` and `Guard` are too.
+
+/// One acquisition: its token (kept across retries, so a retry after a lost
+/// reply finds the key already ours) and its keys.
+pub(crate) struct Acquisition {
+    pub(crate) token: Token,
+    pub(crate) caller_keys: Vec<String>,
+    /// Its keys in Redis.
+    pub(crate) keys: LockKeys,
+    /// The fencing counter as the latest refused attempt saw it: a lock
+    /// handed over to this acquisition with a token at or below it was
+    /// handed over before that attempt, and lost since.
+    floor: AtomicU64,
+}
+
+/// The outcome of one acquire attempt over all instances.
+pub(crate) enum Outcome {
+    Granted {
+        /// When the first request was sent: the lease counts from here.
+        sent: Instant,
+        fence: u64,
+    },
+    Busy {
+        /// How long the busy key's lease has left, when it has a TTL.
+        holder_ttl: Option<Duration>,
+        /// When the attempt was sent: a lock handed over to this acquisition
+        /// afterwards counts its lease from here.
+        sent: Instant,
+    },
+}
+
+/// How many times a Redlock grant tries to take the instances where a rival
+/// held the lock for a moment before it gives the grant up.
+const REPAIR_TRIES: u32 = 3;
+
+/// With [`Builder::min_replicas`](crate::Builder::min_replicas): waits
+/// (`WAIT`, on the connection that wrote) until that many replicas have
+/// what was written, within the replica timeout.
+fn acknowledged(config: &Config, c: &mut dyn ConnectionLike) -> Result<(), Error> {
+    if config.min_replicas == 0 {
+        return Ok(());
+    }
+    let acked = redis::cmd("WAIT")
+        .arg(config.min_replicas)
+        .arg(time::millis_ceil(config.replica_timeout))
+        .query::<u64>(c)?;
+    if acked >= config.min_replicas {
+        Ok(())
+    } else {
+        Err(Error::NotReplicated {
+            acked,
+            needed: config.min_replicas,
+        })
+    }
+}
+
+impl RawLock {
+    pub(crate) fn new(instances: Vec<Arc<dyn Connector>>, config: Config) -> Self {
+        let announce = config.topology.announces();
+        let channel = announce.then(|| config.keys.release_channel());
+        RawLock {
+            instances,
+            config,
+            wake: Arc::new(Listener::new(channel)),
+        }
+    }
+
+    /// Makes sure this locker listens for releases (see
+    /// [`Listener::ensure`]). True when the listener has just come up: the
+    /// caller should try again at once, as a release may have slipped by.
+    pub(crate) fn ensure_listening(&self) -> bool {
+        let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
+        self.wake.ensure(self.instances.first(), checkout, io)
+    }
+
+    pub(crate) fn instances(&self) -> &[Arc<dyn Connector>] {
+        &self.instances
+    }
+
+    pub(crate) fn signal(&self) -> &Signal {
+        self.wake.waiters()
+    }
+
+    /// Checks the keys and prepares an acquisition (a fresh token).
+    pub(crate) fn prepare(&self, keys: &[&str]) -> Result<Acquisition, Error> {
+        keys::validate_keys(keys)?;
+        let cluster = self.config.topology.is_cluster();
+        let lock_keys = self.config.keys.lock_keys(keys, cluster);
+        if cluster {
+            keys::same_slot(keys, &lock_keys.locks)?;
+        }
+        Ok(Acquisition {
+            token: Token::new()?,
+            caller_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+            keys: lock_keys,
+            floor: AtomicU64::new(0),
+        })
+    }
+
+    /// The queue mode for an attempt of `a` that wants `wanted`: queues are
+    /// kept for single-key locks, and not in Redlock mode.
+    pub(crate) fn queue_mode(&self, a: &Acquisition, wanted: Queue) -> Queue {
+        if self.config.topology.queues(a.keys.locks.len()) {
+            wanted
+        } else {
+            Queue::Ignore
+        }
+    }
+
+    /// Leaves the queue of `a` (a waiter that gave up), best effort: the
+    /// entry expires on its own anyway. A lock handed over to it meanwhile
+    /// is freed, and handed to the next waiter.
+    pub(crate) fn dequeue(&self, a: &Acquisition) {
+        let channel = self.wake.channel().unwrap_or("");
+        let call = scripts::dequeue(&a.keys, a.token.as_str(), channel);
+        for i in 0..self.instances.len() {
+            let _ = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?));
+        }
+    }
+
+    /// Whether a lock handed over to `a`, with fencing token `fence`, may be
+    /// taken as granted without a round trip: it was handed over after the
+    /// latest refused attempt (sent at `sent`), whose claim (see
+    /// [`RawLock::claim`]) then still has most of its length, and no replica
+    /// must acknowledge it first.
+    pub(crate) fn takes_handed(
+        &self,
+        a: &Acquisition,
+        fence: u64,
+        sent: Instant,
+        claim: Duration,
+    ) -> bool {
+        self.config.min_replicas == 0
+            && fence > a.floor.load(Ordering::SeqCst)
+            && sent.elapsed() < claim / 3
+    }
+
+    /// The claim a release hands over to a waiter that stays queued for
+    /// `stay`: the TTL or the stay, whichever is shorter, in whole
+    /// milliseconds as the scripts see them.
+    pub(crate) fn claim(&self, stay: Duration) -> Duration {
+        let ms = time::millis_ceil(stay)
+            .max(1)
+            .min(time::millis_ceil(self.config.ttl));
+        Duration::from_millis(ms)
+    }
+
+    /// Runs one operation on instance `i`, bounded by the checkout and I/O
+    /// timeouts.
+    fn run_on(&self, i: usize, op: Op<'_>) -> Result<Value, Error> {
+        let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
+        self.instance(i)?.run(checkout, io, op, None)
+    }
+
+    /// As [`RawLock::run_on`], for a renewal: on the connection set aside for
+    /// renewals when it is free.
+    fn run_renewal_on(&self, i: usize, op: Op<'_>) -> Result<Value, Error> {
+        let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
+        self.instance(i)?.run_renewal(checkout, io, op)
+    }
+
+    fn instance(&self, i: usize) -> Result<&Arc<dyn Connector>, Error> {
+        self.instances
+            .get(i)
+            .ok_or_else(|| Error::InvalidInput(format!("no instance {i}")))
+    }
+
+    /// Sets a connection aside for renewals on every instance (a guard with
+    /// a watchdog was just granted). Never waits.
+    pub(crate) fn reserve_for_renewals(&self) {
+        for instance in &self.instances {
+            instance.reserve();
+        }
+    }
+
+    /// The error for a decision that errors left open: the instance's own
+    /// error with one instance, `NoQuorum` with several.
+    fn quorum_error(&self, granted: usize, last: Option<Error>) -> Error {
+        match (self.instances.len(), last) {
+            (1, Some(e)) => e,
+            (n, last) => Error::NoQuorum {
+                granted,
+                needed: quorum::quorum(n),
+                last: last.map(Box::new),
+            },
+        }
+    }
+
+    /// One acquire attempt on every instance. A grant on fewer than a
+    /// majority is released everywhere at once, including on the instances
+    /// that seemed to fail.
+    pub(crate) fn acquire(&self, a: &Acquisition, queue: Queue) -> Result<Outcome, Error> {
+        let n = self.instances.len();
+        let sent = Instant::now();
+        let answers = quorum::fan_out(n, |i| self.acquire_on(i, a, queue));
+        let ttl = self.config.ttl;
+        let drift = time::drift(ttl, self.config.drift);
+        match quorum::decide_acquire(answers, ttl, sent.elapsed(), drift) {
+            Acquired::Granted { fence } if n == 1 => Ok(Outcome::Granted { sent, fence }),
+            Acquired::Granted { fence } => match self.raise_fences(a, fence) {
+                Ok(true) if quorum::validity(ttl, sent.elapsed(), drift).is_some() => {
+                    Ok(Outcome::Granted { sent, fence })
+                }
+                // The write-back took what was left of the lease (the
+                // process paused, say): the lease is over before it is
+                // returned, and a rival may have been granted a larger
+                // token meanwhile. Too slow, as a slow majority is.
+                Ok(true) => {
+                    self.release_quietly(a);
+                    Err(self.quorum_error(0, None))
+                }
+                // Another client holds the lock on an instance that
+                // answered (a rival's failed attempt, for a moment): a
+                // grant on a bare majority would fall to one instance's
+                // data loss, so it is not kept. The attempt counts as busy.
+                Ok(false) => {
+                    self.release_quietly(a);
+                    Ok(Outcome::Busy {
+                        holder_ttl: None,
+                        sent,
+                    })
+                }
+                Err(e) => {
+                    self.release_quietly(a);
+                    Err(e)
+                }
+            },
+            Acquired::Busy { holder_ttl } => {
+                if n > 1 {
+                    self.release_quietly(a);
+                }
+                Ok(Outcome::Busy { holder_ttl, sent })
+            }
+            Acquired::NoQuorum { granted, last } => {
+                if n > 1 {
+                    self.release_quietly(a);
+                }
+                Err(self.quorum_error(granted, last))
+            }
+        }
+    }
+
+    /// The acquire script on instance `i`, then `WAIT` when replicas must
+    /// acknowledge. On an I/O error (the script may have run although no
+    /// reply came back), the release by token follows on the *same*
+    /// connection, so Redis runs it after the acquire whenever the acquire
+    /// runs: no orphan lock waits out its TTL; when that connection is gone
+    /// (cut after the server answered), on a fresh one. The connector does
+    /// that on a thread of its own, so this returns within the checkout and
+    /// I/O timeouts. With too few acknowledgements, the release is sent at
+    /// once on the same connection.
+    fn acquire_on(&self, i: usize, a: &Acquisition, queue: Queue) -> Result<Grant, Error> {
+        let config = &self.config;
+        let ttl = time::millis_ceil(config.ttl);
+        let call = scripts::acquire(&a.keys, a.token.as_str(), ttl, &config.metadata, queue);
+        let release_by_token = || scripts::release_by_eval(&a.keys, a.token.as_str());
+        let mut grant = None;
+        let (checkout, io) = (config.checkout_timeout, config.io_timeout);
+        let mut op = |c: &mut dyn ConnectionLike| {
+            let reply = call.invoke::<Value>(c)?;
+            let (g, floor) = replies::parse_acquire(&reply)?;
+            a.floor.store(floor, Ordering::SeqCst);
+            if matches!(g, Grant::Granted(_)) {
+                if let Err(e) = acknowledged(config, c) {
+                    if matches!(e, Error::NotReplicated { .. }) {
+                        // Its own failure changes nothing we report. (After
+                        // an I/O error the connector releases; see above.)
+                        let _ = release_by_token().query::<Value>(c);
+                    }
+                    return Err(e);
+                }
+            }
+            grant = Some(g);
+            Ok(Value::Nil)
+        };
+        self.instance(i)?
+            .run(checkout, io, &mut op, Some(release_by_token()))?;
+        grant.ok_or_else(|| replies::unexpected("acquire", &Value::Nil))
+    }
+
+    /// Redlock only: makes every instance's counter (and the lock's `fence`
+    /// field) at least `fence`, the largest token of this grant, so that any
+    /// later majority overlaps an instance that counts above it, and takes
+    /// the lock on the instances where it is free (a grant on a bare
+    /// majority). Needs a majority to confirm.
+    /// Says whether the lock is now ours on every instance that answered
+    /// (instances that did not answer count as down, not as taken). Tries
+    /// again, at most [`REPAIR_TRIES`] times, while an instance answers that
+    /// another client holds the lock there: a rival's failed attempt
+    /// releases it a round trip later.
+    fn raise_fences(&self, a: &Acquisition, fence: u64) -> Result<bool, Error> {
+        let mut tries = 0;
+        loop {
+            let everywhere = self.raise_fences_once(a, fence)?;
+            tries += 1;
+            if everywhere || tries >= REPAIR_TRIES {
+                return Ok(everywhere);
+            }
+        }
+    }
+
+    fn raise_fences_once(&self, a: &Acquisition, fence: u64) -> Result<bool, Error> {
+        let answers = quorum::fan_out(self.instances.len(), |i| {
+            let ttl = time::millis_ceil(self.config.ttl);
+            let call =
+                scripts::raise_fence(&a.keys, fence, a.token.as_str(), &self.config.metadata, ttl);
+            let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            Ok(replies::int_reply(&reply, "raise fence")? == 1)
+        });
+        match quorum::decide_raise(answers) {
+            Raised::Everywhere => Ok(true),
+            Raised::Rival => Ok(false),
+            Raised::NoQuorum { confirmed, last } => Err(Error::NoQuorum {
+                granted: confirmed,
+                needed: quorum::quorum(self.instances.len()),
+                last: last.map(Box::new),
+            }),
+        }
+    }
+
+    /// Releases on every instance, ignoring the outcome (clean-up paths).
+    fn release_quietly(&self, a: &Acquisition) {
+        let _ = self.release(a);
+    }
+
+    /// Deletes the keys still owned by `a` on every instance, announces the
+    /// release, and hands a single-key lock to the first live waiter in its
+    /// queue. `Ok(true)`: a majority still had the lock; `Ok(false)`: it had
+    /// been lost. With the hand-over, if there was one.
+    pub(crate) fn release(&self, a: &Acquisition) -> Result<(bool, Option<Handed>), Error> {
+        let channel = self.wake.channel().unwrap_or("");
+        let queued =
+            self.wake.channel().is_some() && self.queue_mode(a, Queue::Respect) != Queue::Ignore;
+        let handed = Mutex::new(None);
+        let answers = quorum::fan_out(self.instances.len(), |i| {
+            let call = scripts::release(&a.keys, a.token.as_str(), channel, queued);
+            let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            let (deleted, to) = replies::parse_release(&reply)?;
+            if to.is_some() {
+                *handed.lock() = to;
+            }
+            Ok(usize::try_from(deleted).is_ok_and(|d| d == a.keys.locks.len()))
+        });
+        let handed = handed.into_inner();
+        match quorum::decide_release(answers) {
+            Released::Clean => Ok((true, handed)),
+            Released::Lost => Ok((false, handed)),
+            Released::Unknown { ours, last } => Err(self.quorum_error(ours, last)),
+        }
+    }
+
+    /// One owner-checked renewal of `lease` on every instance, for `ttl`
+    /// (`None`: the lease's own TTL, read inside the serialized section, so
+    /// that a renewal never undoes an `extend` that confirmed before it),
+    /// recorded in the lease. Serialized per lease, so concurrent `extend`
+    /// and watchdog calls confirm in the order Redis applied them, and never
+    /// started once the guard has stopped the lease.
+    ///
+    /// With several instances (Redlock), a key of ours found missing on an
+    /// instance (its data lost) is put back with our value and the TTL, and
+    /// that instance counts as confirmed only then: a majority that erodes
+    /// one instance at a time is repaired, not silently lost.
+    pub(crate) fn renew(
+        &self,
+        lease: &Lease,
+        a: &Acquisition,
+        fence: u64,
+        ttl: Option<Duration>,
+    ) -> Result<Renewal, Error> {
+        lease
+            .serialized(|| {
+                let ttl = ttl.unwrap_or_else(|| lease.schedule().0);
+                self.renew_now(lease, a, fence, ttl)
+            })
+            .unwrap_or(Ok(Renewal::Stopped))
+    }
+
+    fn renew_now(
+        &self,
+        lease: &Lease,
+        a: &Acquisition,
+        fence: u64,
+        ttl: Duration,
+    ) -> Result<Renewal, Error> {
+        if lease.is_lost() {
+            return Ok(Renewal::Lost);
+        }
+        let repair = self.config.topology.is_redlock().then(|| {
+            let value = LockValue {
+                token: a.token.as_str(),
+                fence,
+                metadata: &self.config.metadata,
+            };
+            (value.format(), fence)
+        });
+        let sent = Instant::now();
+        let answers = quorum::fan_out(self.instances.len(), |i| {
+            let repair = repair
+                .as_ref()
+                .map(|(value, fence)| (value.as_str(), *fence));
+            let call = scripts::renew(&a.keys, a.token.as_str(), time::millis_ceil(ttl), repair);
+            let reply = self.run_renewal_on(i, &mut |c| {
+                let reply = call.invoke::<Value>(c)?;
+                // A renewal counts once the replicas have it too: else a
+                // failover to one of them could find the lock expired.
+                if reply == Value::Int(1) {
+                    acknowledged(&self.config, c)?;
+                }
+                Ok(reply)
+            })?;
+            Ok(replies::int_reply(&reply, "renew")? == 1)
+        });
+        match quorum::decide_renew(answers) {
+            RenewDecision::Confirmed { rival } if lease.confirm(sent, ttl) => {
+                // A rival's attempt holds the key on an instance for a
+                // moment: come back soon to take it, rather than a third of
+                // the TTL later, so that a bare majority does not last.
+                if rival {
+                    lease.hurry();
+                } else {
+                    lease.unhurry();
+                }
+                Ok(Renewal::Confirmed)
+            }
+            RenewDecision::Confirmed { .. } | RenewDecision::Lost => {
+                lease.mark_lost();
+                Ok(Renewal::Lost)
+            }
+            RenewDecision::Failed { confirmed, last } => Err(self.quorum_error(confirmed, last)),
+        }
+    }
+
+    /// Who holds `key`, as a majority of instances sees it.
+    pub(crate) fn holder(&self, key: &str) -> Result<Option<LockInfo>, Error> {
+        keys::validate_key(key)?;
+        let lock_key = self.config.keys.lock_key(key);
+        let answers = quorum::fan_out(self.instances.len(), |i| {
+            let call = scripts::holder(&lock_key);
+            let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            replies::parse_holder(&reply)
+        });
+        match quorum::decide_holder(answers) {
+            Ok(info) => Ok(info),
+            Err(Acquired::NoQuorum { granted, last }) => Err(self.quorum_error(granted, last)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Wakes this locker's waiters after a release of `a` here: the one the
+    /// lock was handed over to, or else those of its keys.
+    pub(crate) fn notify_released(&self, a: &Acquisition, handed: Option<&Handed>) {
+        match handed {
+            Some((token, fence)) => self.wake.waiters().hand_over(token, *fence),
+            None => {
+                for k in a.keys.locks.iter() {
+                    self.wake.waiters().notify(k);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod model_vs_redis;

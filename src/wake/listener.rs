@@ -1,0 +1,285 @@
+//! The release listener: one thread and one pooled connection per locker,
+//! started by its first waiter and shared by all of them, subscribed to the
+//! prefix's release channel. What it hears wakes the waiters registered in
+//! [`waiters`](super::waiters).
+//!
+//! The announcements (published by the release and dequeue scripts, see
+//! `HAND_OVER` in `protocol/scripts.rs`) are:
+//!
+//! - `-<key>`: the lock at Redis key `<key>` was freed, nobody queued;
+//! - `+<token>:<fence>:<key>`: it was handed over to the waiter whose
+//!   owner token is `<token>`, with fencing token `<fence>`.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::conn::{Connector, Lent};
+use crate::wake::waiters::Signal;
+use crate::Error;
+
+/// How often an idle listener checks whether its locker still exists.
+const IDLE: Duration = Duration::from_secs(1);
+
+/// How long a listener that failed to start is not tried again.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// A locker's release listener, and the waiters it wakes.
+pub(crate) struct Listener {
+    /// The release channel, when releases are announced (see
+    /// `Topology::announces`); `None` means waiters poll with their backoff.
+    channel: Option<String>,
+    state: Mutex<State>,
+    changed: Condvar,
+    waiters: Signal,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Off,
+    Starting,
+    On,
+    /// Not possible with this pool; waiters poll.
+    Unsupported,
+    /// Failed to start; not retried before this instant.
+    Failed(Instant),
+}
+
+/// What the listener's thread hears.
+enum Heard<'a> {
+    /// The subscription is in place: releases from now on are heard.
+    Subscribed,
+    /// A message on the channel.
+    Message(&'a [u8]),
+    /// Nothing for a while: a chance to stop.
+    Idle,
+    /// The server refused the subscription (an ACL user without rights on
+    /// the channel): the listener has stopped, and trying again is no use.
+    Refused,
+    /// The connection failed; the listener has stopped.
+    Gone,
+}
+
+impl Listener {
+    pub(crate) fn new(channel: Option<String>) -> Self {
+        Listener {
+            channel,
+            state: Mutex::new(State::Off),
+            changed: Condvar::new(),
+            waiters: Signal::default(),
+        }
+    }
+
+    /// The channel releases are announced on, if they are.
+    pub(crate) fn channel(&self) -> Option<&str> {
+        self.channel.as_deref()
+    }
+
+    /// The waiters this listener wakes.
+    pub(crate) fn waiters(&self) -> &Signal {
+        &self.waiters
+    }
+
+    /// Makes sure this locker listens for releases, on a connection lent
+    /// by `instance`. Returns true when the listener has just come up: a
+    /// release may have slipped by before it did, so the caller should try
+    /// again at once rather than wait. Waits at most `checkout` + `io`.
+    pub(crate) fn ensure(
+        self: &Arc<Self>,
+        instance: Option<&Arc<dyn Connector>>,
+        checkout: Duration,
+        io: Duration,
+    ) -> bool {
+        let Some(channel) = &self.channel else {
+            return false;
+        };
+        let mut state = self.state.lock();
+        match *state {
+            State::On | State::Unsupported => return false,
+            State::Failed(until) if Instant::now() < until => return false,
+            State::Starting => return self.await_start(&mut state, io),
+            State::Off | State::Failed(_) => *state = State::Starting,
+        }
+        drop(state);
+        let started = match instance.map(|i| i.lend(checkout)) {
+            Some(Ok(Some(conn))) => self.spawn(conn, channel.clone(), io).map(|()| true),
+            Some(Ok(None)) | None => Ok(false),
+            Some(Err(e)) => Err(e),
+        };
+        let mut state = self.state.lock();
+        match started {
+            // Wait (bounded) for the subscription, so that a release from
+            // now on is heard.
+            Ok(true) => return self.await_start(&mut state, io),
+            Ok(false) => *state = State::Unsupported,
+            Err(_) => *state = State::Failed(Instant::now() + RETRY_AFTER),
+        }
+        self.changed.notify_all();
+        false
+    }
+
+    /// Waits (at most `io`) while the listener is starting, and says
+    /// whether it came up. One that does not come up in time counts as
+    /// failed for a second, so waiters do not queue behind it.
+    fn await_start(&self, state: &mut MutexGuard<'_, State>, io: Duration) -> bool {
+        let deadline = Instant::now() + io;
+        while **state == State::Starting {
+            if self.changed.wait_until(state, deadline).timed_out() {
+                if **state == State::Starting {
+                    **state = State::Failed(Instant::now() + RETRY_AFTER);
+                    self.changed.notify_all();
+                }
+                break;
+            }
+        }
+        **state == State::On
+    }
+
+    fn set(&self, to: State) {
+        *self.state.lock() = to;
+        self.changed.notify_all();
+    }
+
+    /// Subscribes to `channel` on `conn` on a thread of its own, and hands
+    /// what it hears to [`hear`] until that says stop (the locker is gone)
+    /// or the connection fails. The connection then goes back to the pool
+    /// with the locker's I/O timeout.
+    fn spawn(
+        self: &Arc<Self>,
+        mut conn: Box<dyn Lent>,
+        channel: String,
+        io: Duration,
+    ) -> Result<(), Error> {
+        let me = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("redmutex-listener".into())
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                let Some(plain) = conn.plain() else {
+                    return;
+                };
+                subscribe(plain, &channel, &mut |heard| hear(&me, heard));
+                // Back to the pool as the other connections are.
+                let _ = plain.set_read_timeout(Some(io));
+            })
+            .map_err(Error::Thread)?;
+        Ok(())
+    }
+}
+
+/// The listener thread's loop: `SUBSCRIBE`, then every message, each
+/// reported to `on` until it returns false.
+fn subscribe(plain: &mut redis::Connection, channel: &str, on: &mut dyn FnMut(Heard<'_>) -> bool) {
+    if plain.set_read_timeout(Some(IDLE)).is_err() {
+        on(Heard::Gone);
+        return;
+    }
+    // SUBSCRIBE as a plain command first: its refusal (NOPERM) comes back
+    // as an error, where `PubSub` would take it for the confirmation.
+    match redis::cmd("SUBSCRIBE").arg(channel).exec(plain) {
+        Ok(()) => {}
+        Err(e) if !e.is_io_error() => {
+            on(Heard::Refused);
+            return;
+        }
+        Err(_) => {
+            on(Heard::Gone);
+            return;
+        }
+    }
+    let mut pubsub = plain.as_pubsub();
+    if !on(Heard::Subscribed) {
+        return;
+    }
+    loop {
+        let go_on = match pubsub.get_message() {
+            Ok(msg) => on(Heard::Message(msg.get_payload_bytes())),
+            Err(e) if e.is_timeout() => on(Heard::Idle),
+            Err(_) => {
+                on(Heard::Gone);
+                false
+            }
+        };
+        if !go_on {
+            break;
+        }
+    }
+    // Dropping `pubsub` unsubscribes (bounded by the timeout).
+}
+
+/// The listener's callback: wakes the waiters of a released key; stops
+/// when the locker is gone.
+fn hear(listener: &Weak<Listener>, heard: Heard<'_>) -> bool {
+    let Some(listener) = listener.upgrade() else {
+        return false;
+    };
+    match heard {
+        Heard::Subscribed => listener.set(State::On),
+        Heard::Message(message) => match parse_announcement(message) {
+            Some(Announced::Released(key)) => listener.waiters.notify(key),
+            Some(Announced::Handed { token, fence }) => listener.waiters.hand_over(token, fence),
+            None => {}
+        },
+        Heard::Idle => {}
+        Heard::Refused => {
+            log::warn!(
+                target: "redmutex::listen",
+                "the server refused to subscribe to the release channel (no ACL rights on it?): \
+                 waiters of this locker poll with their backoff instead of being woken"
+            );
+            listener.set(State::Unsupported);
+            return false;
+        }
+        Heard::Gone => {
+            listener.set(State::Off);
+            return false;
+        }
+    }
+    true
+}
+
+/// What a release channel message says.
+#[derive(Debug, PartialEq, Eq)]
+enum Announced<'a> {
+    /// `-<key>`: the lock was freed.
+    Released(&'a str),
+    /// `+<token>:<fence>:<key>`: the lock was handed over to a waiter (the
+    /// waiter is known by its token).
+    Handed { token: &'a str, fence: u64 },
+}
+
+fn parse_announcement(message: &[u8]) -> Option<Announced<'_>> {
+    let message = std::str::from_utf8(message).ok()?;
+    if let Some(key) = message.strip_prefix('-') {
+        return Some(Announced::Released(key));
+    }
+    let mut parts = message.strip_prefix('+')?.splitn(3, ':');
+    let token = parts.next()?;
+    let fence = parts.next()?.parse().ok()?;
+    parts.next().filter(|key| !key.is_empty())?;
+    Some(Announced::Handed { token, fence })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announcements() {
+        assert_eq!(
+            parse_announcement(b"-p:k"),
+            Some(Announced::Released("p:k"))
+        );
+        assert_eq!(
+            parse_announcement(b"+abc:42:p:k"),
+            Some(Announced::Handed {
+                token: "abc",
+                fence: 42
+            })
+        );
+        for bad in [&b"p:k"[..], b"+abc:x:k", b"+abc:1:", b"+abc", b"\xff"] {
+            assert_eq!(parse_announcement(bad), None);
+        }
+    }
+}
