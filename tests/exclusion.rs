@@ -7,7 +7,7 @@ mod common;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{key, Server};
+use common::{key, wait_behind, woken_by_the_release, Server};
 use redmutex::{Backoff, Error, Locker};
 
 #[test]
@@ -153,30 +153,8 @@ fn a_release_in_this_process_wakes_a_waiter_of_the_same_locker() {
     let locker = server.slow_locker();
     let k = key("wake");
     let held = locker.lock(&k).unwrap();
-    let before = server.evalsha_calls();
-    let waiter = {
-        let (locker, k) = (locker.clone(), k.clone());
-        std::thread::spawn(move || {
-            let start = std::time::Instant::now();
-            (
-                locker.lock_timeout(&k, Duration::from_secs(30)),
-                start.elapsed(),
-            )
-        })
-    };
     // Wait until the waiter's first attempt has failed, so it is waiting.
-    let give_up = std::time::Instant::now() + Duration::from_secs(20);
-    while server.evalsha_calls() == before {
-        assert!(
-            std::time::Instant::now() < give_up,
-            "the waiter never tried"
-        );
-    }
+    let waiter = wait_behind(&server, &locker, &k, Duration::from_secs(30), 1);
     drop(held);
-    let (got, took) = waiter.join().unwrap();
-    assert!(got.is_ok(), "{got:?}");
-    assert!(
-        took < Duration::from_secs(15),
-        "woken by its deadline ({took:?}), not by the release"
-    );
+    woken_by_the_release(waiter);
 }

@@ -59,7 +59,7 @@ fn one_counter_per_prefix_whatever_the_number_of_names() {
         drop(g);
     }
     let keys: Vec<String> = server.conn().keys("*").unwrap();
-    assert_eq!(keys, ["fence-test:__redmutex__:fence"]);
+    assert_eq!(keys, [common::fence_key(Some("fence-test"))]);
 }
 
 #[test]

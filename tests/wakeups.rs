@@ -5,33 +5,10 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{key, wait_until, Server};
-use redmutex::{Backoff, Locker};
-
-/// Starts `waiter.lock_timeout(k, wait)` on a thread (someone else holds
-/// `k`), and returns once `attempts` attempts have failed. A locker's first
-/// waiter makes two before it waits: one, then one more as soon as its
-/// release listener is up (a release may have slipped by meanwhile).
-fn wait_behind(
-    server: &Server,
-    waiter: &Locker,
-    k: &str,
-    wait: Duration,
-    attempts: u64,
-) -> std::thread::JoinHandle<(Result<redmutex::Guard, redmutex::Error>, Duration)> {
-    let before = server.evalsha_calls();
-    let (waiter, k2) = (waiter.clone(), k.to_owned());
-    let t = std::thread::spawn(move || {
-        let start = Instant::now();
-        (waiter.lock_timeout(&k2, wait), start.elapsed())
-    });
-    wait_until("the waiter's attempts", Duration::from_secs(20), || {
-        server.evalsha_calls() >= before + attempts
-    });
-    t
-}
+use common::{key, wait_behind, wait_until, woken_by_the_release, Server};
+use redmutex::Backoff;
 
 /// Drops `held` while `waiting` waits behind it, and returns the waiter's
 /// guard after checking that the release handed the lock over by itself:
@@ -65,12 +42,7 @@ fn a_release_elsewhere_wakes_the_waiter_not_its_backoff() {
     let t = wait_behind(&server, &waiter, &k, Duration::from_secs(30), 2);
     assert_eq!(server.release_subscribers(), 1);
     drop(held);
-    let (got, took) = t.join().unwrap();
-    assert!(got.is_ok(), "{got:?}");
-    assert!(
-        took < Duration::from_secs(15),
-        "woken by its deadline ({took:?}), not by the release"
-    );
+    woken_by_the_release(t);
 }
 
 #[test]

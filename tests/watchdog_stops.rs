@@ -11,9 +11,9 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{key, Server};
+use common::{key, wait_until, Server};
 use redis::Commands;
 use redmutex::watchdog_threads;
 
@@ -35,11 +35,7 @@ fn worker_threads() -> usize {
 /// Waits (bounded, for a loaded machine) until `running()` is `n`: a new
 /// watchdog counts itself once its worker picks it up.
 fn expect_running(n: usize, why: &str) {
-    let give_up = Instant::now() + Duration::from_secs(10);
-    while running() != n && Instant::now() < give_up {
-        std::thread::yield_now();
-    }
-    assert_eq!(running(), n, "{why}");
+    wait_until(why, Duration::from_secs(10), || running() == n);
 }
 
 #[test]

@@ -162,7 +162,7 @@ impl Server {
     pub fn release_subscribers(&self) -> i64 {
         let reply: (String, i64) = redis::cmd("PUBSUB")
             .arg("NUMSUB")
-            .arg("__redmutex__:released")
+            .arg(release_channel(None))
             .query(&mut self.conn())
             .unwrap();
         reply.1
@@ -217,17 +217,34 @@ fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill {sig} {pid} failed");
 }
 
+/// The start of every name the library keeps for itself under `prefix`:
+/// the key layout, in one place for the tests (the library's is
+/// `protocol/keys.rs`).
+pub fn reserved(prefix: Option<&str>) -> String {
+    prefix.map_or_else(
+        || "__redmutex__:".to_owned(),
+        |p| format!("{p}:__redmutex__:"),
+    )
+}
+
 /// The waiters' queue (a sorted set) and waiters (a hash) of the lock on
 /// `key` under `prefix`, as the library names them on a single server.
 pub fn queue_keys(prefix: Option<&str>, key: &str) -> (String, String) {
-    let reserved = prefix.map_or_else(
-        || "__redmutex__:".to_owned(),
-        |p| format!("{p}:__redmutex__:"),
-    );
+    let reserved = reserved(prefix);
     (
         format!("{reserved}queue:{key}"),
         format!("{reserved}waiters:{key}"),
     )
+}
+
+/// The fencing counter of `prefix` on a single server.
+pub fn fence_key(prefix: Option<&str>) -> String {
+    format!("{}fence", reserved(prefix))
+}
+
+/// The release channel of `prefix`.
+pub fn release_channel(prefix: Option<&str>) -> String {
+    format!("{}released", reserved(prefix))
 }
 
 /// Polls `check` until it returns true, failing the test after `within`.
@@ -634,4 +651,42 @@ pub fn next_event(rx: &mpsc::Receiver<String>, want: &str, within: Duration) {
             Err(e) => panic!("no {want:?} event within {within:?}: {e}"),
         }
     }
+}
+
+/// A waiter's thread: its `lock_timeout` result and how long it took.
+pub type Waiting = std::thread::JoinHandle<(Result<redmutex::Guard, redmutex::Error>, Duration)>;
+
+/// Starts `waiter.lock_timeout(k, wait)` on a thread (someone else holds
+/// `k`), and returns once `attempts` attempts have failed. A locker's first
+/// waiter makes two before it waits: one, then one more as soon as its
+/// release listener is up (a release may have slipped by meanwhile).
+pub fn wait_behind(
+    server: &Server,
+    waiter: &Locker,
+    k: &str,
+    wait: Duration,
+    attempts: u64,
+) -> Waiting {
+    let before = server.evalsha_calls();
+    let (waiter, k2) = (waiter.clone(), k.to_owned());
+    let t = std::thread::spawn(move || {
+        let start = Instant::now();
+        (waiter.lock_timeout(&k2, wait), start.elapsed())
+    });
+    wait_until("the waiter's attempts", Duration::from_secs(20), || {
+        server.evalsha_calls() >= before + attempts
+    });
+    t
+}
+
+/// Checks that a waiter behind a lock just released (with a minute of
+/// backoff and TTL, and a 30 s wait) got it long before its backoff or its
+/// wait could have ended: the release woke it.
+pub fn woken_by_the_release(waiting: Waiting) {
+    let (got, took) = waiting.join().expect("the waiter's thread");
+    assert!(got.is_ok(), "{got:?}");
+    assert!(
+        took < Duration::from_secs(15),
+        "woken by its deadline ({took:?}), not by the release"
+    );
 }
