@@ -38,6 +38,9 @@
 //!   ([`Guard::valid_until`], counted from when the request was *sent*, minus
 //!   a drift allowance) passed without a confirmed renewal, or Redis showed
 //!   the key gone or someone else's.
+//!   The watchdog renews on a connection the locker keeps aside (pools of 8
+//!   or more), so an application that holds every other pooled connection
+//!   cannot starve it.
 //! - **Fencing tokens.** Every grant carries a number strictly greater than
 //!   every earlier grant of the same key ([`Guard::fencing_token`]): each
 //!   grant mints `max(counter + 1, server clock in µs)`, so tokens keep
