@@ -228,9 +228,10 @@
 // config.rs           `Builder`, the frozen `Config`, the `Topology` decided once, every default
 // error.rs            `Error`, with `is_timeout` / `is_connection`
 // backoff.rs          `Backoff`, retry delays as pure functions
-// raw.rs              the mechanism: acquire, renew, release, holder on one instance or a quorum
+// raw.rs              the mechanism: acquire, renew, release, holder on every instance
+//                     (asked in parallel), decided by quorum.rs
 //   raw/model_vs_redis.rs  (test) the model walked against the real scripts
-// quorum.rs           every majority decision, pure; the parallel fan-out to instances
+// quorum.rs           every majority decision, pure
 // conn.rs             `pool()`, `SocketTimeouts`, the type-erased connector, the spare
 //                     renewal connection, the connection lent to the listener
 // protocol/           what is kept in Redis and said to it:

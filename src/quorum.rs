@@ -1,8 +1,8 @@
-//! Quorum and validity math as pure functions, and the fan-out that collects
-//! one result per instance. With one instance every rule below reduces to
-//! "what that instance said"; with N independent masters it is Redlock.
+//! Every majority decision, as pure functions over the instances' answers
+//! (the fan-out that collects them is `raw.rs`'s). With one instance every
+//! rule below reduces to "what that instance said"; with N independent
+//! masters it is Redlock.
 
-use std::thread;
 use std::time::Duration;
 
 use crate::info::LockInfo;
@@ -214,41 +214,6 @@ pub(crate) fn decide_holder(
     Ok(None)
 }
 
-/// Runs `f(i)` for every instance `i` in `0..n`, in parallel when `n > 1`
-/// (one scoped thread per extra instance; instance 0 runs on the caller's
-/// thread), and returns the results in instance order. Each call is bounded
-/// by its connection's timeouts, so the whole takes as long as the slowest.
-pub(crate) fn fan_out<T, F>(n: usize, f: F) -> Vec<Result<T, Error>>
-where
-    T: Send,
-    F: Fn(usize) -> Result<T, Error> + Sync,
-{
-    if n <= 1 {
-        return (0..n).map(&f).collect();
-    }
-    thread::scope(|scope| {
-        let f = &f;
-        let handles: Vec<_> = (1..n)
-            .map(|i| {
-                thread::Builder::new()
-                    .name("redmutex-redlock".into())
-                    .spawn_scoped(scope, move || f(i))
-            })
-            .collect();
-        let mut results = Vec::with_capacity(n);
-        results.push(f(0));
-        for h in handles {
-            results.push(match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(Error::Thread(std::io::Error::other("panicked")))),
-                Err(e) => Err(Error::Thread(e)),
-            });
-        }
-        results
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,13 +382,5 @@ mod tests {
         let split = decide_holder(vec![Ok(Some(info(5, 90))), Ok(Some(info(6, 80))), Ok(None)]);
         assert_eq!(split.unwrap(), None);
         assert!(decide_holder(vec![Ok(None), Err(err()), Err(err())]).is_err());
-    }
-
-    #[test]
-    fn fan_out_keeps_instance_order() {
-        let r = fan_out(5, |i| Ok(i * 10));
-        let values: Vec<usize> = r.into_iter().map(Result::unwrap).collect();
-        assert_eq!(values, [0, 10, 20, 30, 40]);
-        assert_eq!(fan_out(1, Ok).len(), 1);
     }
 }

@@ -6,6 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -230,7 +231,7 @@ impl RawLock {
     pub(crate) fn acquire(&self, a: &Acquisition, queue: Queue) -> Result<Outcome, Error> {
         let n = self.instances.len();
         let sent = Instant::now();
-        let answers = quorum::fan_out(n, |i| self.acquire_on(i, a, queue));
+        let answers = fan_out(n, |i| self.acquire_on(i, a, queue));
         let ttl = self.config.ttl;
         let drift = time::drift(ttl, self.config.drift);
         match quorum::decide_acquire(answers, ttl, sent.elapsed(), drift) {
@@ -338,7 +339,7 @@ impl RawLock {
     }
 
     fn raise_fences_once(&self, a: &Acquisition, fence: u64) -> Result<bool, Error> {
-        let answers = quorum::fan_out(self.instances.len(), |i| {
+        let answers = fan_out(self.instances.len(), |i| {
             let ttl = time::millis_ceil(self.config.ttl);
             let call =
                 scripts::raise_fence(&a.keys, fence, a.token.as_str(), &self.config.metadata, ttl);
@@ -370,7 +371,7 @@ impl RawLock {
         let queued =
             self.wake.channel().is_some() && self.queue_mode(a, Queue::Respect) != Queue::Ignore;
         let handed = Mutex::new(None);
-        let answers = quorum::fan_out(self.instances.len(), |i| {
+        let answers = fan_out(self.instances.len(), |i| {
             let call = scripts::release(&a.keys, a.token.as_str(), channel, queued);
             let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             let (deleted, to) = replies::parse_release(&reply)?;
@@ -432,7 +433,7 @@ impl RawLock {
             (value.format(), fence)
         });
         let sent = Instant::now();
-        let answers = quorum::fan_out(self.instances.len(), |i| {
+        let answers = fan_out(self.instances.len(), |i| {
             let repair = repair
                 .as_ref()
                 .map(|(value, fence)| (value.as_str(), *fence));
@@ -472,7 +473,7 @@ impl RawLock {
     pub(crate) fn holder(&self, key: &str) -> Result<Option<LockInfo>, Error> {
         keys::validate_key(key)?;
         let lock_key = self.config.keys.lock_key(key);
-        let answers = quorum::fan_out(self.instances.len(), |i| {
+        let answers = fan_out(self.instances.len(), |i| {
             let call = scripts::holder(&lock_key);
             let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             replies::parse_holder(&reply)
@@ -495,6 +496,54 @@ impl RawLock {
                 }
             }
         }
+    }
+}
+
+/// Runs `f(i)` for every instance `i` in `0..n`, in parallel when `n > 1`
+/// (one scoped thread per extra instance; instance 0 runs on the caller's
+/// thread), and returns the results in instance order. Each call is bounded
+/// by its connection's timeouts, so the whole takes as long as the slowest.
+pub(crate) fn fan_out<T, F>(n: usize, f: F) -> Vec<Result<T, Error>>
+where
+    T: Send,
+    F: Fn(usize) -> Result<T, Error> + Sync,
+{
+    if n <= 1 {
+        return (0..n).map(&f).collect();
+    }
+    thread::scope(|scope| {
+        let f = &f;
+        let handles: Vec<_> = (1..n)
+            .map(|i| {
+                thread::Builder::new()
+                    .name("redmutex-redlock".into())
+                    .spawn_scoped(scope, move || f(i))
+            })
+            .collect();
+        let mut results = Vec::with_capacity(n);
+        results.push(f(0));
+        for h in handles {
+            results.push(match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(Error::Thread(std::io::Error::other("panicked")))),
+                Err(e) => Err(Error::Thread(e)),
+            });
+        }
+        results
+    })
+}
+
+#[cfg(test)]
+mod fan_out_tests {
+    use super::*;
+
+    #[test]
+    fn fan_out_keeps_instance_order() {
+        let r = fan_out(5, |i| Ok(i * 10));
+        let values: Vec<usize> = r.into_iter().map(Result::unwrap).collect();
+        assert_eq!(values, [0, 10, 20, 30, 40]);
+        assert_eq!(fan_out(1, Ok).len(), 1);
     }
 }
 
