@@ -5,8 +5,8 @@
 //! watchdogs are counted.
 //!
 //! That no renewal *starts* after a guard's drop returns is shown by the
-//! unit tests of `Lease::stop` and the watchdog (`src/lease.rs`,
-//! `src/watchdog.rs`); here the threads are counted, with bounded waits,
+//! unit tests of `Lease::stop` and the watchdog (`src/lease/mod.rs`,
+//! `src/lease/watchdog.rs`); here the threads are counted, with bounded waits,
 //! since a worker finishes and parks on its own a moment after the drop.
 
 mod common;

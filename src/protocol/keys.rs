@@ -19,7 +19,7 @@
 //! - Releases are announced on the pub/sub channel
 //!   `<prefix>:__redmutex__:released`, so waiters elsewhere retry at once
 //!   instead of at their next backoff (the messages are described in
-//!   `ops.rs`).
+//!   `wake/listener.rs`).
 //!
 //! Keys and prefixes with [`RESERVED`] anywhere in them are refused. So a
 //! lock key (`<prefix>:<key>` or `<key>`) never contains the marker, while
