@@ -106,6 +106,7 @@ pub struct Builder {
     acquire_timeout: Option<Duration>,
     backoff: Backoff,
     watchdog: bool,
+    max_hold: Option<Duration>,
     metadata: Option<String>,
     checkout_timeout: Duration,
     io_timeout: Duration,
@@ -123,6 +124,7 @@ impl fmt::Debug for Builder {
             .field("acquire_timeout", &self.acquire_timeout)
             .field("backoff", &self.backoff)
             .field("watchdog", &self.watchdog)
+            .field("max_hold", &self.max_hold)
             .field("metadata", &self.metadata)
             .field("checkout_timeout", &self.checkout_timeout)
             .field("io_timeout", &self.io_timeout)
@@ -142,6 +144,7 @@ impl Builder {
             acquire_timeout: None,
             backoff: Backoff::default(),
             watchdog: true,
+            max_hold: None,
             metadata: None,
             checkout_timeout: DEFAULT_CHECKOUT_TIMEOUT,
             io_timeout: DEFAULT_IO_TIMEOUT,
@@ -242,6 +245,26 @@ impl Builder {
     /// ```
     pub fn watchdog(mut self, on: bool) -> Self {
         self.watchdog = on;
+        self
+    }
+
+    /// The longest a guard's watchdog keeps its lease alive: once `hold`
+    /// has passed since the grant, it stops renewing, the lease runs out at
+    /// its deadline (at most a TTL later), and the guard becomes lost, with a
+    /// `warn` log event (target `redmutex::renew`) saying why. A job that
+    /// hangs then cannot keep the lock forever. Defaults to none.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .max_hold(Duration::from_secs(3600)) // no nightly job runs past an hour
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn max_hold(mut self, hold: Duration) -> Self {
+        self.max_hold = Some(hold);
         self
     }
 
@@ -427,6 +450,9 @@ impl Builder {
         }
         validate_wait("checkout timeout", self.checkout_timeout)?;
         validate_wait("io timeout", self.io_timeout)?;
+        if let Some(hold) = self.max_hold {
+            validate_wait("max hold", hold)?;
+        }
         if self.checkout_timeout.is_zero() || self.io_timeout.is_zero() {
             return Err(Error::InvalidInput(
                 "checkout and io timeouts must be above zero".into(),
@@ -463,6 +489,7 @@ impl Builder {
             acquire_timeout: self.acquire_timeout,
             backoff: self.backoff,
             watchdog: self.watchdog,
+            max_hold: self.max_hold,
             metadata: self.metadata.unwrap_or_else(default_metadata),
             checkout_timeout: self.checkout_timeout.min(cap),
             io_timeout: self.io_timeout.min(cap),
@@ -484,6 +511,7 @@ pub(crate) struct Config {
     pub(crate) acquire_timeout: Option<Duration>,
     pub(crate) backoff: Backoff,
     pub(crate) watchdog: bool,
+    pub(crate) max_hold: Option<Duration>,
     pub(crate) metadata: String,
     pub(crate) checkout_timeout: Duration,
     pub(crate) io_timeout: Duration,

@@ -8,6 +8,7 @@ use crate::config::validate_ttl;
 use crate::lease::watchdog::{Renewal, Watchdog};
 use crate::lease::Lease;
 use crate::raw::{Acquisition, RawLock};
+use crate::time;
 use crate::Error;
 
 /// A held lock. The lock is released when the guard is dropped, or checked
@@ -89,7 +90,7 @@ impl Guard {
         fence: u64,
         lease: Arc<Lease>,
     ) -> Result<Guard, Error> {
-        let watchdog_on = shared.config.watchdog;
+        let (watchdog_on, max_hold) = (shared.config.watchdog, shared.config.max_hold);
         let mut guard = Guard {
             keys: std::mem::take(&mut acquisition.caller_keys),
             fence,
@@ -105,12 +106,36 @@ impl Guard {
                 let (shared, acquisition) =
                     (Arc::clone(&held.shared), Arc::clone(&held.acquisition));
                 let lease = Arc::clone(&guard.lease);
-                let dog = Watchdog::start(Arc::clone(&guard.lease), move || {
-                    shared
-                        .renew(&lease, &acquisition, fence, None)
-                        .unwrap_or(Renewal::Failed)
-                })
-                .map_err(Error::Thread)?;
+                let key = guard.keys.first().cloned().unwrap_or_default();
+                let name = key.clone();
+                let stop_at = max_hold.and_then(|hold| time::deadline(Instant::now(), hold));
+                let renew = move || {
+                    if stop_at.is_some_and(|t| Instant::now() >= t) {
+                        log::warn!(
+                            target: "redmutex::renew",
+                            "lock {key:?} reached its max hold of {:?}: no longer renewed, \
+                             it is lost at its deadline",
+                            max_hold.unwrap_or_default()
+                        );
+                        return Renewal::Stopped;
+                    }
+                    match shared.renew(&lease, &acquisition, fence, None) {
+                        Ok(Renewal::Lost) => {
+                            log_lost(&key, &lease);
+                            Renewal::Lost
+                        }
+                        Ok(renewal) => renewal,
+                        Err(e) => {
+                            log::warn!(
+                                target: "redmutex::renew",
+                                "lock {key:?}: renewal failed, retried while the lease lasts: {e}"
+                            );
+                            Renewal::Failed
+                        }
+                    }
+                };
+                let dog = Watchdog::start(Arc::clone(&guard.lease), name, renew)
+                    .map_err(Error::Thread)?;
                 held.watchdog = Some(dog);
             }
         }
@@ -303,6 +328,47 @@ impl Guard {
         }
     }
 
+    /// Ends the hold at `at` instead of now: stops the watchdog and sets
+    /// the keys still ours to expire at `at`, where Redis deletes them on
+    /// its own (no release is announced, and no waiter is handed the lock:
+    /// waiters find it free at their next attempt). Meanwhile the lock is
+    /// held as before: nobody else gets it. For a job that must not run
+    /// again before a given time, even when it ended early (a cron job on a
+    /// host whose clock or schedule is a little late). An `at` that is not
+    /// at least a millisecond away is a plain [`unlock`](Guard::unlock).
+    ///
+    /// # Errors
+    ///
+    /// As [`unlock`](Guard::unlock): [`Error::Lost`] when the lease was lost
+    /// at some point; [`Error::Redis`], [`Error::Pool`] when Redis fails (the
+    /// keys then expire at the lease's own TTL).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// use std::time::{Duration, Instant};
+    /// let started = Instant::now();
+    /// let guard = locker.lock("hourly-sync")?;
+    /// // ... a sync that may take a second ...
+    /// guard.expire_at(started + Duration::from_secs(60))?; // no second run within the minute
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn expire_at(mut self, at: Instant) -> Result<(), Error> {
+        let left = at.saturating_duration_since(Instant::now());
+        if left < Duration::from_millis(1) {
+            return self.unlock();
+        }
+        let Some(mut held) = self.held.take() else {
+            return Err(self.lost());
+        };
+        // Dropping the handle stops the watchdog: no renewal after this.
+        drop(held.watchdog.take());
+        if self.lease.is_lost() || !held.shared.expire(&held.acquisition, left)? {
+            self.lease.mark_lost();
+            return Err(self.lost());
+        }
+        Ok(())
+    }
+
     fn lost(&self) -> Error {
         Error::Lost {
             key: self.keys.first().cloned().unwrap_or_default(),
@@ -329,8 +395,31 @@ impl Held {
 impl Drop for Guard {
     fn drop(&mut self) {
         if let Some(held) = self.held.take() {
-            // Errors are documented as ignored here; `unlock` reports them.
-            let _ = held.release();
+            // Errors are not returned here (`unlock` returns them): they are
+            // logged.
+            let key = self.keys.first().map_or("", String::as_str);
+            match held.release() {
+                Ok(true) => {}
+                Ok(false) => log::warn!(
+                    target: "redmutex::release",
+                    "lock {key:?} had been lost before its guard was dropped"
+                ),
+                Err(e) => log::warn!(
+                    target: "redmutex::release",
+                    "lock {key:?}: release on drop failed, the key stays until its TTL: {e}"
+                ),
+            }
         }
     }
+}
+
+/// Logs why the lease of `key` is lost (at `error`: the holder can no
+/// longer be promised the lock).
+fn log_lost(key: &str, lease: &Lease) {
+    let why = if lease.valid_until() <= Instant::now() {
+        "its deadline passed without a confirmed renewal"
+    } else {
+        "Redis showed the key gone or someone else's"
+    };
+    log::error!(target: "redmutex::lease", "lock {key:?} is lost: {why}");
 }

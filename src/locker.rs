@@ -312,7 +312,17 @@ impl Locker {
                 }
             };
             let (holder_ttl, sent) = match outcome {
-                Outcome::Granted { sent, fence } => return self.grant(acquisition, sent, fence),
+                Outcome::Granted { sent, fence } => {
+                    if attempts > 1 {
+                        log::debug!(
+                            target: "redmutex::acquire",
+                            "lock {:?} acquired after {attempts} attempts in {:?}",
+                            keys.first().copied().unwrap_or_default(),
+                            start.elapsed()
+                        );
+                    }
+                    return self.grant(acquisition, sent, fence);
+                }
                 Outcome::Busy { holder_ttl, sent } => (holder_ttl, sent),
             };
             let now = Instant::now();
@@ -348,6 +358,12 @@ impl Locker {
                 // claim. When it cannot be taken as it is, the next attempt
                 // finds it ours and takes it up.
                 if self.shared.takes_handed(&acquisition, fence, sent, claim) {
+                    log::debug!(
+                        target: "redmutex::acquire",
+                        "lock {:?} handed over after {attempts} attempts in {:?}",
+                        keys.first().copied().unwrap_or_default(),
+                        start.elapsed()
+                    );
                     return self.take_up(acquisition, sent, fence, claim);
                 }
             }

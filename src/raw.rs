@@ -469,6 +469,24 @@ impl RawLock {
         }
     }
 
+    /// Sets the keys of `a` to expire `ttl` from now, where they are still
+    /// ours, and leaves them (no delete, no announcement, no hand-over):
+    /// the end of a hold that must last until a given time. `Ok(true)`: a
+    /// majority still had them; `Ok(false)`: the lease had been lost. The
+    /// guard's watchdog must be stopped first.
+    pub(crate) fn expire(&self, a: &Acquisition, ttl: Duration) -> Result<bool, Error> {
+        let answers = fan_out(self.instances.len(), |i| {
+            let call = scripts::renew(&a.keys, a.token.as_str(), time::millis_ceil(ttl), None);
+            let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            Ok(replies::int_reply(&reply, "expire")? == 1)
+        });
+        match quorum::decide_renew(answers) {
+            RenewDecision::Confirmed { .. } => Ok(true),
+            RenewDecision::Lost => Ok(false),
+            RenewDecision::Failed { confirmed, last } => Err(self.quorum_error(confirmed, last)),
+        }
+    }
+
     /// Who holds `key`, as a majority of instances sees it.
     pub(crate) fn holder(&self, key: &str) -> Result<Option<LockInfo>, Error> {
         keys::validate_key(key)?;

@@ -61,14 +61,15 @@ impl Watchdog {
     /// renewal with the lease's TTL (read in its serialized section, so a
     /// concurrent `extend` is never undone) and records its outcome in the
     /// lease.
-    pub(crate) fn start<F>(lease: Arc<Lease>, renew: F) -> io::Result<Self>
+    /// `key` names the lock in the log event of a lease that runs out.
+    pub(crate) fn start<F>(lease: Arc<Lease>, key: String, renew: F) -> io::Result<Self>
     where
         F: FnMut() -> Renewal + Send + 'static,
     {
         let (tx, rx) = mpsc::channel();
         let handle_lease = Arc::clone(&lease);
         let at = first_renewal(&lease);
-        let job = workers::run_at(at, move || run(&lease, &rx, renew))?;
+        let job = workers::run_at(at, move || run(&lease, &key, &rx, renew))?;
         Ok(Watchdog {
             lease: handle_lease,
             tx: Some(tx),
@@ -97,7 +98,7 @@ impl Drop for Watchdog {
     }
 }
 
-fn run<F>(lease: &Lease, rx: &mpsc::Receiver<Msg>, mut renew: F)
+fn run<F>(lease: &Lease, key: &str, rx: &mpsc::Receiver<Msg>, mut renew: F)
 where
     F: FnMut() -> Renewal,
 {
@@ -112,6 +113,12 @@ where
             Err(RecvTimeoutError::Timeout) => {}
         }
         if lease.is_lost() {
+            if lease.valid_until() <= Instant::now() {
+                log::error!(
+                    target: "redmutex::lease",
+                    "lock {key:?} is lost: its deadline passed without a confirmed renewal"
+                );
+            }
             return;
         }
         match renew() {
@@ -154,7 +161,7 @@ mod tests {
         let dog = {
             let (l2, count) = (Arc::clone(&l), Arc::clone(&count));
             // As `RawLock::renew` does: the renewal runs inside `serialized`.
-            Watchdog::start(Arc::clone(&l), move || {
+            Watchdog::start(Arc::clone(&l), String::new(), move || {
                 l2.serialized(|| {
                     let (ttl, _) = l2.schedule();
                     count.fetch_add(1, Ordering::SeqCst);
@@ -188,7 +195,7 @@ mod tests {
         let (done_tx, done_rx) = mpsc::channel::<()>();
         let dog = {
             let l2 = Arc::clone(&l);
-            Watchdog::start(Arc::clone(&l), move || {
+            Watchdog::start(Arc::clone(&l), String::new(), move || {
                 let _keep = &done_tx;
                 l2.mark_lost();
                 Renewal::Lost
@@ -208,7 +215,7 @@ mod tests {
     fn failures_until_the_deadline_lose_the_lease() {
         let l = lease(30);
         let (done_tx, done_rx) = mpsc::channel::<()>();
-        let _dog = Watchdog::start(Arc::clone(&l), move || {
+        let _dog = Watchdog::start(Arc::clone(&l), String::new(), move || {
             let _keep = &done_tx;
             Renewal::Failed
         })

@@ -112,8 +112,23 @@ impl Listener {
             // Wait (bounded) for the subscription, so that a release from
             // now on is heard.
             Ok(true) => return self.await_start(&mut state, io),
-            Ok(false) => *state = State::Unsupported,
-            Err(_) => *state = State::Failed(Instant::now() + RETRY_AFTER),
+            Ok(false) => {
+                log::info!(
+                    target: "redmutex::listen",
+                    "this pool lends no connection for a release listener (a cluster, fewer \
+                     than {} connections, or not plain redis-rs ones): waiters poll with their \
+                     backoff", crate::config::MIN_POOL_FOR_LISTENER
+                );
+                *state = State::Unsupported;
+            }
+            Err(e) => {
+                log::warn!(
+                    target: "redmutex::listen",
+                    "the release listener could not start ({e}): waiters poll with their \
+                     backoff, and it is tried again in {RETRY_AFTER:?}"
+                );
+                *state = State::Failed(Instant::now() + RETRY_AFTER);
+            }
         }
         self.changed.notify_all();
         false
@@ -215,7 +230,10 @@ fn hear(listener: &Weak<Listener>, heard: Heard<'_>) -> bool {
         return false;
     };
     match heard {
-        Heard::Subscribed => listener.set(State::On),
+        Heard::Subscribed => {
+            log::debug!(target: "redmutex::listen", "release listener started");
+            listener.set(State::On);
+        }
         Heard::Message(message) => match parse_announcement(message) {
             Some(Announced::Released(key)) => listener.waiters.notify(key),
             Some(Announced::Handed { token, fence }) => listener.waiters.hand_over(token, fence),
@@ -232,6 +250,10 @@ fn hear(listener: &Weak<Listener>, heard: Heard<'_>) -> bool {
             return false;
         }
         Heard::Gone => {
+            log::debug!(
+                target: "redmutex::listen",
+                "release listener stopped (connection lost): the next waiter starts another"
+            );
             listener.set(State::Off);
             return false;
         }
