@@ -37,6 +37,15 @@ pub enum Error {
         attempts: u32,
     },
 
+    /// The wait was called off: the flag given to
+    /// [`Locker::lock_or_stop`](crate::Locker::lock_or_stop) was set. Nothing
+    /// was left behind in Redis.
+    #[error("the wait for lock {key:?} was called off")]
+    Cancelled {
+        /// The key, as the caller gave it.
+        key: String,
+    },
+
     /// The lease can no longer be promised: it ran out without a confirmed
     /// renewal, or the key was deleted, overwritten or taken by another owner.
     ///

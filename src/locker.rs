@@ -1,6 +1,7 @@
 //! `Locker`: the handle users clone around, and the one acquire loop.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -148,7 +149,7 @@ impl Locker {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn lock(&self, key: &str) -> Result<Guard, Error> {
-        self.acquire_waiting(&[key], self.shared.config.acquire_timeout)
+        self.acquire_waiting(&[key], self.shared.config.acquire_timeout, None)
     }
 
     /// Like [`lock`](Locker::lock), but waits at most `wait` for this call.
@@ -170,7 +171,44 @@ impl Locker {
     /// ```
     pub fn lock_timeout(&self, key: &str, wait: Duration) -> Result<Guard, Error> {
         validate_wait("wait", wait)?;
-        self.acquire_waiting(&[key], Some(wait))
+        self.acquire_waiting(&[key], Some(wait), None)
+    }
+
+    /// Like [`lock`](Locker::lock) (waiting at most `wait` when given, else
+    /// as the builder says), but gives up as soon as `stop` is true: it is
+    /// checked after every attempt, so within one backoff pause (256 ms by
+    /// default) of being set. Giving up leaves nothing behind in Redis: the
+    /// waiter leaves the queue, and a lock handed to it meanwhile is handed
+    /// on. For a waiter that a signal handler or another thread may call
+    /// off.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_timeout`](Locker::lock_timeout); [`Error::Cancelled`] once
+    /// `stop` is seen true.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// use std::sync::atomic::AtomicBool;
+    /// static STOP: AtomicBool = AtomicBool::new(false); // set by a signal handler
+    /// match locker.lock_or_stop("backup", None, &STOP) {
+    ///     Ok(_guard) => { /* the backup */ }
+    ///     Err(redmutex::Error::Cancelled { .. }) => return Ok(()), // asked to quit
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn lock_or_stop(
+        &self,
+        key: &str,
+        wait: Option<Duration>,
+        stop: &AtomicBool,
+    ) -> Result<Guard, Error> {
+        if let Some(wait) = wait {
+            validate_wait("wait", wait)?;
+        }
+        let wait = wait.or(self.shared.config.acquire_timeout);
+        self.acquire_waiting(&[key], wait, Some(stop))
     }
 
     /// One attempt: the lock on `key` if it is free now, `None` if someone
@@ -212,7 +250,7 @@ impl Locker {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn lock_all(&self, keys: &[&str]) -> Result<Guard, Error> {
-        self.acquire_waiting(keys, self.shared.config.acquire_timeout)
+        self.acquire_waiting(keys, self.shared.config.acquire_timeout, None)
     }
 
     /// Like [`lock_all`](Locker::lock_all), but waits at most `wait`.
@@ -230,7 +268,7 @@ impl Locker {
     /// ```
     pub fn lock_all_timeout(&self, keys: &[&str], wait: Duration) -> Result<Guard, Error> {
         validate_wait("wait", wait)?;
-        self.acquire_waiting(keys, Some(wait))
+        self.acquire_waiting(keys, Some(wait), None)
     }
 
     /// One all-or-nothing attempt on every key in `keys`: `None` when any of
@@ -281,7 +319,12 @@ impl Locker {
 
     /// The acquire loop: attempts until granted, or until `wait` (None: no
     /// limit) or the backoff's attempt limit runs out.
-    fn acquire_waiting(&self, keys: &[&str], wait: Option<Duration>) -> Result<Guard, Error> {
+    fn acquire_waiting(
+        &self,
+        keys: &[&str],
+        wait: Option<Duration>,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Guard, Error> {
         let acquisition = self.shared.prepare(keys)?;
         let start = Instant::now();
         let deadline = wait.and_then(|w| time::deadline(start, w));
@@ -328,10 +371,16 @@ impl Locker {
             let now = Instant::now();
             let out_of_time = deadline.is_some_and(|d| now >= d);
             let out_of_attempts = backoff.attempt_limit().is_some_and(|n| attempts >= n);
-            if out_of_time || out_of_attempts {
+            let stopped = stop.is_some_and(|s| s.load(Ordering::SeqCst));
+            if out_of_time || out_of_attempts || stopped {
                 if queue != Queue::Ignore {
                     // Frees a lock handed over to us in the meantime.
                     self.shared.dequeue(&acquisition);
+                }
+                if stopped {
+                    return Err(Error::Cancelled {
+                        key: keys.first().map_or_else(String::new, |k| (*k).to_owned()),
+                    });
                 }
                 return Err(Error::Timeout {
                     key: keys.first().map_or_else(String::new, |k| (*k).to_owned()),
