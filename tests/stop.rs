@@ -20,7 +20,9 @@ fn a_waiter_called_off_leaves_the_queue_and_nothing_behind() {
     let before = server.evalsha_calls();
     let t = {
         let (waiter, k, stop) = (waiter.clone(), k.clone(), Arc::clone(&stop));
-        std::thread::spawn(move || waiter.lock_or_stop(&k, None, &stop))
+        std::thread::Builder::new()
+            .spawn(move || waiter.lock_or_stop(&k, None, &stop))
+            .unwrap()
     };
     wait_until("the waiter's attempts", Duration::from_secs(20), || {
         server.evalsha_calls() >= before + 2

@@ -1,0 +1,227 @@
+//! `redmutex run`: take the lock, run the command in its own process group,
+//! stop the group when the lease can no longer be promised, release.
+
+use std::io;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitCode, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redmutex::{Error, Guard, Locker};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGKILL, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::{source, RunArgs, LOST, UNAVAILABLE, USAGE};
+
+/// How often the supervisor looks at the child (a loss wakes it at once).
+const TICK: Duration = Duration::from_millis(50);
+
+pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
+    // From here on TERM, INT and HUP are ours: they call off a wait, and
+    // are forwarded to the command once it runs.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, signals) = mpsc::channel();
+    let listening = Signals::new([SIGTERM, SIGINT, SIGHUP]).and_then(|mut incoming| {
+        let stop = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                for signal in incoming.forever() {
+                    stop.store(true, Ordering::SeqCst);
+                    if tx.send(signal).is_err() {
+                        break;
+                    }
+                }
+            })
+    });
+    if let Err(e) = listening {
+        eprintln!("redmutex: cannot handle signals: {e}");
+        return ExitCode::from(UNAVAILABLE);
+    }
+    let key = &args.key;
+    let taken = if args.nonblock {
+        locker.try_lock(key)
+    } else {
+        locker.lock_or_stop(key, args.wait, &stop).map(Some)
+    };
+    let guard = match taken {
+        Ok(Some(guard)) => guard,
+        Ok(None) | Err(Error::Timeout { .. }) => {
+            eprintln!("redmutex: lock {key:?} is busy");
+            return ExitCode::from(args.conflict_exit_code);
+        }
+        Err(Error::Cancelled { .. }) => return signalled(&signals),
+        Err(Error::InvalidInput(m)) => {
+            eprintln!("redmutex: {m}");
+            return ExitCode::from(USAGE);
+        }
+        Err(e) => {
+            eprintln!("redmutex: {e}{}", source(&e));
+            return ExitCode::from(UNAVAILABLE);
+        }
+    };
+    let taken_at = Instant::now();
+    if stop.load(Ordering::SeqCst) {
+        // Asked to quit while the lock was being granted.
+        drop(guard);
+        return signalled(&signals);
+    }
+    let mut child = match spawn(args, &guard) {
+        Ok(child) => child,
+        Err(e) => {
+            drop(guard);
+            eprintln!("redmutex: cannot run {:?}: {e}", args.command[0]);
+            let code = if e.kind() == io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            return ExitCode::from(code);
+        }
+    };
+    let group = i32::try_from(child.id()).unwrap_or(i32::MAX);
+    match supervise(&mut child, group, &guard, args, taken_at, &signals) {
+        Ok(status) => finish(guard, status, args, taken_at),
+        Err(why) => {
+            eprintln!("redmutex: {why}: stopping the command");
+            stop_group(&mut child, group, args.kill_grace, &signals);
+            drop(guard);
+            ExitCode::from(LOST)
+        }
+    }
+}
+
+/// The exit code after a signal called off the wait: 128 + its number.
+fn signalled(signals: &mpsc::Receiver<i32>) -> ExitCode {
+    let n = signals.try_recv().unwrap_or(SIGTERM);
+    ExitCode::from(u8::try_from(128 + n).unwrap_or(255))
+}
+
+/// The command, directly (no shell), in a process group of its own, with
+/// the key and the fencing token (never the owner token) in its
+/// environment.
+fn spawn(args: &RunArgs, guard: &Guard) -> io::Result<Child> {
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command"))?;
+    Command::new(program)
+        .args(rest)
+        .env("REDMUTEX_KEY", &args.key)
+        .env("REDMUTEX_FENCING_TOKEN", guard.fencing_token().to_string())
+        .process_group(0)
+        .spawn()
+}
+
+/// Waits for the command to end, forwarding signals to its group. `Err`
+/// with the reason when it must be stopped first: the lease is lost, or
+/// could run out before a stop that starts now would end (a kill grace
+/// away), or the max hold is reached.
+fn supervise(
+    child: &mut Child,
+    group: i32,
+    guard: &Guard,
+    args: &RunArgs,
+    taken_at: Instant,
+    signals: &mpsc::Receiver<i32>,
+) -> Result<ExitStatus, String> {
+    let max_until = args.max_hold.and_then(|m| taken_at.checked_add(m));
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) => {}
+            Err(e) => return Err(format!("cannot wait for the command ({e})")),
+        }
+        while let Ok(signal) = signals.try_recv() {
+            signal_group(group, signal);
+        }
+        let now = Instant::now();
+        if guard.is_lost() {
+            return Err(format!("the lease of lock {:?} is lost", args.key));
+        }
+        if guard.valid_until() <= now + args.kill_grace {
+            return Err(format!(
+                "the lease of lock {:?} could not be renewed and ends within the kill grace",
+                args.key
+            ));
+        }
+        if max_until.is_some_and(|t| now >= t) {
+            return Err(format!("the max hold of lock {:?} is reached", args.key));
+        }
+        guard.wait_lost(TICK);
+    }
+}
+
+/// SIGTERM to the group, then SIGKILL once `grace` has passed with any of
+/// it left; returns when the command has ended.
+fn stop_group(child: &mut Child, group: i32, grace: Duration, signals: &mpsc::Receiver<i32>) {
+    signal_group(group, SIGTERM);
+    let until = Instant::now() + grace;
+    let mut ended = false;
+    while Instant::now() < until {
+        ended = ended || matches!(child.try_wait(), Ok(Some(_)) | Err(_));
+        if ended && group_is_empty(group) {
+            return;
+        }
+        // Signals meanwhile change nothing (the group is being stopped):
+        // waiting for one is the pause between two looks.
+        let _ = signals.recv_timeout(Duration::from_millis(20));
+    }
+    signal_group(group, SIGKILL);
+    let _ = child.wait();
+}
+
+/// Sends `signal` to every process of `group`.
+fn signal_group(group: i32, signal: i32) {
+    // SAFETY: kill(2) with a negative pid signals that process group; it
+    // takes no pointers and its failure (the group is gone) is harmless.
+    unsafe {
+        libc::kill(-group, signal);
+    }
+}
+
+/// Whether no process is left in `group` (the command reaped, and none of
+/// its children left).
+fn group_is_empty(group: i32) -> bool {
+    // SAFETY: as in `signal_group`; signal 0 only checks for existence.
+    let r = unsafe { libc::kill(-group, 0) };
+    r == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
+/// The command ended by itself: release (or, with `--min-hold`, let the
+/// lock expire then) and pass its exit code through, unless the lease was
+/// lost meanwhile.
+fn finish(guard: Guard, status: ExitStatus, args: &RunArgs, taken_at: Instant) -> ExitCode {
+    let code = match (status.code(), status.signal()) {
+        (Some(c), _) => u8::try_from(c & 0xff).unwrap_or(1),
+        (None, Some(n)) => u8::try_from(128 + n).unwrap_or(255),
+        (None, None) => 1,
+    };
+    let until = args.min_hold.and_then(|m| taken_at.checked_add(m));
+    let released = match until {
+        Some(t) if t > Instant::now() => guard.expire_at(t),
+        _ => guard.unlock(),
+    };
+    match released {
+        Ok(()) => ExitCode::from(code),
+        Err(Error::Lost { .. }) => {
+            eprintln!(
+                "redmutex: the lease of lock {:?} was lost while the command ran",
+                args.key
+            );
+            ExitCode::from(LOST)
+        }
+        Err(e) => {
+            // The lock was ours throughout as far as anyone can tell; it
+            // expires at its TTL.
+            eprintln!(
+                "redmutex: releasing lock {:?} failed, it expires by itself: {e}{}",
+                args.key,
+                source(&e)
+            );
+            ExitCode::from(code)
+        }
+    }
+}

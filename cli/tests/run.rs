@@ -1,0 +1,313 @@
+//! The `redmutex` command against a real `redis-server` and real child
+//! processes (`sh`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::disallowed_methods)] // tests spawn threads and sleep briefly to poll
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redmutex_testkit::{temp_dir, ThrowAwayServer};
+
+struct Setup {
+    server: ThrowAwayServer,
+    dir: PathBuf,
+}
+
+fn setup(name: &str) -> Setup {
+    let server = ThrowAwayServer::start(&[], Duration::from_secs(20)).unwrap_or_else(|e| {
+        panic!("the tests need redis-server (Debian: apt-get install redis-server): {e}")
+    });
+    Setup {
+        server,
+        dir: temp_dir(name).unwrap(),
+    }
+}
+
+impl Setup {
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_redmutex"));
+        c.args(args)
+            .env("REDIS_URL", self.server.url())
+            .env("OUT", self.dir.join("out"))
+            .env("READY", self.dir.join("ready"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.server.url())
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// Polls (bounded) until `check` holds.
+fn wait_for(what: &str, check: impl Fn() -> bool) {
+    let end = Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(Instant::now() < end, "not within 20 s: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn exists(p: &Path) -> bool {
+    p.exists()
+}
+
+/// Waits for a spawned `redmutex` and returns its output.
+fn finish(child: Child) -> Output {
+    child.wait_with_output().unwrap()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// A child that says it started, then runs until stopped.
+const RUNS: &str = "echo started > \"$READY\"; while true; do sleep 0.05; done";
+
+#[test]
+fn one_run_at_a_time_and_busy_is_75() {
+    let s = setup("busy");
+    let first = s
+        .cmd(&["run", "job", "--", "sh", "-c", RUNS])
+        .spawn()
+        .unwrap();
+    wait_for("the first run's child", || exists(&s.file("ready")));
+    let second = s.run(&["run", "-n", "job", "--", "sh", "-c", "echo ran > \"$OUT\""]);
+    assert_eq!(code(&second), 75, "{second:?}");
+    assert!(!exists(&s.file("out")), "the second child never ran");
+    let waited = s.run(&["run", "-w", "300ms", "-E", "3", "job", "--", "true"]);
+    assert_eq!(code(&waited), 3, "{waited:?}");
+    nix_term(&first);
+    let first = finish(first);
+    assert_eq!(
+        code(&first),
+        143,
+        "the child's own end passed through: {first:?}"
+    );
+}
+
+/// SIGTERM to a process (the command forwards it to its child's group).
+fn nix_term(child: &Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+}
+
+#[test]
+fn exit_codes_and_signals_pass_through() {
+    let s = setup("codes");
+    assert_eq!(code(&s.run(&["run", "k", "--", "sh", "-c", "exit 3"])), 3);
+    assert_eq!(code(&s.run(&["run", "k", "--", "true"])), 0);
+    assert_eq!(
+        code(&s.run(&["run", "k", "--", "sh", "-c", "kill -9 $$"])),
+        137
+    );
+    assert_eq!(code(&s.run(&["run", "k", "--", "/no/such/program"])), 127);
+    assert_eq!(code(&s.run(&["run", "k"])), 64, "no command");
+    assert_eq!(code(&s.run(&["run", "--ttl", "x", "k", "--", "true"])), 64);
+    assert_eq!(code(&s.run(&["nonsense"])), 64);
+    let free: i64 = s.conn().exists("k").unwrap();
+    assert_eq!(free, 0, "released after every run");
+}
+
+#[test]
+fn the_child_gets_the_key_and_a_rising_fencing_token_but_no_owner_token() {
+    let s = setup("env");
+    let print = "echo \"$REDMUTEX_KEY $REDMUTEX_FENCING_TOKEN\"; env > \"$OUT\"; \
+                 while [ ! -e \"$READY\" ]; do sleep 0.02; done";
+    let mut tokens = Vec::new();
+    for _ in 0..2 {
+        let _ = std::fs::remove_file(s.file("ready"));
+        let run = s
+            .cmd(&["run", "envkey", "--", "sh", "-c", print])
+            .spawn()
+            .unwrap();
+        wait_for("the child's environment", || exists(&s.file("out")));
+        let value: String = s.conn().get("envkey").unwrap();
+        let owner = value.split(':').next().unwrap().to_owned();
+        std::fs::write(s.file("ready"), "go").unwrap();
+        let out = finish(run);
+        assert_eq!(code(&out), 0, "{out:?}");
+        let env = std::fs::read_to_string(s.file("out")).unwrap();
+        assert!(!env.contains(&owner), "the owner token reached the child");
+        let line = String::from_utf8(out.stdout).unwrap();
+        let mut parts = line.split_whitespace();
+        assert_eq!(parts.next(), Some("envkey"));
+        tokens.push(parts.next().unwrap().parse::<u64>().unwrap());
+        std::fs::remove_file(s.file("out")).unwrap();
+    }
+    assert!(tokens[1] > tokens[0], "{tokens:?}");
+}
+
+#[test]
+fn a_deleted_key_stops_the_child_with_term_and_exits_70() {
+    let s = setup("lost");
+    let child = "trap 'echo term > \"$OUT\"; exit 0' TERM; ".to_owned() + RUNS;
+    let run = s
+        .cmd(&[
+            "run",
+            "-v",
+            "--ttl",
+            "1s",
+            "--kill-grace",
+            "500ms",
+            "lostkey",
+            "--",
+            "sh",
+            "-c",
+            &child,
+        ])
+        .spawn()
+        .unwrap();
+    wait_for("the child", || exists(&s.file("ready")));
+    let _: () = s.conn().del("lostkey").unwrap();
+    let out = finish(run);
+    assert_eq!(code(&out), 70, "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(s.file("out")).unwrap().trim(),
+        "term"
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("redmutex::lease"),
+        "-v shows the loss: {stderr}"
+    );
+}
+
+#[test]
+fn a_child_that_ignores_term_and_its_grandchildren_are_killed_after_the_grace() {
+    let s = setup("kill");
+    let child = "sleep 1000 & echo $! > \"$OUT\"; trap '' TERM; ".to_owned() + RUNS;
+    let started = Instant::now();
+    let run = s
+        .cmd(&[
+            "run",
+            "--ttl",
+            "1s",
+            "--kill-grace",
+            "300ms",
+            "killkey",
+            "--",
+            "sh",
+            "-c",
+            &child,
+        ])
+        .spawn()
+        .unwrap();
+    wait_for("the child", || exists(&s.file("ready")));
+    let grandchild = std::fs::read_to_string(s.file("out")).unwrap();
+    let proc = PathBuf::from(format!("/proc/{}", grandchild.trim()));
+    assert!(proc.exists());
+    let _: () = s.conn().set("killkey", "someone else").unwrap();
+    let out = finish(run);
+    assert_eq!(code(&out), 70, "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    wait_for("the grandchild gone", || {
+        std::fs::read_to_string(proc.join("stat")).map_or(true, |stat| stat.contains(") Z "))
+    });
+    let value: String = s.conn().get("killkey").unwrap();
+    assert_eq!(value, "someone else", "the other owner's key is left alone");
+}
+
+#[test]
+fn a_signal_while_waiting_ends_the_wait_and_leaves_nothing() {
+    let s = setup("waiting");
+    let holder = s
+        .cmd(&["run", "wkey", "--", "sh", "-c", RUNS])
+        .spawn()
+        .unwrap();
+    wait_for("the holder's child", || exists(&s.file("ready")));
+    let waiter = s
+        .cmd(&["run", "wkey", "--", "sh", "-c", "echo ran > \"$OUT\""])
+        .spawn()
+        .unwrap();
+    let queue = "__redmutex__:queue:wkey";
+    wait_for("the waiter queued", || {
+        s.conn().zcard::<_, u64>(queue).unwrap() == 1
+    });
+    nix_term(&waiter);
+    let out = finish(waiter);
+    assert_eq!(code(&out), 143, "{out:?}");
+    assert_eq!(
+        s.conn().zcard::<_, u64>(queue).unwrap(),
+        0,
+        "it left the queue"
+    );
+    assert!(!exists(&s.file("out")));
+    nix_term(&holder);
+    let _ = finish(holder);
+}
+
+#[test]
+fn min_hold_keeps_the_lock_and_max_hold_stops_the_child() {
+    let s = setup("holds");
+    let out = s.run(&["run", "--min-hold", "3s", "mkey", "--", "true"]);
+    assert_eq!(code(&out), 0, "{out:?}");
+    let pttl: i64 = s.conn().pttl("mkey").unwrap();
+    assert!(pttl > 0 && pttl <= 3000, "{pttl}");
+    assert_eq!(code(&s.run(&["run", "-n", "mkey", "--", "true"])), 75);
+
+    let started = Instant::now();
+    let out = s.run(&[
+        "run",
+        "--ttl",
+        "2s",
+        "--kill-grace",
+        "300ms",
+        "--max-hold",
+        "500ms",
+        "xkey",
+        "--",
+        "sh",
+        "-c",
+        RUNS,
+    ]);
+    assert_eq!(code(&out), 70, "{out:?}");
+    assert!(started.elapsed() >= Duration::from_millis(500));
+}
+
+#[test]
+fn an_unreachable_redis_is_69_and_holder_reports() {
+    let s = setup("holder");
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("redis://127.0.0.1:{dead}/");
+    let started = Instant::now();
+    let out = s.run(&["run", "--url", &url, "k", "--", "true"]);
+    assert_eq!(code(&out), 69, "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+
+    let out = s.run(&["holder", "hkey"]);
+    assert_eq!(
+        (code(&out), String::from_utf8(out.stdout).unwrap().trim()),
+        (1, "free")
+    );
+    let run = s
+        .cmd(&["run", "hkey", "--", "sh", "-c", RUNS])
+        .spawn()
+        .unwrap();
+    wait_for("the child", || exists(&s.file("ready")));
+    let out = s.run(&["holder", "hkey"]);
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("fencing token"));
+    nix_term(&run);
+    let _ = finish(run);
+}
