@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(clippy::disallowed_methods)] // tests spawn threads and sleep briefly to poll
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,14 @@ impl Setup {
         c
     }
 
+    /// Spawns `redmutex` with a child that writes `$READY` (see `RUNS`),
+    /// and returns once the child has started: the lock is held.
+    fn start(&self, args: &[&str]) -> Child {
+        let run = self.cmd(args).spawn().unwrap();
+        wait_for("the child started", || self.file("ready").exists());
+        run
+    }
+
     fn run(&self, args: &[&str]) -> Output {
         self.cmd(args).output().unwrap()
     }
@@ -62,10 +70,6 @@ fn wait_for(what: &str, check: impl Fn() -> bool) {
     }
 }
 
-fn exists(p: &Path) -> bool {
-    p.exists()
-}
-
 /// Waits for a spawned `redmutex` and returns its output.
 fn finish(child: Child) -> Output {
     child.wait_with_output().unwrap()
@@ -81,14 +85,10 @@ const RUNS: &str = "echo started > \"$READY\"; while true; do sleep 0.05; done";
 #[test]
 fn one_run_at_a_time_and_busy_is_75() {
     let s = setup("busy");
-    let first = s
-        .cmd(&["run", "job", "--", "sh", "-c", RUNS])
-        .spawn()
-        .unwrap();
-    wait_for("the first run's child", || exists(&s.file("ready")));
+    let first = s.start(&["run", "job", "--", "sh", "-c", RUNS]);
     let second = s.run(&["run", "-n", "job", "--", "sh", "-c", "echo ran > \"$OUT\""]);
     assert_eq!(code(&second), 75, "{second:?}");
-    assert!(!exists(&s.file("out")), "the second child never ran");
+    assert!(!s.file("out").exists(), "the second child never ran");
     let waited = s.run(&["run", "-w", "300ms", "-E", "3", "job", "--", "true"]);
     assert_eq!(code(&waited), 3, "{waited:?}");
     nix_term(&first);
@@ -136,7 +136,7 @@ fn the_child_gets_the_key_and_a_rising_fencing_token_but_no_owner_token() {
             .cmd(&["run", "envkey", "--", "sh", "-c", print])
             .spawn()
             .unwrap();
-        wait_for("the child's environment", || exists(&s.file("out")));
+        wait_for("the child's environment", || s.file("out").exists());
         let value: String = s.conn().get("envkey").unwrap();
         let owner = value.split(':').next().unwrap().to_owned();
         std::fs::write(s.file("ready"), "go").unwrap();
@@ -157,23 +157,19 @@ fn the_child_gets_the_key_and_a_rising_fencing_token_but_no_owner_token() {
 fn a_deleted_key_stops_the_child_with_term_and_exits_70() {
     let s = setup("lost");
     let child = "trap 'echo term > \"$OUT\"; exit 0' TERM; ".to_owned() + RUNS;
-    let run = s
-        .cmd(&[
-            "run",
-            "-v",
-            "--ttl",
-            "1s",
-            "--kill-grace",
-            "500ms",
-            "lostkey",
-            "--",
-            "sh",
-            "-c",
-            &child,
-        ])
-        .spawn()
-        .unwrap();
-    wait_for("the child", || exists(&s.file("ready")));
+    let run = s.start(&[
+        "run",
+        "-v",
+        "--ttl",
+        "1s",
+        "--kill-grace",
+        "500ms",
+        "lostkey",
+        "--",
+        "sh",
+        "-c",
+        &child,
+    ]);
     let _: () = s.conn().del("lostkey").unwrap();
     let out = finish(run);
     assert_eq!(code(&out), 70, "{out:?}");
@@ -193,22 +189,18 @@ fn a_child_that_ignores_term_and_its_grandchildren_are_killed_after_the_grace() 
     let s = setup("kill");
     let child = "sleep 1000 & echo $! > \"$OUT\"; trap '' TERM; ".to_owned() + RUNS;
     let started = Instant::now();
-    let run = s
-        .cmd(&[
-            "run",
-            "--ttl",
-            "1s",
-            "--kill-grace",
-            "300ms",
-            "killkey",
-            "--",
-            "sh",
-            "-c",
-            &child,
-        ])
-        .spawn()
-        .unwrap();
-    wait_for("the child", || exists(&s.file("ready")));
+    let run = s.start(&[
+        "run",
+        "--ttl",
+        "1s",
+        "--kill-grace",
+        "300ms",
+        "killkey",
+        "--",
+        "sh",
+        "-c",
+        &child,
+    ]);
     let grandchild = std::fs::read_to_string(s.file("out")).unwrap();
     let proc = PathBuf::from(format!("/proc/{}", grandchild.trim()));
     assert!(proc.exists());
@@ -226,11 +218,7 @@ fn a_child_that_ignores_term_and_its_grandchildren_are_killed_after_the_grace() 
 #[test]
 fn a_signal_while_waiting_ends_the_wait_and_leaves_nothing() {
     let s = setup("waiting");
-    let holder = s
-        .cmd(&["run", "wkey", "--", "sh", "-c", RUNS])
-        .spawn()
-        .unwrap();
-    wait_for("the holder's child", || exists(&s.file("ready")));
+    let holder = s.start(&["run", "wkey", "--", "sh", "-c", RUNS]);
     let waiter = s
         .cmd(&["run", "wkey", "--", "sh", "-c", "echo ran > \"$OUT\""])
         .spawn()
@@ -247,7 +235,7 @@ fn a_signal_while_waiting_ends_the_wait_and_leaves_nothing() {
         0,
         "it left the queue"
     );
-    assert!(!exists(&s.file("out")));
+    assert!(!s.file("out").exists());
     nix_term(&holder);
     let _ = finish(holder);
 }
@@ -298,11 +286,7 @@ fn an_unreachable_redis_is_69_and_holder_reports() {
         (code(&out), String::from_utf8(out.stdout).unwrap().trim()),
         (1, "free")
     );
-    let run = s
-        .cmd(&["run", "hkey", "--", "sh", "-c", RUNS])
-        .spawn()
-        .unwrap();
-    wait_for("the child", || exists(&s.file("ready")));
+    let run = s.start(&["run", "hkey", "--", "sh", "-c", RUNS]);
     let out = s.run(&["holder", "hkey"]);
     assert_eq!(code(&out), 0, "{out:?}");
     assert!(String::from_utf8(out.stdout)
