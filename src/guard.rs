@@ -121,7 +121,7 @@ impl Guard {
                     }
                     match shared.renew(&lease, &acquisition, fence, None) {
                         Ok(Renewal::Lost) => {
-                            log_lost(&key, &lease);
+                            lease.log_lost(&key);
                             Renewal::Lost
                         }
                         Ok(renewal) => renewal,
@@ -411,15 +411,4 @@ impl Drop for Guard {
             }
         }
     }
-}
-
-/// Logs why the lease of `key` is lost (at `error`: the holder can no
-/// longer be promised the lock).
-fn log_lost(key: &str, lease: &Lease) {
-    let why = if lease.valid_until() <= Instant::now() {
-        "its deadline passed without a confirmed renewal"
-    } else {
-        "Redis showed the key gone or someone else's"
-    };
-    log::error!(target: "redmutex::lease", "lock {key:?} is lost: {why}");
 }

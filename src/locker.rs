@@ -327,6 +327,8 @@ impl Locker {
     ) -> Result<Guard, Error> {
         let acquisition = self.shared.prepare(keys)?;
         let start = Instant::now();
+        // The key errors and log events name (the first, for several).
+        let first = keys.first().copied().unwrap_or_default();
         let deadline = wait.and_then(|w| time::deadline(start, w));
         let backoff = self.shared.config.backoff;
         let watched = Arc::clone(&acquisition.keys.locks);
@@ -357,12 +359,7 @@ impl Locker {
             let (holder_ttl, sent) = match outcome {
                 Outcome::Granted { sent, fence } => {
                     if attempts > 1 {
-                        log::debug!(
-                            target: "redmutex::acquire",
-                            "lock {:?} acquired after {attempts} attempts in {:?}",
-                            keys.first().copied().unwrap_or_default(),
-                            start.elapsed()
-                        );
+                        waited(first, "acquired", attempts, start);
                     }
                     return self.grant(acquisition, sent, fence);
                 }
@@ -379,11 +376,11 @@ impl Locker {
                 }
                 if stopped {
                     return Err(Error::Cancelled {
-                        key: keys.first().map_or_else(String::new, |k| (*k).to_owned()),
+                        key: first.to_owned(),
                     });
                 }
                 return Err(Error::Timeout {
-                    key: keys.first().map_or_else(String::new, |k| (*k).to_owned()),
+                    key: first.to_owned(),
                     waited: start.elapsed(),
                     attempts,
                 });
@@ -407,12 +404,7 @@ impl Locker {
                 // claim. When it cannot be taken as it is, the next attempt
                 // finds it ours and takes it up.
                 if self.shared.takes_handed(&acquisition, fence, sent, claim) {
-                    log::debug!(
-                        target: "redmutex::acquire",
-                        "lock {:?} handed over after {attempts} attempts in {:?}",
-                        keys.first().copied().unwrap_or_default(),
-                        start.elapsed()
-                    );
+                    waited(first, "handed over", attempts, start);
                     return self.take_up(acquisition, sent, fence, claim);
                 }
             }
@@ -458,6 +450,16 @@ impl Locker {
         }
         Guard::new(Arc::clone(&self.shared), a, fence, Arc::new(lease))
     }
+}
+
+/// The log event of a lock had after waiting: `how` (acquired, or handed
+/// over) after `attempts`, counted from `start`.
+fn waited(key: &str, how: &str, attempts: u32, start: Instant) {
+    log::debug!(
+        target: "redmutex::acquire",
+        "lock {key:?} {how} after {attempts} attempts in {:?}",
+        start.elapsed()
+    );
 }
 
 #[cfg(test)]

@@ -114,10 +114,7 @@ where
         }
         if lease.is_lost() {
             if lease.valid_until() <= Instant::now() {
-                log::error!(
-                    target: "redmutex::lease",
-                    "lock {key:?} is lost: its deadline passed without a confirmed renewal"
-                );
+                lease.log_lost(key);
             }
             return;
         }

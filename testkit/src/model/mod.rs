@@ -22,3 +22,9 @@ fn mint(counter: u64, now: u64) -> u64 {
 fn deadline(sent: u64, length: u64, drift: u64) -> u64 {
     (sent + length).saturating_sub(drift)
 }
+
+/// Whether a key that expires at `expires` may go now, up to `skew` ticks
+/// early (a server clock fast against the clients').
+fn may_expire_early(expires: u64, now: u64, skew: u64) -> bool {
+    expires > now && expires <= now + skew
+}

@@ -338,7 +338,7 @@ impl Model for Redlock {
             if master
                 .key
                 .as_ref()
-                .is_some_and(|k| k.expires > s.now && k.expires <= s.now + self.skew)
+                .is_some_and(|k| super::may_expire_early(k.expires, s.now, self.skew))
             {
                 actions.push(Action::Expire(m));
             }

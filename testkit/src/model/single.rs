@@ -428,7 +428,7 @@ impl Model for Protocol {
         if s.server
             .lock
             .as_ref()
-            .is_some_and(|l| l.expires > s.now && l.expires <= s.now + self.skew)
+            .is_some_and(|l| super::may_expire_early(l.expires, s.now, self.skew))
         {
             actions.push(Action::Expire);
         }
