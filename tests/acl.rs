@@ -143,7 +143,13 @@ fn a_user_without_channel_rights_unlocks_and_hands_over() {
 #[test]
 fn the_readme_recipe_is_enough() {
     let server = Server::start();
-    let url = user(&server, "locker", RECIPE);
+    // Redis 6.2 does not know `quit` as an ACL command (it always allows
+    // it), and refuses the rule; the README says so.
+    let recipe: Vec<&str> = match redmutex_testkit::server_version() {
+        Some((major, _)) if major < 7 => RECIPE.iter().copied().filter(|r| *r != "+quit").collect(),
+        _ => RECIPE.to_vec(),
+    };
+    let url = user(&server, "locker", &recipe);
     let (a, b) = (locker(&url, Some("jobs")), locker(&url, Some("jobs")));
     let k = key("recipe");
     let g = a.lock(&k).unwrap();

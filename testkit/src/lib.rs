@@ -13,4 +13,6 @@
 pub mod model;
 pub mod server;
 
-pub use server::{redis_url, temp_dir, ThrowAwayServer};
+pub use server::{
+    debug_args, redis_url, server_binary, server_version, temp_dir, ThrowAwayServer,
+};

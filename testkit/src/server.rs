@@ -130,7 +130,7 @@ fn spawn_and_wait(
     ready_marker: &str,
     ready_within: Duration,
 ) -> Result<Child, Box<dyn Error>> {
-    let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+    let bin = server_binary();
     let mut child = Command::new(&bin)
         .args(args)
         .stdin(Stdio::null())
@@ -167,6 +167,36 @@ fn spawn_and_wait(
         return Err(format!("redis-server on port {port} did not become ready").into());
     }
     Ok(child)
+}
+
+/// The server binary the tests start: `$REDIS_SERVER`, else `redis-server`
+/// on `PATH`.
+pub fn server_binary() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
+}
+
+/// The version of [`server_binary`] as `(major, minor)`, read once from its
+/// `--version` (Redis and Valkey both print `v=X.Y.Z`); `None` when it
+/// cannot be run or read.
+pub fn server_version() -> Option<(u32, u32)> {
+    static VERSION: std::sync::OnceLock<Option<(u32, u32)>> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let out = Command::new(server_binary()).arg("--version").output().ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v = text.split_whitespace().find_map(|w| w.strip_prefix("v="))?;
+        let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
+        Some((parts.next()??, parts.next()??))
+    })
+}
+
+/// Arguments that let the tests use `DEBUG` (needed from Redis 7.0 on,
+/// where it is off by default; earlier servers have it on and refuse the
+/// option).
+pub fn debug_args() -> &'static [&'static str] {
+    match server_version() {
+        Some((major, _)) if major < 7 => &[],
+        _ => &["--enable-debug-command", "local"],
+    }
 }
 
 /// A fresh, empty directory in the system's temporary directory.

@@ -44,7 +44,7 @@ impl Server {
 
     /// Starts a server with extra command-line arguments.
     pub fn start_with(extra: &[&str]) -> Server {
-        let mut args = vec!["--enable-debug-command", "local"];
+        let mut args = support::debug_args().to_vec();
         args.extend_from_slice(extra);
         let mut last = String::new();
         // A port found free can be taken by another test before the server
@@ -397,29 +397,29 @@ impl Cluster {
                 let port = cluster_port();
                 let (p, conf) = (port.to_string(), format!("nodes-{port}.conf"));
                 let d = dir.0.to_string_lossy().into_owned();
+                let mut args = vec![
+                    "--port",
+                    &p,
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--daemonize",
+                    "no",
+                    "--logfile",
+                    "",
+                    "--dir",
+                    &d,
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    &conf,
+                ];
+                args.extend_from_slice(support::debug_args());
                 support::ThrowAwayServer::launch(
-                    &[
-                        "--port",
-                        &p,
-                        "--bind",
-                        "127.0.0.1",
-                        "--save",
-                        "",
-                        "--appendonly",
-                        "no",
-                        "--daemonize",
-                        "no",
-                        "--logfile",
-                        "",
-                        "--dir",
-                        &d,
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        &conf,
-                        "--enable-debug-command",
-                        "local",
-                    ],
+                    &args,
                     port,
                     "Ready to accept connections",
                     START_TIMEOUT,
