@@ -15,6 +15,7 @@ use crate::config::{
     DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE, MIN_POOL_FOR_LISTENER,
     MIN_POOL_FOR_SPARE,
 };
+use crate::server::VersionChecked;
 use crate::Error;
 
 /// Builds a connection pool with the settings a lock needs.
@@ -49,14 +50,45 @@ use crate::Error;
 /// # Ok::<(), redmutex::Error>(())
 /// ```
 pub fn pool(url: &str) -> Result<Pool<redis::Client>, Error> {
-    let client = redis::Client::open(url)?;
-    Ok(Pool::builder()
+    Ok(pool_with(redis::Client::open(url)?))
+}
+
+/// Builds a connection pool with the settings of [`pool`] around a client
+/// you made: one with TLS certificates of your own (the `tls` feature's
+/// `redis::Client::build_with_tls`), or any other client settings.
+///
+/// # Examples
+///
+/// ```no_run
+/// let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+/// let locker = redmutex::Locker::new(redmutex::pool_with(client));
+/// # let _ = locker;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn pool_with(client: redis::Client) -> Pool<redis::Client> {
+    #[cfg(feature = "tls")]
+    install_crypto_provider();
+    Pool::builder()
         .max_size(DEFAULT_POOL_SIZE)
         .min_idle(Some(1))
         .test_on_check_out(false)
         .connection_timeout(DEFAULT_CHECKOUT_TIMEOUT)
         .connection_customizer(Box::new(SocketTimeouts::new(DEFAULT_IO_TIMEOUT)))
-        .build_unchecked(client))
+        .build_unchecked(client)
+}
+
+/// With the `tls` feature, rustls needs a process-wide crypto provider
+/// before the first `rediss://` connection; it finds ring (this crate's
+/// choice) on its own unless another crate in the program enables a second
+/// one, and then panics on a pool's connecting thread. So the pool makes
+/// ring the default when none is installed yet: a program that wants
+/// another installs it before building a pool.
+#[cfg(feature = "tls")]
+fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Err: another thread installed one first, which is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
 }
 
 /// An r2d2 connection customizer that sets read and write timeouts on every
@@ -230,7 +262,11 @@ where
     if let Err(e) = bound_io(conn, io) {
         return (Err(e), After::Closed);
     }
-    let result = op(&mut **conn);
+    let result = check_server(conn).and_then(|()| op(&mut **conn));
+    let result = result.map_err(|e| match &e {
+        Error::Redis(r) => crate::server::scripting_refused(r).unwrap_or(e),
+        _ => e,
+    });
     let mut after = After::Fine;
     if let Err(Error::Redis(e)) = &result {
         if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly) {
@@ -457,6 +493,25 @@ where
         cluster.set_write_timeout(Some(io))?;
     }
     PooledConnection::extensions_mut(conn).insert(TimeoutsSet);
+    Ok(())
+}
+
+/// Checks the server's version the first time the locker uses a
+/// connection (see [`crate::server::check_version`]); the pooled
+/// connection's extensions remember that it passed.
+fn check_server<M>(conn: &mut PooledConnection<M>) -> Result<(), Error>
+where
+    M: ManageConnection,
+    M::Connection: ConnectionLike,
+{
+    if PooledConnection::extensions(conn)
+        .get::<VersionChecked>()
+        .is_some()
+    {
+        return Ok(());
+    }
+    crate::server::check_version(&mut **conn)?;
+    PooledConnection::extensions_mut(conn).insert(VersionChecked);
     Ok(())
 }
 

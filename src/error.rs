@@ -98,6 +98,19 @@ pub enum Error {
     #[error("invalid input: {0}")]
     InvalidInput(String),
 
+    /// The server cannot do what a locker needs: it is older than
+    /// [`MIN_REDIS_VERSION`](crate::MIN_REDIS_VERSION), or it will not run
+    /// the lock's scripts (scripting switched off, no Lua engine, or an ACL
+    /// user without `EVAL`/`EVALSHA`/`SCRIPT LOAD`). `reason` says which.
+    ///
+    /// Returned by every method that talks to Redis, on its first call to
+    /// such a server; the version is read once per connection.
+    #[error("unsupported server: {reason}")]
+    Unsupported {
+        /// What the server lacks, and what would fix it.
+        reason: String,
+    },
+
     /// Redis answered with an error, or the connection failed or timed out.
     ///
     /// Returned by every method that talks to Redis. The lock state is unknown

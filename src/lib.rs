@@ -218,6 +218,36 @@
 //! a bounded checkout. A pool built with r2d2's defaults works too, but pays
 //! a `PING` round trip on every operation, and its connections have no read
 //! timeout until this crate first uses them (it sets one then).
+//!
+//! # Servers and TLS
+//!
+//! Redis from [`MIN_REDIS_VERSION`] (6.2) on and every Valkey release, with
+//! Lua scripting on. A locker reads the server's version once per
+//! connection (`INFO server`) and says [`Error::Unsupported`] on its first
+//! call to an older server, or to one (or as an ACL user) that cannot run
+//! its scripts.
+//!
+//! The `tls` cargo feature turns on redis-rs's rustls TLS: `rediss://` URLs
+//! trusting the system's root certificates, or your own authority through
+//! `redis::Client::build_with_tls` and [`pool_with`]:
+//!
+//! ```no_run
+//! # #[cfg(feature = "tls")]
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = redis::Client::build_with_tls(
+//!     "rediss://redis.internal:6380/",
+//!     redis::TlsCertificates {
+//!         client_tls: None,
+//!         root_cert: Some(std::fs::read("ca.pem")?),
+//!     },
+//! )?;
+//! let locker = redmutex::Locker::new(redmutex::pool_with(client));
+//! # let _ = locker;
+//! # Ok(())
+//! # }
+//! # #[cfg(not(feature = "tls"))]
+//! # fn main() {}
+//! ```
 
 // The crate's layout, one line per home (API apart from mechanism):
 //
@@ -234,6 +264,7 @@
 // quorum.rs           every majority decision, pure
 // conn.rs             `pool()`, `SocketTimeouts`, the type-erased connector, the spare
 //                     renewal connection, the connection lent to the listener
+// server.rs           what a server must offer (version, scripting), told at first use
 // protocol/           what is kept in Redis and said to it:
 //   keys.rs           the key layout (lock, counter, queue, waiters, channel) and key checks
 //   scripts.rs        every Lua script, its KEYS/ARGV contract, and one typed caller each
@@ -261,6 +292,7 @@ mod locker;
 mod protocol;
 mod quorum;
 mod raw;
+mod server;
 mod sync;
 mod time;
 mod token;
@@ -271,12 +303,13 @@ pub use config::{
     Builder, DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE,
     DEFAULT_REPLICA_TIMEOUT, DEFAULT_TTL, MAX_TTL,
 };
-pub use conn::{pool, SocketTimeouts};
+pub use conn::{pool, pool_with, SocketTimeouts};
 pub use error::Error;
 pub use guard::Guard;
 pub use info::LockInfo;
 pub use lease::workers::{watchdog_threads, WatchdogThreads};
 pub use locker::Locker;
+pub use server::MIN_REDIS_VERSION;
 
 /// The README's Rust examples, compiled as doctests so they stay true.
 #[cfg(doctest)]

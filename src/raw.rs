@@ -216,7 +216,8 @@ impl RawLock {
     /// error with one instance, `NoQuorum` with several.
     fn quorum_error(&self, granted: usize, last: Option<Error>) -> Error {
         match (self.instances.len(), last) {
-            (1, Some(e)) => e,
+            // A server that cannot run the locker at all is said as such.
+            (1, Some(e)) | (_, Some(e @ Error::Unsupported { .. })) => e,
             (n, last) => Error::NoQuorum {
                 granted,
                 needed: quorum::quorum(n),

@@ -14,13 +14,11 @@ fn locks_work_again_after_a_failover() {
     let mut master = Server::start();
     let replica = Server::replica_of(&master);
     let sentinels = Sentinels::watch(&master);
-    let client = SentinelClient::build(
-        sentinels.urls(),
-        "mymaster".to_owned(),
-        None,
-        SentinelServerType::Master,
-    )
-    .unwrap();
+    // A `String`: redis-rs takes one without its TLS feature, and any
+    // `AsRef<str>` with it.
+    let service = String::from("mymaster");
+    let client =
+        SentinelClient::build(sentinels.urls(), service, None, SentinelServerType::Master).unwrap();
     let pool = r2d2::Pool::builder()
         .max_size(4)
         .test_on_check_out(false)

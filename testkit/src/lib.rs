@@ -14,5 +14,5 @@ pub mod model;
 pub mod server;
 
 pub use server::{
-    debug_args, redis_url, server_binary, server_version, temp_dir, ThrowAwayServer,
+    debug_args, redis_url, server_binary, server_version, temp_dir, ThrowAwayServer, QUIET,
 };

@@ -9,6 +9,19 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// The arguments every throw-away server gets: no persistence, in the
+/// foreground, its log on stdout (where its readiness is read).
+pub const QUIET: &[&str] = &[
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--daemonize",
+    "no",
+    "--logfile",
+    "",
+];
+
 /// A `redis-server` started by us, killed when dropped, with its data
 /// directory in the system's temporary directory (never the working tree),
 /// removed when dropped.
@@ -33,8 +46,8 @@ impl ThrowAwayServer {
         let dir = temp_dir(&format!("redis-{port}"))?;
         let dir_arg = dir.to_string_lossy().into_owned();
         let mut args = vec!["--port", &port_arg, "--bind", "127.0.0.1"];
-        args.extend(["--save", "", "--appendonly", "no", "--daemonize", "no"]);
-        args.extend(["--logfile", "", "--dir", &dir_arg]);
+        args.extend_from_slice(QUIET);
+        args.extend(["--dir", &dir_arg]);
         args.extend_from_slice(extra);
         match Self::launch(&args, port, "Ready to accept connections", ready_within) {
             Ok(mut server) => {
@@ -181,7 +194,10 @@ pub fn server_binary() -> String {
 pub fn server_version() -> Option<(u32, u32)> {
     static VERSION: std::sync::OnceLock<Option<(u32, u32)>> = std::sync::OnceLock::new();
     *VERSION.get_or_init(|| {
-        let out = Command::new(server_binary()).arg("--version").output().ok()?;
+        let out = Command::new(server_binary())
+            .arg("--version")
+            .output()
+            .ok()?;
         let text = String::from_utf8_lossy(&out.stdout);
         let v = text.split_whitespace().find_map(|w| w.strip_prefix("v="))?;
         let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());

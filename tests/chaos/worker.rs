@@ -232,9 +232,12 @@ pub fn main(spec: &str) {
         .expect("open the record file");
     let rec = Arc::new(Recorder { file });
     if let Some(replicas) = settings.sentinel {
+        // A `String`: redis-rs takes one without its TLS feature, and any
+        // `AsRef<str>` with it.
+        let service = String::from(SENTINEL_MASTER);
         let client = SentinelClient::build(
             settings.lock_urls.clone(),
-            SENTINEL_MASTER.to_owned(),
+            service,
             None,
             SentinelServerType::Master,
         )

@@ -397,26 +397,16 @@ impl Cluster {
                 let port = cluster_port();
                 let (p, conf) = (port.to_string(), format!("nodes-{port}.conf"));
                 let d = dir.0.to_string_lossy().into_owned();
-                let mut args = vec![
-                    "--port",
-                    &p,
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--daemonize",
-                    "no",
-                    "--logfile",
-                    "",
+                let mut args = vec!["--port", &p, "--bind", "127.0.0.1"];
+                args.extend_from_slice(support::QUIET);
+                args.extend([
                     "--dir",
                     &d,
                     "--cluster-enabled",
                     "yes",
                     "--cluster-config-file",
                     &conf,
-                ];
+                ]);
                 args.extend_from_slice(support::debug_args());
                 support::ThrowAwayServer::launch(
                     &args,
