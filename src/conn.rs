@@ -15,7 +15,6 @@ use crate::config::{
     DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE, MIN_POOL_FOR_LISTENER,
     MIN_POOL_FOR_SPARE,
 };
-use crate::server::VersionChecked;
 use crate::Error;
 
 /// Builds a connection pool with the settings a lock needs.
@@ -262,8 +261,7 @@ where
     if let Err(e) = bound_io(conn, io) {
         return (Err(e), After::Closed);
     }
-    let result = check_server(conn).and_then(|()| op(&mut **conn));
-    let result = result.map_err(|e| match &e {
+    let result = op(&mut **conn).map_err(|e| match &e {
         Error::Redis(r) => crate::server::scripting_refused(r).unwrap_or(e),
         _ => e,
     });
@@ -493,25 +491,6 @@ where
         cluster.set_write_timeout(Some(io))?;
     }
     PooledConnection::extensions_mut(conn).insert(TimeoutsSet);
-    Ok(())
-}
-
-/// Checks the server's version the first time the locker uses a
-/// connection (see [`crate::server::check_version`]); the pooled
-/// connection's extensions remember that it passed.
-fn check_server<M>(conn: &mut PooledConnection<M>) -> Result<(), Error>
-where
-    M: ManageConnection,
-    M::Connection: ConnectionLike,
-{
-    if PooledConnection::extensions(conn)
-        .get::<VersionChecked>()
-        .is_some()
-    {
-        return Ok(());
-    }
-    crate::server::check_version(&mut **conn)?;
-    PooledConnection::extensions_mut(conn).insert(VersionChecked);
     Ok(())
 }
 

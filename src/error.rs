@@ -103,8 +103,10 @@ pub enum Error {
     /// the lock's scripts (scripting switched off, no Lua engine, or an ACL
     /// user without `EVAL`/`EVALSHA`/`SCRIPT LOAD`). `reason` says which.
     ///
-    /// Returned by every method that talks to Redis, on its first call to
-    /// such a server; the version is read once per connection.
+    /// Returned by the `lock*` and `try_lock*` methods (and a semaphore's
+    /// `acquire*`), which read the version before a locker's first
+    /// acquisition on a server, and by any method whose script the server
+    /// refuses to run.
     #[error("unsupported server: {reason}")]
     Unsupported {
         /// What the server lacks, and what would fix it.

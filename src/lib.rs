@@ -222,10 +222,10 @@
 //! # Servers and TLS
 //!
 //! Redis from [`MIN_REDIS_VERSION`] (6.2) on and every Valkey release, with
-//! Lua scripting on. A locker reads the server's version once per
-//! connection (`INFO server`) and says [`Error::Unsupported`] on its first
-//! call to an older server, or to one (or as an ACL user) that cannot run
-//! its scripts.
+//! Lua scripting on. A locker reads the server's version before its first
+//! acquisition there (`INFO server`) and says [`Error::Unsupported`] then
+//! to an older server, and on any call to one (or as an ACL user) that
+//! cannot run its scripts.
 //!
 //! The `tls` cargo feature turns on redis-rs's rustls TLS: `rediss://` URLs
 //! trusting the system's root certificates, or your own authority through

@@ -4,7 +4,7 @@
 //! there are several, parses the replies (`protocol::replies`), and a pure
 //! function of `quorum.rs` decides.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -21,6 +21,7 @@ use crate::protocol::keys::{self, LockKeys};
 use crate::protocol::replies::{self, Handed, LockValue};
 use crate::protocol::scripts;
 pub(crate) use crate::protocol::scripts::Queue;
+use crate::server;
 use crate::quorum::{self, Acquired, Grant, Raised, Released, RenewDecision};
 use crate::time;
 use crate::token::Token;
@@ -31,6 +32,9 @@ use crate::Error;
 /// State shared by a locker's clones, its guards and their watchdogs.
 pub(crate) struct RawLock {
     instances: Vec<Arc<dyn Connector>>,
+    /// Per instance: its server's version was found supported (see
+    /// [`server::check_version`]), checked before the first acquisition.
+    version_checked: Vec<AtomicBool>,
     pub(crate) config: Config,
     /// The release listener, and the waiters it wakes.
     wake: Arc<Listener>,
@@ -98,6 +102,7 @@ impl RawLock {
         let announce = config.topology.announces();
         let channel = announce.then(|| config.keys.release_channel());
         RawLock {
+            version_checked: instances.iter().map(|_| AtomicBool::new(false)).collect(),
             instances,
             config,
             wake: Arc::new(Listener::new(channel)),
@@ -296,7 +301,12 @@ impl RawLock {
         let release_by_token = || scripts::release_by_eval(&a.keys, a.token.as_str());
         let mut grant = None;
         let (checkout, io) = (config.checkout_timeout, config.io_timeout);
+        let checked = self.version_checked.get(i);
         let mut op = |c: &mut dyn ConnectionLike| {
+            if let Some(checked) = checked.filter(|c| !c.load(Ordering::Relaxed)) {
+                server::check_version(c)?;
+                checked.store(true, Ordering::Relaxed);
+            }
             let reply = call.invoke::<Value>(c)?;
             let (g, floor) = replies::parse_acquire(&reply)?;
             a.floor.store(floor, Ordering::SeqCst);

@@ -1,6 +1,7 @@
 //! What the locker needs of a server, and how a user is told at first use
-//! when a server lacks it: the version, read from `INFO server` once per
-//! connection, and scripting, read off the first script call's error.
+//! when a server lacks it: the version, read from `INFO server` before a
+//! locker's first acquisition on each instance, and scripting, read off the
+//! first script call's error.
 
 use redis::{ConnectionLike, RedisError, Value};
 
@@ -18,12 +19,10 @@ use crate::Error;
 /// ```
 pub const MIN_REDIS_VERSION: (u32, u32) = (6, 2);
 
-/// Marks, in a pooled connection's extensions, that its server's version
-/// was found supported.
-pub(crate) struct VersionChecked;
-
 /// Reads the server's version with `INFO server` and refuses one older than
-/// [`MIN_REDIS_VERSION`]. A server (or ACL user) that does not allow `INFO`
+/// [`MIN_REDIS_VERSION`]. Only before an acquisition: a clean-up (a
+/// release, leaving the queue) must never wait behind a check. A server (or
+/// ACL user) that does not allow `INFO`
 /// passes: the version is then left unchecked, as is one that cannot be
 /// read. Through a cluster connection every node's answer is checked.
 pub(crate) fn check_version(conn: &mut dyn ConnectionLike) -> Result<(), Error> {
