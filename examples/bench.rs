@@ -13,7 +13,9 @@
 //!    sections: acquisitions/s, wait p50/p99/max, fairness (max/min
 //!    acquisitions per worker);
 //! 3. Redlock over 3 and 5 local masters: cycle ratio to one instance;
-//! 4. 10,000 held guards: resident memory, threads, renewals/s, leases lost.
+//! 4. 10,000 held guards: resident memory, threads, renewals/s, leases lost;
+//! 5. a 4-permit semaphore under 8 threads over 2 lockers, next to the mutex
+//!    under the same 8 threads: acquisitions/s (each hold one INCR).
 //!
 //! The quick profile holds 2,000 guards for 9 s instead of 10,000 for 18 s.
 
@@ -273,6 +275,9 @@ fn main() -> Res<()> {
         println!("\n4. {guards} guards held for 3 x TTL ({ttl:?}), watchdogs on");
         held_guards(guards, ttl)?;
     }
+    if runs("5") {
+        primitives(&url, run)?;
+    }
     Ok(())
 }
 
@@ -400,4 +405,74 @@ fn machine() -> String {
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
     format!("{cores} cores, {model}")
+}
+
+/// What a worker of section 5 takes.
+#[derive(Clone)]
+enum Hold {
+    Lock(Locker),
+    Permit(redmutex::Semaphore),
+}
+
+/// 8 workers over 2 lockers: take, INCR a counter, release, for `run`.
+/// Acquisitions per second.
+fn hold_rate(url: &str, run: Duration, holds: &[Hold]) -> Res<f64> {
+    const WORKERS: usize = 8;
+    let client = redis::Client::open(url)?;
+    let _: () = client.get_connection()?.set("bench:p:counter", 0)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let barrier = Arc::new(Barrier::new(WORKERS + 1));
+    let mut threads = Vec::new();
+    for w in 0..WORKERS {
+        let hold = holds.get(w % holds.len()).cloned().ok_or("no hold")?;
+        let mut conn = client.get_connection()?;
+        let (stop, barrier) = (Arc::clone(&stop), Arc::clone(&barrier));
+        let mut body = move || -> Res<u64> {
+            let mut n = 0;
+            barrier.wait();
+            while !stop.load(Ordering::Relaxed) {
+                let guard = match &hold {
+                    Hold::Lock(locker) => locker.lock("bench:p:lock")?,
+                    Hold::Permit(sem) => sem.acquire()?,
+                };
+                let _: u64 = conn.incr("bench:p:counter", 1)?;
+                guard.unlock()?;
+                n += 1;
+            }
+            Ok(n)
+        };
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("holder-{w}"))
+                .spawn(move || body().map_err(|e| e.to_string()))?,
+        );
+    }
+    barrier.wait();
+    let start = Instant::now();
+    pause(run);
+    stop.store(true, Ordering::Relaxed);
+    let mut total = 0;
+    for t in threads {
+        total += t.join().map_err(|_| "worker panicked")??;
+    }
+    Ok(total as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Section 5: the semaphore next to the mutex, in the same run.
+fn primitives(url: &str, run: Duration) -> Res<()> {
+    println!("\n5. 8 threads over 2 lockers, each hold one INCR");
+    let lockers = [Locker::open(url)?, Locker::open(url)?];
+    let mutex: Vec<Hold> = lockers.iter().cloned().map(Hold::Lock).collect();
+    let permits = lockers
+        .iter()
+        .map(|l| Ok(Hold::Permit(l.semaphore("bench:p:sem", 4)?)))
+        .collect::<Res<Vec<Hold>>>()?;
+    let m = hold_rate(url, run * 2, &mutex)?;
+    let p = hold_rate(url, run * 2, &permits)?;
+    println!("   mutex:                {m:>8.0} acq/s");
+    println!(
+        "   semaphore, 4 permits: {p:>8.0} acq/s ({:.2}x the mutex)",
+        p / m
+    );
+    Ok(())
 }

@@ -52,6 +52,8 @@ use crate::Error;
 pub struct Guard {
     keys: Vec<String>,
     fence: u64,
+    /// For a semaphore's permit: which one.
+    permit: Option<u32>,
     lease: Arc<Lease>,
     /// Taken by `unlock` or `Drop`; always `Some` before that.
     held: Option<Held>,
@@ -74,6 +76,7 @@ impl fmt::Debug for Guard {
         // The owner token is left out on purpose: it is what releases the lock.
         f.debug_struct("Guard")
             .field("keys", &self.keys)
+            .field("permit", &self.permit)
             .field("fencing_token", &self.fence)
             .field("valid_until", &self.lease.valid_until())
             .field("lost", &self.lease.is_lost())
@@ -94,6 +97,7 @@ impl Guard {
         let mut guard = Guard {
             keys: std::mem::take(&mut acquisition.caller_keys),
             fence,
+            permit: acquisition.granted,
             lease,
             held: Some(Held {
                 shared,
@@ -140,6 +144,22 @@ impl Guard {
             }
         }
         Ok(guard)
+    }
+
+    /// For a permit of a [`Semaphore`](crate::Semaphore): which of its
+    /// permits this guard holds, from 0 to the count less one (no two
+    /// holders at once hold the same one); `None` for a lock. To share out
+    /// work by permit, say.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let permit = locker.semaphore("exports", 4)?.acquire()?;
+    /// println!("exporting shard {} of 4", permit.permit().unwrap_or(0));
+    /// assert_eq!(locker.lock("report")?.permit(), None);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn permit(&self) -> Option<u32> {
+        self.permit
     }
 
     /// The keys this guard holds, as the caller gave them (without prefix).

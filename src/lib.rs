@@ -200,6 +200,14 @@
 //! pauses past its lease is not stopped by the lock itself. The protected
 //! resource must check [`Guard::fencing_token`].
 //!
+//! # Semaphores
+//!
+//! [`Locker::semaphore`] gives a [`Semaphore`]: at most N holders of a name
+//! at once, each permit a [`Guard`] with everything above (watchdog, loss
+//! told, fencing token). A permit is kept as a lock key of its own, so the
+//! guarantees and limits of a lock hold for each permit, and at most N
+//! holders hold at once because there are only N permits. Not on Redlock.
+//!
 //! # Differences from `std::sync::Mutex`
 //!
 //! - A lock is named by a string, not tied to data; it protects whatever its
@@ -253,6 +261,7 @@
 //
 // lib.rs              crate docs, modules, re-exports; no logic
 // locker.rs           `Locker`: the API, and the acquire loop (wait, queue, hand-over)
+// semaphore.rs        `Semaphore`: N holders of a name, each hold a `Guard` over one permit key
 // guard.rs            `Guard`: a held lock, its lease API, release on drop
 // info.rs             `LockInfo`, what `Locker::holder` reports
 // config.rs           `Builder`, the frozen `Config`, the `Topology` decided once, every default
@@ -292,6 +301,7 @@ mod locker;
 mod protocol;
 mod quorum;
 mod raw;
+mod semaphore;
 mod server;
 mod sync;
 mod time;
@@ -309,6 +319,7 @@ pub use guard::Guard;
 pub use info::LockInfo;
 pub use lease::workers::{watchdog_threads, WatchdogThreads};
 pub use locker::Locker;
+pub use semaphore::{Semaphore, MAX_PERMITS};
 pub use server::MIN_REDIS_VERSION;
 
 /// The README's Rust examples, compiled as doctests so they stay true.

@@ -15,6 +15,7 @@ use crate::guard::Guard;
 use crate::info::LockInfo;
 use crate::lease::Lease;
 use crate::raw::{Acquisition, Outcome, Queue, RawLock};
+use crate::semaphore::Semaphore;
 use crate::time;
 use crate::Error;
 
@@ -289,6 +290,27 @@ impl Locker {
         self.try_acquire(keys)
     }
 
+    /// A counting semaphore `name` of `permits` permits over this locker's
+    /// server and prefix: at most `permits` holders at once, each hold a
+    /// [`Guard`] (see [`Semaphore`]). Nothing is sent to Redis yet.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for 0 permits or more than
+    /// [`MAX_PERMITS`](crate::MAX_PERMITS), an empty or reserved name, and
+    /// on a Redlock locker ([`Builder::instance`](crate::Builder::instance)),
+    /// which has no safe version of a semaphore.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let exports = locker.semaphore("exports", 4)?;
+    /// let _permit = exports.acquire()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore, Error> {
+        Semaphore::new(self.clone(), name, permits)
+    }
+
     /// Who holds `key` right now, or `None` when it is free. One round trip.
     ///
     /// # Errors
@@ -309,7 +331,11 @@ impl Locker {
     }
 
     fn try_acquire(&self, keys: &[&str]) -> Result<Option<Guard>, Error> {
-        let acquisition = self.shared.prepare(keys)?;
+        self.try_acquisition(self.shared.prepare(keys)?)
+    }
+
+    /// One attempt of a prepared acquisition (a lock's or a permit's).
+    pub(crate) fn try_acquisition(&self, acquisition: Acquisition) -> Result<Option<Guard>, Error> {
         let queue = self.shared.queue_mode(&acquisition, Queue::Respect);
         match self.shared.acquire(&acquisition, queue)? {
             Outcome::Granted { sent, fence } => self.grant(acquisition, sent, fence).map(Some),
@@ -325,10 +351,20 @@ impl Locker {
         wait: Option<Duration>,
         stop: Option<&AtomicBool>,
     ) -> Result<Guard, Error> {
-        let acquisition = self.shared.prepare(keys)?;
+        self.wait_for(self.shared.prepare(keys)?, wait, stop)
+    }
+
+    /// The acquire loop of a prepared acquisition (a lock's or a permit's).
+    pub(crate) fn wait_for(
+        &self,
+        acquisition: Acquisition,
+        wait: Option<Duration>,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Guard, Error> {
         let start = Instant::now();
         // The key errors and log events name (the first, for several).
-        let first = keys.first().copied().unwrap_or_default();
+        let first_key = acquisition.caller_keys.first().cloned().unwrap_or_default();
+        let first = first_key.as_str();
         let deadline = wait.and_then(|w| time::deadline(start, w));
         let backoff = self.shared.config.backoff;
         let watched = Arc::clone(&acquisition.keys.locks);
@@ -418,6 +454,21 @@ impl Locker {
         &self.shared
     }
 
+    /// The state behind this locker, for the other primitives on it.
+    pub(crate) fn shared_state(&self) -> &RawLock {
+        &self.shared
+    }
+
+    /// The builder's acquire timeout.
+    pub(crate) fn acquire_timeout(&self) -> Option<Duration> {
+        self.shared.config.acquire_timeout
+    }
+
+    /// Whether this locker asks several instances (Redlock).
+    pub(crate) fn is_redlock(&self) -> bool {
+        self.shared.config.topology.is_redlock()
+    }
+
     /// Turns a granted acquisition into a guard, starting its watchdog.
     fn grant(&self, a: Acquisition, sent: Instant, fence: u64) -> Result<Guard, Error> {
         let config = &self.shared.config;
@@ -445,6 +496,7 @@ impl Locker {
     }
 
     fn guard(&self, a: Acquisition, fence: u64, lease: Lease) -> Result<Guard, Error> {
+        let a = a.granted_permit()?;
         if self.shared.config.watchdog {
             self.shared.reserve_for_renewals();
         }

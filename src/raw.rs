@@ -4,7 +4,7 @@
 //! there are several, parses the replies (`protocol::replies`), and a pure
 //! function of `quorum.rs` decides.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -21,8 +21,8 @@ use crate::protocol::keys::{self, LockKeys};
 use crate::protocol::replies::{self, Handed, LockValue};
 use crate::protocol::scripts;
 pub(crate) use crate::protocol::scripts::Queue;
-use crate::server;
 use crate::quorum::{self, Acquired, Grant, Raised, Released, RenewDecision};
+use crate::server;
 use crate::time;
 use crate::token::Token;
 use crate::wake::listener::Listener;
@@ -54,6 +54,38 @@ pub(crate) struct Acquisition {
     /// handed over to this acquisition with a token at or below it was
     /// handed over before that attempt, and lost since.
     floor: AtomicU64,
+    /// A semaphore's permit: `keys.locks` are its every permit, of which
+    /// one is granted (see [`Acquisition::granted_permit`]).
+    permit: bool,
+    /// The index of the permit granted, once one is.
+    slot: AtomicUsize,
+    /// After [`Acquisition::granted_permit`]: the permit it holds.
+    pub(crate) granted: Option<u32>,
+}
+
+/// No permit granted yet.
+const NO_SLOT: usize = usize::MAX;
+
+impl Acquisition {
+    /// The acquisition of the permit that was granted, for its guard:
+    /// its one lock key, with the semaphore's queue (a release hands that
+    /// permit to the next waiter). A lock's acquisition is returned as it is.
+    pub(crate) fn granted_permit(mut self) -> Result<Acquisition, Error> {
+        if !self.permit {
+            return Ok(self);
+        }
+        let slot = self.slot.load(Ordering::SeqCst);
+        let key = self
+            .keys
+            .locks
+            .get(slot)
+            .cloned()
+            .ok_or_else(|| replies::unexpected("permit", &Value::Int(0)))?;
+        self.keys.locks = Arc::from([key]);
+        self.permit = false;
+        self.granted = u32::try_from(slot).ok();
+        Ok(self)
+    }
 }
 
 /// The outcome of one acquire attempt over all instances.
@@ -138,13 +170,43 @@ impl RawLock {
             caller_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
             keys: lock_keys,
             floor: AtomicU64::new(0),
+            permit: false,
+            slot: AtomicUsize::new(NO_SLOT),
+            granted: None,
         })
+    }
+
+    /// Prepares the acquisition of one permit of the semaphore `name` of
+    /// `permits` permits (both checked already).
+    pub(crate) fn prepare_permit(&self, name: &str, permits: u32) -> Result<Acquisition, Error> {
+        let cluster = self.config.topology.is_cluster();
+        Ok(Acquisition {
+            token: Token::new()?,
+            caller_keys: vec![name.to_owned()],
+            keys: self.config.keys.permit_keys(name, permits, cluster),
+            floor: AtomicU64::new(0),
+            permit: true,
+            slot: AtomicUsize::new(NO_SLOT),
+            granted: None,
+        })
+    }
+
+    /// How many permits of `keys` (a semaphore's) are free now.
+    pub(crate) fn free_permits(&self, keys: &LockKeys) -> Result<u32, Error> {
+        let reply = self.run_on(0, &mut |c| {
+            Ok(redis::cmd("EXISTS").arg(&*keys.locks).query::<Value>(c)?)
+        })?;
+        let taken = u32::try_from(replies::int_reply(&reply, "exists")?).unwrap_or(u32::MAX);
+        let all = u32::try_from(keys.locks.len()).unwrap_or(u32::MAX);
+        Ok(all.saturating_sub(taken))
     }
 
     /// The queue mode for an attempt of `a` that wants `wanted`: queues are
     /// kept for single-key locks, and not in Redlock mode.
     pub(crate) fn queue_mode(&self, a: &Acquisition, wanted: Queue) -> Queue {
-        if self.config.topology.queues(a.keys.locks.len()) {
+        // A semaphore queues for one permit, whichever it is.
+        let keys = if a.permit { 1 } else { a.keys.locks.len() };
+        if self.config.topology.queues(keys) {
             wanted
         } else {
             Queue::Ignore
@@ -174,7 +236,10 @@ impl RawLock {
         sent: Instant,
         claim: Duration,
     ) -> bool {
-        self.config.min_replicas == 0
+        // A permit handed over is taken up by the next attempt, which says
+        // which permit it is.
+        !a.permit
+            && self.config.min_replicas == 0
             && fence > a.floor.load(Ordering::SeqCst)
             && sent.elapsed() < claim / 3
     }
@@ -297,7 +362,8 @@ impl RawLock {
     fn acquire_on(&self, i: usize, a: &Acquisition, queue: Queue) -> Result<Grant, Error> {
         let config = &self.config;
         let ttl = time::millis_ceil(config.ttl);
-        let call = scripts::acquire(&a.keys, a.token.as_str(), ttl, &config.metadata, queue);
+        let (token, metadata) = (a.token.as_str(), &config.metadata);
+        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, a.permit);
         let release_by_token = || scripts::release_by_eval(&a.keys, a.token.as_str());
         let mut grant = None;
         let (checkout, io) = (config.checkout_timeout, config.io_timeout);
@@ -308,8 +374,11 @@ impl RawLock {
                 checked.store(true, Ordering::Relaxed);
             }
             let reply = call.invoke::<Value>(c)?;
-            let (g, floor) = replies::parse_acquire(&reply)?;
+            let (g, floor, slot) = replies::parse_permit_acquire(&reply)?;
             a.floor.store(floor, Ordering::SeqCst);
+            if let Some(slot) = slot {
+                a.slot.store(slot, Ordering::SeqCst);
+            }
             if matches!(g, Grant::Granted(_)) {
                 if let Err(e) = acknowledged(config, c) {
                     if matches!(e, Error::NotReplicated { .. }) {

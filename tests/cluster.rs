@@ -91,3 +91,38 @@ fn cross_slot_multi_key_locks_are_refused_before_writing() {
     ));
     assert!(cluster.all_keys().is_empty(), "nothing may be written");
 }
+
+#[test]
+fn semaphores_over_many_slots() {
+    let cluster = Cluster::start();
+    let locker = Locker::builder(cluster.pool())
+        .ttl(Duration::from_millis(400))
+        .build()
+        .unwrap();
+    // Names over many slots: each semaphore's keys share its name's slot
+    // (else every script would fail with CROSSSLOT).
+    let mut held = Vec::new();
+    for i in 0..20 {
+        let sem = locker.semaphore(&key(&format!("s{i}")), 2).unwrap();
+        let a = sem.acquire().unwrap();
+        let b = sem.try_acquire().unwrap().unwrap();
+        assert!(
+            sem.try_acquire().unwrap().is_none(),
+            "3 holders of 2 permits"
+        );
+        assert_eq!(sem.available_permits().unwrap(), 0);
+        assert!(b.fencing_token() > a.fencing_token());
+        drop(a);
+        held.push(sem.acquire_timeout(Duration::from_secs(10)).unwrap());
+        held.push(b);
+        assert_eq!(sem.available_permits().unwrap(), 0);
+    }
+    // Renewed past several TTLs: none is lost.
+    assert!(
+        !held[0].wait_lost(Duration::from_millis(1500)),
+        "renewed on a cluster"
+    );
+    for p in &held {
+        p.ensure_held().unwrap();
+    }
+}

@@ -16,6 +16,11 @@
 //!   `<prefix>:__redmutex__:waiters:<key>` (a hash); both expire soon after
 //!   the last waiter leaves or dies. On a cluster, `{<tag>}:` stands before
 //!   `<key>` in both.
+//! - A semaphore `name` keeps each permit as a lock key of its own,
+//!   `<prefix>:__redmutex__:permit:<i>:<name>`, and queues its waiters in
+//!   `...:permit-queue:<name>` and `...:permit-waiters:<name>` (on a
+//!   cluster with `{<tag>}:` before `<i>` and `<name>`, all in the slot of
+//!   the name's lock key).
 //! - Releases are announced on the pub/sub channel
 //!   `<prefix>:__redmutex__:released`, so waiters elsewhere retry at once
 //!   instead of at their next backoff (the messages are described in
@@ -119,6 +124,29 @@ impl KeySpace {
             locks,
             queue,
             waiters,
+        }
+    }
+
+    /// Every Redis key a semaphore `name` of `permits` permits uses: a lock
+    /// key per permit, `<prefix>:__redmutex__:permit:<i>:<name>`, and its
+    /// own queue, `...:permit-queue:<name>` and `...:permit-waiters:<name>`
+    /// (never a lock's: a lock and a semaphore of one name are apart). On a
+    /// cluster, `{<tag>}:` of the name's lock key's slot stands before
+    /// `<i>` and `<name>`, so all of them and the counter share a slot.
+    pub(crate) fn permit_keys(&self, name: &str, permits: u32, cluster: bool) -> LockKeys {
+        let tag = cluster.then(|| slots::tag_for(slots::slot(&self.lock_key(name))));
+        let within = |kind: &str, rest: &str| match tag {
+            Some(tag) => concat(&[&self.reserved, kind, ":{", tag, "}:", rest]),
+            None => concat(&[&self.reserved, kind, ":", rest]),
+        };
+        let locks: Arc<[String]> = (0..permits)
+            .map(|i| within("permit", &concat(&[&i.to_string(), ":", name])))
+            .collect();
+        LockKeys {
+            fence: self.fence_key_for(&locks, cluster),
+            queue: within("permit-queue", name),
+            waiters: within("permit-waiters", name),
+            locks,
         }
     }
 

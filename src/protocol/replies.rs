@@ -75,6 +75,20 @@ pub(crate) fn parse_acquire(reply: &Value) -> Result<(Grant, u64), Error> {
     }
 }
 
+/// [`parse_acquire`], where a grant of a semaphore's permit is
+/// `<fencing token>:<index of the permit>`; with that index.
+pub(crate) fn parse_permit_acquire(reply: &Value) -> Result<(Grant, u64, Option<usize>), Error> {
+    let granted = text(reply);
+    if let Some((fence, slot)) = granted.as_deref().and_then(|s| s.split_once(':')) {
+        return match (fence.parse::<u64>(), slot.parse::<usize>()) {
+            (Ok(fence), Ok(slot)) => Ok((Grant::Granted(fence), 0, Some(slot))),
+            _ => Err(unexpected("acquire", reply)),
+        };
+    }
+    let (grant, floor) = parse_acquire(reply)?;
+    Ok((grant, floor, None))
+}
+
 /// The number of keys deleted; after a hand-over, an array of that number,
 /// the grantee's owner token and its fencing token.
 pub(crate) fn parse_release(reply: &Value) -> Result<(i64, Option<Handed>), Error> {

@@ -136,6 +136,55 @@ local function free(key, counter, queue, waiters, channel)
 end
 ";
 
+/// Shared by the scripts that take a lock or a permit with a queue
+/// (`KEYS[1..3]`: the fencing counter, the queue, its waiters; `ARGV[1..5]`:
+/// owner token, TTL in ms, metadata, queue mode, how long the queue keys
+/// live; see [`ACQUIRE`]). Uses `LIVE_HEAD`'s `alive`.
+///
+/// `join` puts this waiter in the queue (or keeps it there) with its entry;
+/// `refuse` is the reply of a refused attempt: the given PTTL and the
+/// fencing counter as it stands; `leave` takes it out of the queue;
+/// `queue_turn` says whether it may take a free lock now. Uses `MINT`'s
+/// `clock` too.
+const JOIN: &str = r"
+local token, mode = ARGV[1], ARGV[4]
+local queue, waiters = KEYS[2], KEYS[3]
+-- Whether a refused attempt joins the queue (or stays in it).
+local joining = mode ~= '' and mode ~= '0'
+local function join(now, ms, micros)
+  -- A waiter whose stay ran out lost its place: it queues at the back.
+  if alive(redis.call('HGET', waiters, token), now) then
+    redis.call('ZADD', queue, 'NX', micros, token)
+  else
+    redis.call('ZADD', queue, micros, token)
+  end
+  redis.call('HSET', waiters, token, ms .. ':' .. mode .. ':' .. ARGV[2] .. ':' .. ARGV[3])
+  redis.call('PEXPIRE', queue, ARGV[5])
+  redis.call('PEXPIRE', waiters, ARGV[5])
+end
+local function refuse(pttl)
+  return {pttl, tonumber(redis.call('GET', KEYS[1]) or '0')}
+end
+local function leave()
+  redis.call('ZREM', queue, token)
+  redis.call('HDEL', waiters, token)
+end
+-- Before a free lock (or permit) is taken: a refusal when a live waiter is
+-- queued before this one (which then joins, or stays, behind it); nil when
+-- it may be taken, after leaving the queue if it was at its head.
+local function queue_turn()
+  if mode == '' or redis.call('EXISTS', queue) == 0 then return nil end
+  local now, ms, micros = clock()
+  local head = live_head(queue, waiters, now)
+  if head and head ~= token then
+    if joining then join(now, ms, micros) end
+    return refuse(-2)
+  end
+  if head == token then leave() end
+  return nil
+end
+";
+
 /// Takes every lock key or none, and mints a fencing token; for a single
 /// key, keeps waiters in a first-come, first-served queue.
 ///
@@ -164,9 +213,7 @@ end
 /// attempt.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{OWNED}{MINT}{LIVE_HEAD}
-local token, mode = ARGV[1], ARGV[4]
-local queue, waiters = KEYS[2], KEYS[3]
+        "{OWNED}{MINT}{LIVE_HEAD}{JOIN}
 local function grant()
   local fence = mint(KEYS[1])
   local value = token .. ':' .. fence .. ':' .. ARGV[3]
@@ -189,61 +236,93 @@ for i = 4, #KEYS do
     break
   end
 end
-local function refuse(pttl)
-  return {{pttl, tonumber(redis.call('GET', KEYS[1]) or '0')}}
-end
--- Whether a refused attempt joins the queue (or stays in it).
-local joining = mode ~= '' and mode ~= '0'
-local function join(now, ms, micros)
-  -- A waiter whose stay ran out lost its place: it queues at the back.
-  if alive(redis.call('HGET', waiters, token), now) then
-    redis.call('ZADD', queue, 'NX', micros, token)
-  else
-    redis.call('ZADD', queue, micros, token)
-  end
-  redis.call('HSET', waiters, token, ms .. ':' .. mode .. ':' .. ARGV[2] .. ':' .. ARGV[3])
-  redis.call('PEXPIRE', queue, ARGV[5])
-  redis.call('PEXPIRE', waiters, ARGV[5])
-end
 if busy then
   if joining then
     join(clock())
   end
   return refuse(busy)
 end
-if mode ~= '' and not mine and redis.call('EXISTS', queue) == 1 then
-  local now, ms, micros = clock()
-  local head = live_head(queue, waiters, now)
-  if head and head ~= token then
-    if joining then join(now, ms, micros) end
-    return refuse(-2)
-  end
-  if head == token then
-    redis.call('ZREM', queue, token)
-    redis.call('HDEL', waiters, token)
-  end
+if not mine then
+  local refused = queue_turn()
+  if refused then return refused end
 end
 return grant()
 "
     ))
 });
 
-/// Leaves the queue: a waiter that gave up. A lock handed over to it in
-/// the meantime is freed again (and handed to the next waiter).
+/// Leaves the queue: a waiter that gave up. A lock (or permit) handed over
+/// to it in the meantime is freed again (and handed to the next waiter).
 ///
-/// - `KEYS[1]`: the lock key, `KEYS[2]`: the fencing counter, `KEYS[3]`,
-///   `KEYS[4]`: the queue and its waiters. `ARGV[1]`: owner token,
-///   `ARGV[2]`: the release channel (`""`: none).
+/// - `KEYS[1]`: the fencing counter, `KEYS[2]`, `KEYS[3]`: the queue and
+///   its waiters, `KEYS[4..]`: the lock keys (a semaphore's every permit).
+///   `ARGV[1]`: owner token, `ARGV[2]`: the release channel (`""`: none).
 ///
-/// Replies: 1 when a lock handed over to it was freed, else 0.
+/// Replies: how many keys handed over to it were freed.
 pub(crate) static DEQUEUE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{OWNED}{MINT}{LIVE_HEAD}{HAND_OVER}
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('HDEL', KEYS[4], ARGV[1])
-if not owned(KEYS[1], ARGV[1]) then return 0 end
-free(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
-return 1
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+local n = 0
+for i = 4, #KEYS do
+  if owned(KEYS[i], ARGV[1]) then
+    free(KEYS[i], KEYS[1], KEYS[2], KEYS[3], ARGV[2])
+    n = n + 1
+  end
+end
+return n
+"
+    ))
+});
+
+/// Takes one permit of a semaphore: the first of its permit keys that is
+/// free, first come, first served with the other waiters, and mints a
+/// fencing token. Each permit is a lock key of its own (value, TTL,
+/// renewal, release and hand-over as a lock's), so a permit of a holder
+/// that vanished expires on the server's clock like any lock.
+///
+/// - `KEYS` and `ARGV` as [`ACQUIRE`]'s, where `KEYS[4..]` are the
+///   semaphore's permit keys (as many as the caller's permit count) and the
+///   queue is the semaphore's.
+///
+/// A permit already ours (a retry after a lost reply, or one handed over
+/// by a release) is granted again with a new fencing token; a free permit
+/// is taken only when no live waiter is queued before this one.
+///
+/// Replies: a bulk string `<fencing token>:<index of the permit>` when
+/// granted; when not, [`ACQUIRE`]'s refusal, with the smallest PTTL of the
+/// permits (-1: none has a TTL; -2: a permit is free but others are queued
+/// first).
+pub(crate) static PERMIT_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{OWNED}{MINT}{LIVE_HEAD}{JOIN}
+local function grant(i)
+  local fence = mint(KEYS[1])
+  redis.call('SET', KEYS[i], token .. ':' .. fence .. ':' .. ARGV[3], 'PX', ARGV[2])
+  return fence .. ':' .. (i - 4)
+end
+local free = nil
+for i = 4, #KEYS do
+  local v = redis.pcall('GET', KEYS[i])
+  if ours(v, token) then
+    if mode ~= '' then leave() end
+    return grant(i)
+  end
+  if not v then free = free or i end
+end
+if not free then
+  if joining then join(clock()) end
+  local soonest = -1
+  for i = 4, #KEYS do
+    local pttl = redis.call('PTTL', KEYS[i])
+    if pttl >= 0 and (soonest < 0 or pttl < soonest) then soonest = pttl end
+  end
+  return refuse(soonest)
+end
+local refused = queue_turn()
+if refused then return refused end
+return grant(free)
 "
     ))
 });
@@ -386,13 +465,15 @@ pub(crate) enum Queue {
     Join(Duration),
 }
 
-/// [`ACQUIRE`] of `keys` for `token`.
+/// [`ACQUIRE`] of `keys` for `token`; with `permit`, [`PERMIT_ACQUIRE`] of
+/// one of them.
 pub(crate) fn acquire(
     keys: &LockKeys,
     token: &str,
     ttl_ms: u64,
     metadata: &str,
     queue: Queue,
+    permit: bool,
 ) -> ScriptInvocation<'static> {
     // The queue mode, and how long the queue keys outlive this waiter.
     let (mode, keep) = match queue {
@@ -403,7 +484,8 @@ pub(crate) fn acquire(
             (ms.to_string(), ms.saturating_add(1000))
         }
     };
-    let mut call = ACQUIRE.prepare_invoke();
+    let script: &Script = if permit { &PERMIT_ACQUIRE } else { &ACQUIRE };
+    let mut call = script.prepare_invoke();
     call.key(&keys.fence)
         .key(&keys.queue)
         .key(&keys.waiters)
@@ -416,13 +498,14 @@ pub(crate) fn acquire(
     call
 }
 
-/// [`DEQUEUE`] of `token` from the queue of `keys` (single-key locks).
+/// [`DEQUEUE`] of `token` from the queue of `keys` (single-key locks and
+/// semaphores).
 pub(crate) fn dequeue(keys: &LockKeys, token: &str, channel: &str) -> ScriptInvocation<'static> {
     let mut call = DEQUEUE.prepare_invoke();
-    call.key(&*keys.locks)
-        .key(&keys.fence)
+    call.key(&keys.fence)
         .key(&keys.queue)
         .key(&keys.waiters)
+        .key(&*keys.locks)
         .arg(token)
         .arg(channel);
     call

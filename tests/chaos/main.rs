@@ -40,7 +40,7 @@ use common::{fence_in, Server, TempDir, SOMEONE_ELSE};
 use history::{
     check, ms, now_ns, rule, summary, wall_offset_ns, Event, Kind, Limits, Verdict, WorkerLog,
 };
-use worker::{resource_keys, Rng, Settings, FAST_KEYS, PREFIX, SLOW_KEY};
+use worker::{resource_keys, Rng, Settings, FAST_KEYS, PREFIX, SEM_NAME, SEM_PERMITS, SLOW_KEY};
 
 const TTL: Duration = Duration::from_millis(1000);
 const IO: Duration = Duration::from_millis(200);
@@ -1161,8 +1161,8 @@ impl Run<'_> {
         // The fenced counter lost no update.
         let mut rejected = 0;
         let mut res = self.resource.conn();
-        for key in FAST_KEYS.iter().chain([&SLOW_KEY]) {
-            let [_, count, stats] = resource_keys(key);
+        for key in section_keys() {
+            let [_, count, stats] = resource_keys(&key);
             let counter: u64 = redis::cmd("GET")
                 .arg(&count)
                 .query::<Option<u64>>(&mut res)
@@ -1259,6 +1259,8 @@ impl Run<'_> {
                 if rest == "fence" {
                     continue;
                 }
+                // A semaphore's queue is kept as a lock's.
+                let rest = rest.strip_prefix("permit-").unwrap_or(rest);
                 if rest.starts_with("waiters:") {
                     let entries: Vec<(String, String)> = redis::cmd("HGETALL")
                         .arg(&k)
@@ -1272,14 +1274,14 @@ impl Run<'_> {
                     }
                     continue;
                 }
-                if let Some(name) = rest.strip_prefix("queue:") {
+                if rest.starts_with("queue:") {
                     let members: Vec<String> = redis::cmd("ZRANGE")
                         .arg(&k)
                         .arg(0)
                         .arg(-1)
                         .query(&mut c)
                         .unwrap_or_default();
-                    let waiters = format!("{reserved}waiters:{name}");
+                    let waiters = k.replacen("queue:", "waiters:", 1);
                     for m in members {
                         let entry: Option<String> = redis::cmd("HGET")
                             .arg(&waiters)
@@ -1297,8 +1299,10 @@ impl Run<'_> {
                     }
                     continue;
                 }
-                left.push(k);
-                continue;
+                if lock_name(&k).is_none() {
+                    left.push(k);
+                    continue;
+                }
             }
             if lock_name(&k).is_some() {
                 let v: Option<String> = redis::cmd("GET").arg(&k).query(&mut c).unwrap_or(None);
@@ -1351,7 +1355,23 @@ fn nanos(d: Duration) -> u64 {
 /// or the broken locker's counter).
 fn lock_name(redis_key: &str) -> Option<String> {
     let name = redis_key.strip_prefix(PREFIX)?.strip_prefix(':')?;
+    // A semaphore's permit `i`: recorded as `<name>#<i>`.
+    if let Some(permit) = name.strip_prefix("__redmutex__:permit:") {
+        let (i, sem) = permit.split_once(':')?;
+        return Some(format!("{sem}#{i}"));
+    }
     (!name.starts_with("__redmutex__") && name != "broken-fence").then(|| name.to_owned())
+}
+
+/// The keys the workers' sections are recorded under.
+fn section_keys() -> Vec<String> {
+    let permits = (0..SEM_PERMITS).map(|i| format!("{SEM_NAME}#{i}"));
+    FAST_KEYS
+        .iter()
+        .chain([&SLOW_KEY])
+        .map(|k| (*k).to_owned())
+        .chain(permits)
+        .collect()
 }
 
 /// Reads the value of KEYS[1] and, if there was one, takes the key away:

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use redis::sentinel::{LockedSentinelClient, SentinelClient, SentinelServerType};
 use redis::Script;
-use redmutex::{Backoff, Error, Guard, Locker};
+use redmutex::{Backoff, Error, Guard, Locker, Semaphore};
 
 use crate::broken::{BrokenLocker, Flaw};
 use crate::history::{line, now_ns, Op, Unlock};
@@ -31,6 +31,11 @@ pub const ENV: &str = "REDMUTEX_CHAOS_WORKER";
 /// The keys the fast threads lock; `slow` is the slow thread's.
 pub const FAST_KEYS: [&str; 3] = ["k0", "k1", "k2"];
 pub const SLOW_KEY: &str = "slow";
+/// The semaphore the permit thread takes permits of (not on Redlock, nor
+/// with a broken locker), and its count: sections are recorded under
+/// `sem#0` and `sem#1`.
+pub const SEM_NAME: &str = "sem";
+pub const SEM_PERMITS: u32 = 2;
 pub const PREFIX: &str = "chaos";
 /// The name the sentinels know the master by.
 pub const SENTINEL_MASTER: &str = "mymaster";
@@ -90,6 +95,12 @@ impl Settings {
 
 /// A held lock, whichever locker gave it.
 pub trait Held: Send {
+    /// The key its section is recorded under, for a lock asked for as
+    /// `asked`: the key itself, or `<name>#<i>` for permit `i` of a
+    /// semaphore (each permit excludes like a lock).
+    fn key(&self, asked: &str) -> String {
+        asked.to_owned()
+    }
     fn token(&self) -> u64;
     fn wait_lost(&self, d: Duration) -> bool;
     fn is_lost(&self) -> bool;
@@ -106,6 +117,12 @@ struct Real {
 }
 
 impl Held for Guard {
+    fn key(&self, asked: &str) -> String {
+        match self.permit() {
+            Some(i) => format!("{asked}#{i}"),
+            None => asked.to_owned(),
+        }
+    }
     fn token(&self) -> u64 {
         self.fencing_token()
     }
@@ -120,6 +137,20 @@ impl Held for Guard {
             Ok(()) => Unlock::Ok,
             Err(Error::Lost { .. }) => Unlock::Lost,
             Err(_) => Unlock::Err,
+        }
+    }
+}
+
+/// The permits of one semaphore, taken as locks.
+struct Permits {
+    semaphore: Semaphore,
+}
+
+impl Lock for Permits {
+    fn lock(&self, _name: &str, wait: Duration) -> Result<Box<dyn Held>, String> {
+        match self.semaphore.acquire_timeout(wait) {
+            Ok(g) => Ok(Box::new(g)),
+            Err(e) => Err(error_kind(&e).to_owned()),
         }
     }
 }
@@ -253,7 +284,8 @@ pub fn main(spec: &str) {
             .replica_timeout(settings.io / 2)
             .build()
             .expect("a valid locker");
-        return work(&settings, rec, Arc::new(Real { locker }), &[]);
+        let permits = permits_of(&locker);
+        return work(&settings, rec, Arc::new(Real { locker }), permits, &[]);
     }
     let pools: Vec<r2d2::Pool<redis::Client>> = settings
         .lock_urls
@@ -267,25 +299,34 @@ pub fn main(spec: &str) {
                 .build_unchecked(redis::Client::open(u.as_str()).expect("lock server url"))
         })
         .collect();
-    let lock: Arc<dyn Lock> = if let Some(flaw) = settings.flaw {
-        Arc::new(BrokenLocker::new(
+    let (lock, permits): (Arc<dyn Lock>, _) = if let Some(flaw) = settings.flaw {
+        let broken = BrokenLocker::new(
             pools.first().expect("a pool").clone(),
             settings.ttl,
             settings.id,
             flaw,
-        ))
+        );
+        (Arc::new(broken), None)
     } else {
         let first = pools.first().expect("a pool").clone();
         let mut b = builder(Locker::builder(first), &settings);
         for p in pools.iter().skip(1) {
             b = b.instance(p.clone());
         }
-        Arc::new(Real {
-            locker: b.build().expect("a valid locker"),
-        })
+        let locker = b.build().expect("a valid locker");
+        let permits = (pools.len() == 1).then(|| permits_of(&locker)).flatten();
+        (Arc::new(Real { locker }), permits)
     };
 
-    work(&settings, rec, lock, &pools);
+    work(&settings, rec, lock, permits, &pools);
+}
+
+/// The permits of the suite's semaphore on `locker`.
+fn permits_of(locker: &Locker) -> Option<Arc<dyn Lock>> {
+    let semaphore = locker
+        .semaphore(SEM_NAME, SEM_PERMITS)
+        .expect("a valid semaphore");
+    Some(Arc::new(Permits { semaphore }))
 }
 
 /// The settings every real locker of a worker shares.
@@ -307,10 +348,27 @@ fn work(
     settings: &Settings,
     rec: Arc<Recorder>,
     lock: Arc<dyn Lock>,
+    permits: Option<Arc<dyn Lock>>,
     pools: &[r2d2::Pool<redis::Client>],
 ) {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
+    if let Some(permits) = permits {
+        let (rec, stop, settings) = (Arc::clone(&rec), Arc::clone(&stop), settings.clone());
+        threads.push(
+            std::thread::Builder::new()
+                .name("worker-permits".into())
+                .spawn(move || {
+                    let mut res = Resource::open(&settings.resource_url);
+                    let mut rng = Rng::new(u64::from(settings.id) << 8 | 0xff);
+                    while !stop.load(Ordering::SeqCst) {
+                        let hold = Duration::from_millis(1 + rng.below(3));
+                        section(&*permits, &rec, &mut res, SEM_NAME, hold, None);
+                    }
+                })
+                .expect("spawn the permit thread"),
+        );
+    }
     for n in 0..=FAST_THREADS {
         let (lock, rec, stop, settings) = (
             Arc::clone(&lock),
@@ -408,6 +466,7 @@ fn section(
         }
     };
     let token = held.token();
+    let key = &held.key(key);
     rec.put(&line::enter(key, token, now_ns(), asked));
     let (get, value) = res.call(key, token, "get");
     // The application's other thread takes every connection, as each comes
