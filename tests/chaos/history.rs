@@ -92,6 +92,11 @@ pub mod line {
         format!("E {key} {token} {t} {asked}\n")
     }
 
+    /// The section's fenced read was accepted; it returned at `t`.
+    pub fn read(key: &str, token: u64, t: u64) -> String {
+        format!("G {key} {token} {t}\n")
+    }
+
     pub fn lost(key: &str, token: u64, t: u64) -> String {
         format!("L {key} {token} {t}\n")
     }
@@ -154,6 +159,9 @@ pub struct Section {
     pub enter: u64,
     /// When the lock call that led here started.
     pub asked: u64,
+    /// When its first fenced read of the resource returned accepted: from
+    /// then on the resource knows its token, and refuses an older one.
+    pub read_at: Option<u64>,
     /// A starving round: when it began taking every connection of its
     /// pool (as the worker recorded it)...
     pub starving: Option<u64>,
@@ -211,12 +219,18 @@ impl WorkerLog {
                         token: num(2),
                         enter: num(3),
                         asked: num(4),
+                        read_at: None,
                         starving: None,
                         starved: None,
                         lost_at: None,
                         exit: None,
                         unlock: None,
                     });
+                }
+                Some("G") => {
+                    if let Some(s) = find(&open).and_then(|i| log.sections.get_mut(i)) {
+                        s.read_at = Some(num(3));
+                    }
                 }
                 Some("L") => {
                     if let Some(s) = find(&open).and_then(|i| log.sections.get_mut(i)) {
@@ -762,10 +776,17 @@ pub fn check(
                 // have stopped.
                 let (old, new) = if a.token < b.token { (a, b) } else { (b, a) };
                 let since = a.enter.max(b.enter);
-                let wrote = old
-                    .exit
-                    .as_ref()
-                    .is_some_and(|x| x.set == Op::Ok && x.set_start > since);
+                // A stale write is one the fence should have refused: begun
+                // after the newer holder's fenced read had been accepted, so
+                // the resource knew the newer token. One that reaches the
+                // resource before the newer holder first touches it is
+                // ordered before that holder, which then reads what it
+                // wrote (the lost-update check sees to that).
+                let wrote = new.read_at.is_some_and(|read| {
+                    old.exit
+                        .as_ref()
+                        .is_some_and(|x| x.set == Op::Ok && x.set_start > read)
+                });
                 let told = old.told();
                 let why = if told.is_some_and(|t| t <= since) {
                     Some(None)
@@ -791,7 +812,7 @@ pub fn check(
                         v.violate(
                             rule::STALE_WRITE,
                             format!(
-                                "{}: a stale write of token {} (worker {}) was accepted after token {} entered",
+                                "{}: a stale write of token {} (worker {}) was accepted after token {} had read",
                                 a.key, old.token, old.worker, new.token
                             ),
                         );

@@ -469,6 +469,9 @@ fn section(
     let key = &held.key(key);
     rec.put(&line::enter(key, token, now_ns(), asked));
     let (get, value) = res.call(key, token, "get");
+    if get == Op::Ok {
+        rec.put(&line::read(key, token, now_ns()));
+    }
     // The application's other thread takes every connection, as each comes
     // free, for a while; this one keeps listening to its guard meanwhile,
     // so that a loss is recorded when the guard tells it.
