@@ -97,7 +97,7 @@ impl Guard {
         let mut guard = Guard {
             keys: std::mem::take(&mut acquisition.caller_keys),
             fence,
-            permit: acquisition.granted,
+            permit: acquisition.permit_index(),
             lease,
             held: Some(Held {
                 shared,

@@ -205,10 +205,7 @@ impl Locker {
         wait: Option<Duration>,
         stop: &AtomicBool,
     ) -> Result<Guard, Error> {
-        if let Some(wait) = wait {
-            validate_wait("wait", wait)?;
-        }
-        let wait = wait.or(self.shared.config.acquire_timeout);
+        let wait = self.wait_or_default(wait)?;
         self.acquire_waiting(&[key], wait, Some(stop))
     }
 
@@ -447,26 +444,22 @@ impl Locker {
         }
     }
 
-    /// The state behind this locker, for the unit tests that call its
-    /// script callers directly.
-    #[cfg(test)]
+    /// The state behind this locker, for the other primitives on it and
+    /// the unit tests that call its script callers directly.
     pub(crate) fn shared(&self) -> &Arc<RawLock> {
         &self.shared
     }
 
-    /// The state behind this locker, for the other primitives on it.
-    pub(crate) fn shared_state(&self) -> &RawLock {
-        &self.shared
-    }
-
-    /// The builder's acquire timeout.
-    pub(crate) fn acquire_timeout(&self) -> Option<Duration> {
-        self.shared.config.acquire_timeout
-    }
-
-    /// Whether this locker asks several instances (Redlock).
-    pub(crate) fn is_redlock(&self) -> bool {
-        self.shared.config.topology.is_redlock()
+    /// The wait of a call that may be called off: `wait` (checked) when
+    /// given, else the builder's acquire timeout.
+    pub(crate) fn wait_or_default(
+        &self,
+        wait: Option<Duration>,
+    ) -> Result<Option<Duration>, Error> {
+        if let Some(wait) = wait {
+            validate_wait("wait", wait)?;
+        }
+        Ok(wait.or(self.shared.config.acquire_timeout))
     }
 
     /// Turns a granted acquisition into a guard, starting its watchdog.

@@ -59,14 +59,34 @@ pub(crate) struct Acquisition {
     permit: bool,
     /// The index of the permit granted, once one is.
     slot: AtomicUsize,
-    /// After [`Acquisition::granted_permit`]: the permit it holds.
-    pub(crate) granted: Option<u32>,
 }
 
 /// No permit granted yet.
 const NO_SLOT: usize = usize::MAX;
 
 impl Acquisition {
+    /// An acquisition of `keys` with a fresh token; with `permit`, of one
+    /// of them (a semaphore's permits).
+    fn new(caller_keys: Vec<String>, keys: LockKeys, permit: bool) -> Result<Acquisition, Error> {
+        Ok(Acquisition {
+            token: Token::new()?,
+            caller_keys,
+            keys,
+            floor: AtomicU64::new(0),
+            permit,
+            slot: AtomicUsize::new(NO_SLOT),
+        })
+    }
+
+    /// Which permit of a semaphore this acquisition holds, once granted;
+    /// `None` for a lock.
+    pub(crate) fn permit_index(&self) -> Option<u32> {
+        let slot = self.slot.load(Ordering::SeqCst);
+        (slot != NO_SLOT)
+            .then(|| u32::try_from(slot).ok())
+            .flatten()
+    }
+
     /// The acquisition of the permit that was granted, for its guard:
     /// its one lock key, with the semaphore's queue (a release hands that
     /// permit to the next waiter). A lock's acquisition is returned as it is.
@@ -83,7 +103,6 @@ impl Acquisition {
             .ok_or_else(|| replies::unexpected("permit", &Value::Int(0)))?;
         self.keys.locks = Arc::from([key]);
         self.permit = false;
-        self.granted = u32::try_from(slot).ok();
         Ok(self)
     }
 }
@@ -165,34 +184,27 @@ impl RawLock {
         if cluster {
             keys::same_slot(keys, &lock_keys.locks)?;
         }
-        Ok(Acquisition {
-            token: Token::new()?,
-            caller_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
-            keys: lock_keys,
-            floor: AtomicU64::new(0),
-            permit: false,
-            slot: AtomicUsize::new(NO_SLOT),
-            granted: None,
-        })
+        let caller_keys = keys.iter().map(|k| (*k).to_owned()).collect();
+        Acquisition::new(caller_keys, lock_keys, false)
+    }
+
+    /// The Redis keys of the semaphore `name` of `permits` permits.
+    fn permit_keys(&self, name: &str, permits: u32) -> LockKeys {
+        let cluster = self.config.topology.is_cluster();
+        self.config.keys.permit_keys(name, permits, cluster)
     }
 
     /// Prepares the acquisition of one permit of the semaphore `name` of
     /// `permits` permits (both checked already).
     pub(crate) fn prepare_permit(&self, name: &str, permits: u32) -> Result<Acquisition, Error> {
-        let cluster = self.config.topology.is_cluster();
-        Ok(Acquisition {
-            token: Token::new()?,
-            caller_keys: vec![name.to_owned()],
-            keys: self.config.keys.permit_keys(name, permits, cluster),
-            floor: AtomicU64::new(0),
-            permit: true,
-            slot: AtomicUsize::new(NO_SLOT),
-            granted: None,
-        })
+        let keys = self.permit_keys(name, permits);
+        Acquisition::new(vec![name.to_owned()], keys, true)
     }
 
-    /// How many permits of `keys` (a semaphore's) are free now.
-    pub(crate) fn free_permits(&self, keys: &LockKeys) -> Result<u32, Error> {
+    /// How many permits of the semaphore `name` of `permits` permits are
+    /// free now.
+    pub(crate) fn free_permits(&self, name: &str, permits: u32) -> Result<u32, Error> {
+        let keys = self.permit_keys(name, permits);
         let reply = self.run_on(0, &mut |c| {
             Ok(redis::cmd("EXISTS").arg(&*keys.locks).query::<Value>(c)?)
         })?;
@@ -374,11 +386,16 @@ impl RawLock {
                 checked.store(true, Ordering::Relaxed);
             }
             let reply = call.invoke::<Value>(c)?;
-            let (g, floor, slot) = replies::parse_permit_acquire(&reply)?;
+            let (g, floor) = if a.permit {
+                let (g, floor, slot) = replies::parse_permit_acquire(&reply)?;
+                if let Some(slot) = slot {
+                    a.slot.store(slot, Ordering::SeqCst);
+                }
+                (g, floor)
+            } else {
+                replies::parse_acquire(&reply)?
+            };
             a.floor.store(floor, Ordering::SeqCst);
-            if let Some(slot) = slot {
-                a.slot.store(slot, Ordering::SeqCst);
-            }
             if matches!(g, Grant::Granted(_)) {
                 if let Err(e) = acknowledged(config, c) {
                     if matches!(e, Error::NotReplicated { .. }) {

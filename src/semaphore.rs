@@ -70,7 +70,7 @@ impl Semaphore {
                 "a semaphore needs 1 to {MAX_PERMITS} permits, not {permits}"
             )));
         }
-        if locker.is_redlock() {
+        if locker.shared().config.topology.is_redlock() {
             return Err(Error::InvalidInput(
                 "semaphores need one server (or Sentinel, or a Cluster): \
                  a Redlock locker has no safe version of them"
@@ -100,7 +100,7 @@ impl Semaphore {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn acquire(&self) -> Result<Guard, Error> {
-        let wait = self.locker.acquire_timeout();
+        let wait = self.locker.shared().config.acquire_timeout;
         self.acquire_within(wait, None)
     }
 
@@ -149,10 +149,7 @@ impl Semaphore {
         wait: Option<Duration>,
         stop: &AtomicBool,
     ) -> Result<Guard, Error> {
-        if let Some(wait) = wait {
-            validate_wait("wait", wait)?;
-        }
-        let wait = wait.or(self.locker.acquire_timeout());
+        let wait = self.locker.wait_or_default(wait)?;
         self.acquire_within(wait, Some(stop))
     }
 
@@ -171,8 +168,10 @@ impl Semaphore {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn try_acquire(&self) -> Result<Option<Guard>, Error> {
-        let shared = self.locker.shared_state();
-        let acquisition = shared.prepare_permit(&self.name, self.permits)?;
+        let acquisition = self
+            .locker
+            .shared()
+            .prepare_permit(&self.name, self.permits)?;
         self.locker.try_acquisition(acquisition)
     }
 
@@ -192,13 +191,7 @@ impl Semaphore {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn available_permits(&self) -> Result<u32, Error> {
-        let shared = self.locker.shared_state();
-        let cluster = shared.config.topology.is_cluster();
-        let keys = shared
-            .config
-            .keys
-            .permit_keys(&self.name, self.permits, cluster);
-        shared.free_permits(&keys)
+        self.locker.shared().free_permits(&self.name, self.permits)
     }
 
     /// The semaphore's name.
@@ -228,8 +221,10 @@ impl Semaphore {
         wait: Option<Duration>,
         stop: Option<&AtomicBool>,
     ) -> Result<Guard, Error> {
-        let shared = self.locker.shared_state();
-        let acquisition = shared.prepare_permit(&self.name, self.permits)?;
+        let acquisition = self
+            .locker
+            .shared()
+            .prepare_permit(&self.name, self.permits)?;
         self.locker.wait_for(acquisition, wait, stop)
     }
 }

@@ -100,17 +100,25 @@ impl KeySpace {
     /// entries (a hash), in the lock key's slot on a cluster. They exist
     /// only while someone waits, and expire soon after the last waiter.
     pub(crate) fn queue_keys(&self, key: &str, cluster: bool) -> (String, String) {
-        if cluster {
-            let tag = slots::tag_for(slots::slot(&self.lock_key(key)));
-            (
-                concat(&[&self.reserved, "queue:{", tag, "}:", key]),
-                concat(&[&self.reserved, "waiters:{", tag, "}:", key]),
-            )
-        } else {
-            (
-                concat(&[&self.reserved, "queue:", key]),
-                concat(&[&self.reserved, "waiters:", key]),
-            )
+        let tag = self.slot_tag(key, cluster);
+        (
+            self.internal("queue", tag, key),
+            self.internal("waiters", tag, key),
+        )
+    }
+
+    /// On a cluster, the tag of the slot of `key`'s lock key, which every
+    /// internal key of that name carries.
+    fn slot_tag(&self, key: &str, cluster: bool) -> Option<&'static str> {
+        cluster.then(|| slots::tag_for(slots::slot(&self.lock_key(key))))
+    }
+
+    /// The internal key `<reserved><kind>:<rest>`, or on a cluster
+    /// `<reserved><kind>:{<tag>}:<rest>`.
+    fn internal(&self, kind: &str, tag: Option<&str>, rest: &str) -> String {
+        match tag {
+            Some(tag) => concat(&[&self.reserved, kind, ":{", tag, "}:", rest]),
+            None => concat(&[&self.reserved, kind, ":", rest]),
         }
     }
 
@@ -134,18 +142,14 @@ impl KeySpace {
     /// cluster, `{<tag>}:` of the name's lock key's slot stands before
     /// `<i>` and `<name>`, so all of them and the counter share a slot.
     pub(crate) fn permit_keys(&self, name: &str, permits: u32, cluster: bool) -> LockKeys {
-        let tag = cluster.then(|| slots::tag_for(slots::slot(&self.lock_key(name))));
-        let within = |kind: &str, rest: &str| match tag {
-            Some(tag) => concat(&[&self.reserved, kind, ":{", tag, "}:", rest]),
-            None => concat(&[&self.reserved, kind, ":", rest]),
-        };
+        let tag = self.slot_tag(name, cluster);
         let locks: Arc<[String]> = (0..permits)
-            .map(|i| within("permit", &concat(&[&i.to_string(), ":", name])))
+            .map(|i| self.internal("permit", tag, &concat(&[&i.to_string(), ":", name])))
             .collect();
         LockKeys {
             fence: self.fence_key_for(&locks, cluster),
-            queue: within("permit-queue", name),
-            waiters: within("permit-waiters", name),
+            queue: self.internal("permit-queue", tag, name),
+            waiters: self.internal("permit-waiters", tag, name),
             locks,
         }
     }
