@@ -208,6 +208,15 @@
 //! guarantees and limits of a lock hold for each permit, and at most N
 //! holders hold at once because there are only N permits. Not on Redlock.
 //!
+//! # Read-write locks
+//!
+//! [`Locker::rwlock`] gives a [`RwLock`]: many readers of a name at once,
+//! or one writer. Each hold, read or write, is a [`Guard`] with everything
+//! above, kept as a key of its own, and its fencing token rises with every
+//! grant of the name. Writers come first: a queued writer stops the
+//! readers who arrive after it, and its release lets in every reader
+//! queued before the next writer. Not on Redlock.
+//!
 //! # Differences from `std::sync::Mutex`
 //!
 //! - A lock is named by a string, not tied to data; it protects whatever its
@@ -262,6 +271,7 @@
 // lib.rs              crate docs, modules, re-exports; no logic
 // locker.rs           `Locker`: the API, and the acquire loop (wait, queue, hand-over)
 // semaphore.rs        `Semaphore`: N holders of a name, each hold a `Guard` over one permit key
+// rwlock.rs           `RwLock`: readers or one writer of a name, each hold a `Guard` over its key
 // guard.rs            `Guard`: a held lock, its lease API, release on drop
 // info.rs             `LockInfo`, what `Locker::holder` reports
 // config.rs           `Builder`, the frozen `Config`, the `Topology` decided once, every default
@@ -301,6 +311,7 @@ mod locker;
 mod protocol;
 mod quorum;
 mod raw;
+mod rwlock;
 mod semaphore;
 mod server;
 mod sync;
@@ -319,6 +330,7 @@ pub use guard::Guard;
 pub use info::LockInfo;
 pub use lease::workers::{watchdog_threads, WatchdogThreads};
 pub use locker::Locker;
+pub use rwlock::RwLock;
 pub use semaphore::{Semaphore, MAX_PERMITS};
 pub use server::MIN_REDIS_VERSION;
 

@@ -15,6 +15,7 @@ use crate::guard::Guard;
 use crate::info::LockInfo;
 use crate::lease::Lease;
 use crate::raw::{Acquisition, Outcome, Queue, RawLock};
+use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
 use crate::time;
 use crate::Error;
@@ -308,6 +309,39 @@ impl Locker {
         Semaphore::new(self.clone(), name, permits)
     }
 
+    /// A read-write lock `name` over this locker's server and prefix: many
+    /// readers at once or one writer, writers first, each hold a [`Guard`]
+    /// (see [`RwLock`]). Nothing is sent to Redis yet.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for an empty or reserved name, and on a
+    /// Redlock locker ([`Builder::instance`](crate::Builder::instance)),
+    /// which has no safe version of a read-write lock.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let config = locker.rwlock("config")?;
+    /// let _read = config.read()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn rwlock(&self, name: &str) -> Result<RwLock, Error> {
+        RwLock::new(self.clone(), name)
+    }
+
+    /// Refuses `what` (semaphores, read-write locks) on a Redlock locker:
+    /// their holds are counted on one server, which a quorum of separate
+    /// servers cannot do safely.
+    pub(crate) fn single_source(&self, what: &str) -> Result<(), Error> {
+        if self.shared.config.topology.is_redlock() {
+            return Err(Error::InvalidInput(format!(
+                "{what} need one server (or Sentinel, or a Cluster): \
+                 a Redlock locker has no safe version of them"
+            )));
+        }
+        Ok(())
+    }
+
     /// Who holds `key` right now, or `None` when it is free. One round trip.
     ///
     /// # Errors
@@ -364,7 +398,7 @@ impl Locker {
         let first = first_key.as_str();
         let deadline = wait.and_then(|w| time::deadline(start, w));
         let backoff = self.shared.config.backoff;
-        let watched = Arc::clone(&acquisition.keys.locks);
+        let watched = Arc::clone(acquisition.keys.watched());
         let token = acquisition.token.as_str().to_owned();
         let watch = self.shared.signal().watch(&watched, &token);
         // A queued waiter's place lasts until its next attempt could come,

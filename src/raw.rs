@@ -17,7 +17,7 @@ use crate::conn::{Connector, Op};
 use crate::info::LockInfo;
 use crate::lease::watchdog::Renewal;
 use crate::lease::Lease;
-use crate::protocol::keys::{self, LockKeys};
+use crate::protocol::keys::{self, Hold, LockKeys};
 use crate::protocol::replies::{self, Handed, LockValue};
 use crate::protocol::scripts;
 pub(crate) use crate::protocol::scripts::Queue;
@@ -54,9 +54,6 @@ pub(crate) struct Acquisition {
     /// handed over to this acquisition with a token at or below it was
     /// handed over before that attempt, and lost since.
     floor: AtomicU64,
-    /// A semaphore's permit: `keys.locks` are its every permit, of which
-    /// one is granted (see [`Acquisition::granted_permit`]).
-    permit: bool,
     /// The index of the permit granted, once one is.
     slot: AtomicUsize,
 }
@@ -65,15 +62,14 @@ pub(crate) struct Acquisition {
 const NO_SLOT: usize = usize::MAX;
 
 impl Acquisition {
-    /// An acquisition of `keys` with a fresh token; with `permit`, of one
-    /// of them (a semaphore's permits).
-    fn new(caller_keys: Vec<String>, keys: LockKeys, permit: bool) -> Result<Acquisition, Error> {
+    /// An acquisition of `keys` (what they hold says how) with a fresh
+    /// token.
+    fn new(caller_keys: Vec<String>, keys: LockKeys) -> Result<Acquisition, Error> {
         Ok(Acquisition {
             token: Token::new()?,
             caller_keys,
             keys,
             floor: AtomicU64::new(0),
-            permit,
             slot: AtomicUsize::new(NO_SLOT),
         })
     }
@@ -91,7 +87,7 @@ impl Acquisition {
     /// its one lock key, with the semaphore's queue (a release hands that
     /// permit to the next waiter). A lock's acquisition is returned as it is.
     pub(crate) fn granted_permit(mut self) -> Result<Acquisition, Error> {
-        if !self.permit {
+        if !self.is_permit() {
             return Ok(self);
         }
         let slot = self.slot.load(Ordering::SeqCst);
@@ -102,8 +98,13 @@ impl Acquisition {
             .cloned()
             .ok_or_else(|| replies::unexpected("permit", &Value::Int(0)))?;
         self.keys.locks = Arc::from([key]);
-        self.permit = false;
+        self.keys.hold = Hold::Lock;
         Ok(self)
+    }
+
+    /// A semaphore's permit, not granted yet.
+    fn is_permit(&self) -> bool {
+        matches!(self.keys.hold, Hold::Permit)
     }
 }
 
@@ -185,7 +186,7 @@ impl RawLock {
             keys::same_slot(keys, &lock_keys.locks)?;
         }
         let caller_keys = keys.iter().map(|k| (*k).to_owned()).collect();
-        Acquisition::new(caller_keys, lock_keys, false)
+        Acquisition::new(caller_keys, lock_keys)
     }
 
     /// The Redis keys of the semaphore `name` of `permits` permits.
@@ -198,7 +199,20 @@ impl RawLock {
     /// `permits` permits (both checked already).
     pub(crate) fn prepare_permit(&self, name: &str, permits: u32) -> Result<Acquisition, Error> {
         let keys = self.permit_keys(name, permits);
-        Acquisition::new(vec![name.to_owned()], keys, true)
+        Acquisition::new(vec![name.to_owned()], keys)
+    }
+
+    /// Prepares the acquisition of a read hold (`read`) or the write hold
+    /// of the read-write lock `name` (checked already). A read hold gets a
+    /// key of its own, named by an id drawn for it.
+    pub(crate) fn prepare_rw(&self, name: &str, read: bool) -> Result<Acquisition, Error> {
+        let cluster = self.config.topology.is_cluster();
+        let id = if read { Some(Token::new()?) } else { None };
+        // Half of a token never used as one: unique, and it says nothing
+        // of any owner token's secret half.
+        let id = id.as_ref().map(|t| &t.as_str()[..16]);
+        let keys = self.config.keys.rw_keys(name, id, cluster);
+        Acquisition::new(vec![name.to_owned()], keys)
     }
 
     /// How many permits of the semaphore `name` of `permits` permits are
@@ -216,8 +230,12 @@ impl RawLock {
     /// The queue mode for an attempt of `a` that wants `wanted`: queues are
     /// kept for single-key locks, and not in Redlock mode.
     pub(crate) fn queue_mode(&self, a: &Acquisition, wanted: Queue) -> Queue {
-        // A semaphore queues for one permit, whichever it is.
-        let keys = if a.permit { 1 } else { a.keys.locks.len() };
+        // A semaphore queues for one permit, whichever it is; a read-write
+        // lock queues for one lock.
+        let keys = match a.keys.hold {
+            Hold::Lock => a.keys.locks.len(),
+            Hold::Permit | Hold::Read { .. } | Hold::Write { .. } => 1,
+        };
         if self.config.topology.queues(keys) {
             wanted
         } else {
@@ -249,8 +267,9 @@ impl RawLock {
         claim: Duration,
     ) -> bool {
         // A permit handed over is taken up by the next attempt, which says
-        // which permit it is.
-        !a.permit
+        // which permit it is; nothing is handed over to a read-write lock's
+        // waiters.
+        matches!(a.keys.hold, Hold::Lock)
             && self.config.min_replicas == 0
             && fence > a.floor.load(Ordering::SeqCst)
             && sent.elapsed() < claim / 3
@@ -375,7 +394,7 @@ impl RawLock {
         let config = &self.config;
         let ttl = time::millis_ceil(config.ttl);
         let (token, metadata) = (a.token.as_str(), &config.metadata);
-        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, a.permit);
+        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue);
         let release_by_token = || scripts::release_by_eval(&a.keys, a.token.as_str());
         let mut grant = None;
         let (checkout, io) = (config.checkout_timeout, config.io_timeout);
@@ -386,7 +405,7 @@ impl RawLock {
                 checked.store(true, Ordering::Relaxed);
             }
             let reply = call.invoke::<Value>(c)?;
-            let (g, floor) = if a.permit {
+            let (g, floor) = if a.is_permit() {
                 let (g, floor, slot) = replies::parse_permit_acquire(&reply)?;
                 if let Some(slot) = slot {
                     a.slot.store(slot, Ordering::SeqCst);
@@ -465,8 +484,11 @@ impl RawLock {
     /// been lost. With the hand-over, if there was one.
     pub(crate) fn release(&self, a: &Acquisition) -> Result<(bool, Option<Handed>), Error> {
         let channel = self.wake.channel().unwrap_or("");
-        let queued =
-            self.wake.channel().is_some() && self.queue_mode(a, Queue::Respect) != Queue::Ignore;
+        // A read-write lock hands nothing over: its release wakes the
+        // waiters, who look again.
+        let queued = self.wake.channel().is_some()
+            && matches!(a.keys.hold, Hold::Lock)
+            && self.queue_mode(a, Queue::Respect) != Queue::Ignore;
         let handed = Mutex::new(None);
         let answers = fan_out(self.instances.len(), |i| {
             let call = scripts::release(&a.keys, a.token.as_str(), channel, queued);
@@ -606,7 +628,7 @@ impl RawLock {
         match handed {
             Some((token, fence)) => self.wake.waiters().hand_over(token, *fence),
             None => {
-                for k in a.keys.locks.iter() {
+                for k in a.keys.watched().iter() {
                     self.wake.waiters().notify(k);
                 }
             }

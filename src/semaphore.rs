@@ -70,13 +70,7 @@ impl Semaphore {
                 "a semaphore needs 1 to {MAX_PERMITS} permits, not {permits}"
             )));
         }
-        if locker.shared().config.topology.is_redlock() {
-            return Err(Error::InvalidInput(
-                "semaphores need one server (or Sentinel, or a Cluster): \
-                 a Redlock locker has no safe version of them"
-                    .into(),
-            ));
-        }
+        locker.single_source("semaphores")?;
         Ok(Semaphore {
             locker,
             name: name.to_owned(),

@@ -11,10 +11,7 @@ use redmutex::{Error, Locker};
 #[test]
 fn locks_over_many_slots_and_the_watchdog() {
     let cluster = Cluster::start();
-    let locker = Locker::builder(cluster.pool())
-        .ttl(Duration::from_millis(400))
-        .build()
-        .unwrap();
+    let locker = short_ttl_locker(&cluster);
     let names: Vec<String> = (0..60).map(|i| key(&format!("c{i}"))).collect();
     let guards: Vec<_> = names.iter().map(|k| locker.lock(k).unwrap()).collect();
     for k in &names {
@@ -95,10 +92,7 @@ fn cross_slot_multi_key_locks_are_refused_before_writing() {
 #[test]
 fn semaphores_over_many_slots() {
     let cluster = Cluster::start();
-    let locker = Locker::builder(cluster.pool())
-        .ttl(Duration::from_millis(400))
-        .build()
-        .unwrap();
+    let locker = short_ttl_locker(&cluster);
     // Names over many slots: each semaphore's keys share its name's slot
     // (else every script would fail with CROSSSLOT).
     let mut held = Vec::new();
@@ -117,12 +111,48 @@ fn semaphores_over_many_slots() {
         held.push(b);
         assert_eq!(sem.available_permits().unwrap(), 0);
     }
-    // Renewed past several TTLs: none is lost.
+    none_lost_after_renewals(&held);
+}
+
+#[test]
+fn read_write_locks_over_many_slots() {
+    let cluster = Cluster::start();
+    let locker = short_ttl_locker(&cluster);
+    // Each lock's keys (writer, read holds, their set, its queue) share its
+    // name's slot, or every script would fail with CROSSSLOT.
+    let mut held = Vec::new();
+    for i in 0..20 {
+        let rw = locker.rwlock(&key(&format!("rw{i}"))).unwrap();
+        let (r1, r2) = (rw.read().unwrap(), rw.try_read().unwrap().unwrap());
+        assert!(rw.try_write().unwrap().is_none(), "a writer among readers");
+        assert!(r2.fencing_token() > r1.fencing_token());
+        drop((r1, r2));
+        let w = rw.write_timeout(Duration::from_secs(10)).unwrap();
+        assert!(
+            rw.try_read().unwrap().is_none(),
+            "a reader beside the writer"
+        );
+        drop(w);
+        held.push(rw.read().unwrap());
+    }
+    none_lost_after_renewals(&held);
+}
+
+/// A locker on `cluster` with a short TTL, so renewals come often.
+fn short_ttl_locker(cluster: &Cluster) -> Locker {
+    Locker::builder(cluster.pool())
+        .ttl(Duration::from_millis(400))
+        .build()
+        .unwrap()
+}
+
+/// Renewed past several TTLs: none of `held` is lost.
+fn none_lost_after_renewals(held: &[redmutex::Guard]) {
     assert!(
         !held[0].wait_lost(Duration::from_millis(1500)),
         "renewed on a cluster"
     );
-    for p in &held {
-        p.ensure_held().unwrap();
+    for g in held {
+        g.ensure_held().unwrap();
     }
 }

@@ -79,4 +79,15 @@ fn locks_work_again_after_a_failover() {
     // The new master continues the fencing counter it replicated.
     assert!(guard.fencing_token() > before_token);
     guard.unlock().unwrap();
+
+    // The other primitives run on the promoted master too.
+    let sem = locker.semaphore(&key("sem"), 2).unwrap();
+    let permit = sem.acquire().unwrap();
+    let rw = locker.rwlock(&key("rw")).unwrap();
+    let read = rw.read().unwrap();
+    assert!(rw.try_write().unwrap().is_none());
+    assert!(read.fencing_token() > permit.fencing_token());
+    drop((permit, read));
+    let write = rw.write().unwrap();
+    assert!(write.fencing_token() > before_token);
 }

@@ -21,6 +21,12 @@
 //!   `...:permit-queue:<name>` and `...:permit-waiters:<name>` (on a
 //!   cluster with `{<tag>}:` before `<i>` and `<name>`, all in the slot of
 //!   the name's lock key).
+//! - A read-write lock `name` keeps its writer as a lock key,
+//!   `<prefix>:__redmutex__:rw-write:<name>`, and each read hold as a lock
+//!   key of its own, `...:rw-read:<id>:<name>`, where `<id>` is drawn for
+//!   that hold (never its owner token); `...:rw-readers:<name>` is the set
+//!   of read-hold keys, and `...:rw-queue:<name>`, `...:rw-waiters:<name>`
+//!   its queue (on a cluster with `{<tag>}:` before `<id>` and `<name>`).
 //! - Releases are announced on the pub/sub channel
 //!   `<prefix>:__redmutex__:released`, so waiters elsewhere retry at once
 //!   instead of at their next backoff (the messages are described in
@@ -50,6 +56,36 @@ pub(crate) struct LockKeys {
     pub(crate) fence: String,
     pub(crate) queue: String,
     pub(crate) waiters: String,
+    /// What is held: a lock, a permit, or a read or the write hold.
+    pub(crate) hold: Hold,
+}
+
+/// What an acquisition holds, which picks its scripts.
+#[derive(Debug, Clone)]
+pub(crate) enum Hold {
+    /// A lock on `locks` (one key or several), or a permit once granted.
+    Lock,
+    /// One of the permits in `locks`, not granted yet.
+    Permit,
+    /// A read hold of a read-write lock: `locks` is its own key; `writer`
+    /// is the lock's writer key (what its waiters watch), `readers` the set
+    /// of read-hold keys.
+    Read {
+        writer: Arc<[String]>,
+        readers: String,
+    },
+    /// The write hold of a read-write lock: `locks` is its writer key.
+    Write { readers: String },
+}
+
+impl LockKeys {
+    /// The keys whose release a waiter for these keys watches.
+    pub(crate) fn watched(&self) -> &Arc<[String]> {
+        match &self.hold {
+            Hold::Read { writer, .. } => writer,
+            _ => &self.locks,
+        }
+    }
 }
 
 /// Maps caller keys to Redis keys for one prefix.
@@ -132,6 +168,7 @@ impl KeySpace {
             locks,
             queue,
             waiters,
+            hold: Hold::Lock,
         }
     }
 
@@ -151,6 +188,34 @@ impl KeySpace {
             queue: self.internal("permit-queue", tag, name),
             waiters: self.internal("permit-waiters", tag, name),
             locks,
+            hold: Hold::Permit,
+        }
+    }
+
+    /// Every Redis key a hold of the read-write lock `name` uses: a read
+    /// hold with its own `id` (see the module's docs), or the write hold
+    /// when `read` is `None`. All in the slot of the name's lock key on a
+    /// cluster.
+    pub(crate) fn rw_keys(&self, name: &str, read: Option<&str>, cluster: bool) -> LockKeys {
+        let tag = self.slot_tag(name, cluster);
+        let writer = self.internal("rw-write", tag, name);
+        let readers = self.internal("rw-readers", tag, name);
+        let (locks, hold): (Arc<[String]>, Hold) = match read {
+            Some(id) => (
+                Arc::from([self.internal("rw-read", tag, &concat(&[id, ":", name]))]),
+                Hold::Read {
+                    writer: Arc::from([writer]),
+                    readers,
+                },
+            ),
+            None => (Arc::from([writer]), Hold::Write { readers }),
+        };
+        LockKeys {
+            fence: self.fence_key_for(&locks, cluster),
+            queue: self.internal("rw-queue", tag, name),
+            waiters: self.internal("rw-waiters", tag, name),
+            locks,
+            hold,
         }
     }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use redis::{Script, ScriptInvocation};
 
-use crate::protocol::keys::LockKeys;
+use crate::protocol::keys::{Hold, LockKeys};
 use crate::time;
 
 /// Shared by the scripts that check ownership. A key of another type makes
@@ -139,7 +139,9 @@ end
 /// Shared by the scripts that take a lock or a permit with a queue
 /// (`KEYS[1..3]`: the fencing counter, the queue, its waiters; `ARGV[1..5]`:
 /// owner token, TTL in ms, metadata, queue mode, how long the queue keys
-/// live; see [`ACQUIRE`]). Uses `LIVE_HEAD`'s `alive`.
+/// live; see [`ACQUIRE`]; `ARGV[6]`, for a read-write lock only: `r` or
+/// `w`, which leads the metadata in the waiter's entry). Uses `LIVE_HEAD`'s
+/// `alive`.
 ///
 /// `join` puts this waiter in the queue (or keeps it there) with its entry;
 /// `refuse` is the reply of a refused attempt: the given PTTL and the
@@ -158,7 +160,7 @@ local function join(now, ms, micros)
   else
     redis.call('ZADD', queue, micros, token)
   end
-  redis.call('HSET', waiters, token, ms .. ':' .. mode .. ':' .. ARGV[2] .. ':' .. ARGV[3])
+  redis.call('HSET', waiters, token, ms .. ':' .. mode .. ':' .. ARGV[2] .. ':' .. (ARGV[6] or '') .. ARGV[3])
   redis.call('PEXPIRE', queue, ARGV[5])
   redis.call('PEXPIRE', waiters, ARGV[5])
 end
@@ -327,6 +329,168 @@ return grant(free)
     ))
 });
 
+/// Shared by the read-write lock's scripts: the read holds.
+///
+/// `live_readers` counts the read-hold keys in the set `readers` that still
+/// exist, drops the others from it, and gives the longest PTTL among them
+/// (-1 when one has none). `keep` makes a key live at least `ttl` ms more:
+/// the set of read holds outlives every read hold in it.
+const READERS: &str = r"
+local function live_readers(readers)
+  local n, longest = 0, -2
+  for _, k in ipairs(redis.call('SMEMBERS', readers)) do
+    local pttl = redis.call('PTTL', k)
+    if pttl == -2 then
+      redis.call('SREM', readers, k)
+    else
+      n = n + 1
+      if pttl == -1 or longest == -1 then longest = -1
+      elseif pttl > longest then longest = pttl end
+    end
+  end
+  return n, longest
+end
+local function keep(key, ttl)
+  if redis.call('PTTL', key) < tonumber(ttl) then redis.call('PEXPIRE', key, ttl) end
+end
+";
+
+/// Takes a read or the write hold of a read-write lock, with writer
+/// preference: a reader is let in while no writer holds the lock and no
+/// live writer is queued before it (readers queued before it do not stop
+/// it); the writer only when no writer and no reader holds it and no live
+/// waiter of either kind is queued before it. So a queued writer stops the
+/// readers who come after it, and when it releases, every reader queued
+/// before the next writer may go in at once. Mints a fencing token for
+/// every hold, read or write.
+///
+/// - `KEYS[1..3]` and `ARGV[1..5]` as [`ACQUIRE`]'s, with the lock's own
+///   queue; `KEYS[4]`: the hold's key (a read hold's own key, or the writer
+///   key), `KEYS[5]`: the writer key, `KEYS[6]`: the set of read-hold keys;
+///   `ARGV[6]`: `r` for a read hold, `w` for the write hold.
+///
+/// A hold already ours (a retry after a lost reply) is granted again with
+/// a new fencing token. A read hold's key joins the set of read holds,
+/// which is kept alive as long as its longest-lived member.
+///
+/// Replies: as [`ACQUIRE`]'s; a refusal carries the writer's PTTL, or the
+/// longest PTTL of the read holds a writer waits for, or -2 when others
+/// are queued first.
+pub(crate) static RW_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{OWNED}{MINT}{LIVE_HEAD}{JOIN}{READERS}
+local hold, writer, readers = KEYS[4], KEYS[5], KEYS[6]
+local reading = ARGV[6] == 'r'
+local function grant()
+  local fence = mint(KEYS[1])
+  redis.call('SET', hold, token .. ':' .. fence .. ':' .. ARGV[3], 'PX', ARGV[2])
+  if reading then
+    redis.call('SADD', readers, hold)
+    keep(readers, ARGV[2])
+  end
+  if mode ~= '' then leave() end
+  return fence
+end
+local function wait(pttl)
+  if joining then join(clock()) end
+  return refuse(pttl)
+end
+if ours(redis.pcall('GET', hold), token) then return grant() end
+if redis.call('EXISTS', writer) == 1 then return wait(redis.call('PTTL', writer)) end
+if reading then
+  -- Stopped only by a live writer queued before this reader.
+  if mode ~= '' and redis.call('EXISTS', queue) == 1 then
+    local now, ms, micros = clock()
+    for _, m in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
+      if m == token then break end
+      local e = redis.call('HGET', waiters, m)
+      if not alive(e, now) then
+        redis.call('ZREM', queue, m)
+        redis.call('HDEL', waiters, m)
+      elseif string.match(e, '^%d+:%d+:%d+:(.)') == 'w' then
+        if joining then join(now, ms, micros) end
+        return refuse(-2)
+      end
+    end
+  end
+  return grant()
+end
+local n, longest = live_readers(readers)
+if n > 0 then return wait(longest) end
+local refused = queue_turn()
+if refused then return refused end
+return grant()
+"
+    ))
+});
+
+/// Renews a read hold: sets its TTL if it is ours and still counted among
+/// the read holds (a set that was lost, evicted say, no longer keeps
+/// writers out: the hold is lost), and keeps that set alive as long.
+///
+/// - `KEYS[1]`: the read hold's key, `KEYS[2]`: the set of read holds.
+///   `ARGV[1]`: owner token, `ARGV[2]`: TTL in ms.
+///
+/// Replies: 1 when renewed, 0 when lost (nothing touched).
+pub(crate) static READ_RENEW: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{OWNED}{READERS}
+if not owned(KEYS[1], ARGV[1]) or redis.call('SISMEMBER', KEYS[2], KEYS[1]) == 0 then
+  return 0
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+keep(KEYS[2], ARGV[2])
+return 1
+"
+    ))
+});
+
+/// Releases a read hold: deletes its key if it is ours and takes it out of
+/// the set of read holds; when no live read hold is left, announces the
+/// writer key as free, which wakes the waiters of the lock.
+///
+/// - `KEYS[1]`: the read hold's key, `KEYS[2]`: the set of read holds,
+///   `KEYS[3]`: the writer key. `ARGV[1]`: owner token, `ARGV[2]`: the
+///   release channel (`""`: none).
+///
+/// Replies: 1 when the hold was ours, 0 when it had been lost.
+pub(crate) static READ_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{OWNED}{READERS}
+local n = 0
+if owned(KEYS[1], ARGV[1]) then
+  redis.call('DEL', KEYS[1])
+  n = 1
+end
+redis.call('SREM', KEYS[2], KEYS[1])
+if ARGV[2] ~= '' and live_readers(KEYS[2]) == 0 then
+  redis.pcall('PUBLISH', ARGV[2], '-' .. KEYS[3])
+end
+return n
+"
+    ))
+});
+
+/// Leaves the queue of a read-write lock (a waiter that gave up), and
+/// announces the writer key, so that the waiters it stood before look
+/// again. Nothing is ever handed over to a waiter of a read-write lock.
+///
+/// - `KEYS[1]`, `KEYS[2]`: the queue and its waiters, `KEYS[3]`: the writer
+///   key. `ARGV[1]`: owner token, `ARGV[2]`: the release channel (`""`:
+///   none).
+///
+/// Replies: 0.
+pub(crate) static RW_DEQUEUE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+if ARGV[2] ~= '' then redis.pcall('PUBLISH', ARGV[2], '-' .. KEYS[3]) end
+return 0
+",
+    )
+});
+
 /// Redlock: raises a counter to at least a floor after a grant, so the next
 /// grant on this instance mints a larger token, records the floor as the
 /// fencing token of the lock keys that are ours (keeping their TTL), and
@@ -465,15 +629,15 @@ pub(crate) enum Queue {
     Join(Duration),
 }
 
-/// [`ACQUIRE`] of `keys` for `token`; with `permit`, [`PERMIT_ACQUIRE`] of
-/// one of them.
+/// The acquire script of `keys` for `token`: [`ACQUIRE`] for a lock,
+/// [`PERMIT_ACQUIRE`] for one of a semaphore's permits, [`RW_ACQUIRE`] for
+/// a read or the write hold.
 pub(crate) fn acquire(
     keys: &LockKeys,
     token: &str,
     ttl_ms: u64,
     metadata: &str,
     queue: Queue,
-    permit: bool,
 ) -> ScriptInvocation<'static> {
     // The queue mode, and how long the queue keys outlive this waiter.
     let (mode, keep) = match queue {
@@ -484,7 +648,11 @@ pub(crate) fn acquire(
             (ms.to_string(), ms.saturating_add(1000))
         }
     };
-    let script: &Script = if permit { &PERMIT_ACQUIRE } else { &ACQUIRE };
+    let script: &Script = match keys.hold {
+        Hold::Lock => &ACQUIRE,
+        Hold::Permit => &PERMIT_ACQUIRE,
+        Hold::Read { .. } | Hold::Write { .. } => &RW_ACQUIRE,
+    };
     let mut call = script.prepare_invoke();
     call.key(&keys.fence)
         .key(&keys.queue)
@@ -495,17 +663,47 @@ pub(crate) fn acquire(
         .arg(metadata)
         .arg(mode)
         .arg(keep);
+    match &keys.hold {
+        Hold::Read { writer, readers } => {
+            call.key(&**writer).key(readers).arg("r");
+        }
+        Hold::Write { readers } => {
+            call.key(&*keys.locks).key(readers).arg("w");
+        }
+        Hold::Lock | Hold::Permit => {}
+    }
     call
 }
 
-/// [`DEQUEUE`] of `token` from the queue of `keys` (single-key locks and
-/// semaphores).
+/// Leaving the queue of `keys` for `token`: [`DEQUEUE`] for single-key
+/// locks and semaphores, [`RW_DEQUEUE`] for a read-write lock.
 pub(crate) fn dequeue(keys: &LockKeys, token: &str, channel: &str) -> ScriptInvocation<'static> {
+    if let Hold::Read { writer: w, .. } = &keys.hold {
+        return rw_dequeue(keys, w, token, channel);
+    }
+    if let Hold::Write { .. } = &keys.hold {
+        return rw_dequeue(keys, &keys.locks, token, channel);
+    }
     let mut call = DEQUEUE.prepare_invoke();
     call.key(&keys.fence)
         .key(&keys.queue)
         .key(&keys.waiters)
         .key(&*keys.locks)
+        .arg(token)
+        .arg(channel);
+    call
+}
+
+fn rw_dequeue(
+    keys: &LockKeys,
+    writer: &[String],
+    token: &str,
+    channel: &str,
+) -> ScriptInvocation<'static> {
+    let mut call = RW_DEQUEUE.prepare_invoke();
+    call.key(&keys.queue)
+        .key(&keys.waiters)
+        .key(writer)
         .arg(token)
         .arg(channel);
     call
@@ -529,14 +727,20 @@ pub(crate) fn raise_fence(
     call
 }
 
-/// [`RENEW`] of `keys` for `token`; in Redlock mode, `repair` is the lock's
-/// value and fencing token, to put back where the key is missing.
+/// [`RENEW`] of `keys` for `token` ([`READ_RENEW`] for a read hold); in
+/// Redlock mode, `repair` is the lock's value and fencing token, to put
+/// back where the key is missing.
 pub(crate) fn renew(
     keys: &LockKeys,
     token: &str,
     ttl_ms: u64,
     repair: Option<(&str, u64)>,
 ) -> ScriptInvocation<'static> {
+    if let Hold::Read { readers, .. } = &keys.hold {
+        let mut call = READ_RENEW.prepare_invoke();
+        call.key(&*keys.locks).key(readers).arg(token).arg(ttl_ms);
+        return call;
+    }
     let mut call = RENEW.prepare_invoke();
     call.key(&*keys.locks).arg(token).arg(ttl_ms);
     if let Some((value, fence)) = repair {
@@ -547,12 +751,22 @@ pub(crate) fn renew(
 
 /// [`RELEASE`] of `keys` by `token`, announced on `channel` (`""`: none);
 /// with `queued`, a single key is handed to its first live waiter.
+/// [`READ_RELEASE`] for a read hold.
 pub(crate) fn release(
     keys: &LockKeys,
     token: &str,
     channel: &str,
     queued: bool,
 ) -> ScriptInvocation<'static> {
+    if let Hold::Read { writer, readers } = &keys.hold {
+        let mut call = READ_RELEASE.prepare_invoke();
+        call.key(&*keys.locks)
+            .key(readers)
+            .key(&**writer)
+            .arg(token)
+            .arg(channel);
+        return call;
+    }
     let mut call = RELEASE.prepare_invoke();
     call.key(&*keys.locks);
     if queued {
