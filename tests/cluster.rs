@@ -1,5 +1,6 @@
 //! Redis Cluster: keys over every slot range, the watchdog, hash-tagged
 //! multi-key locks, cross-slot refusal, and per-slot fencing counters.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)] // test helpers fail loudly: that is the point
 
 mod common;
 
