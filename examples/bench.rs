@@ -14,8 +14,9 @@
 //!    acquisitions per worker);
 //! 3. Redlock over 3 and 5 local masters: cycle ratio to one instance;
 //! 4. 10,000 held guards: resident memory, threads, renewals/s, leases lost;
-//! 5. a 4-permit semaphore under 8 threads over 2 lockers, next to the mutex
-//!    under the same 8 threads: acquisitions/s (each hold one INCR).
+//! 5. a 4-permit semaphore, read holds and write holds of a read-write
+//!    lock, each under 8 threads over 2 lockers, next to the mutex under the
+//!    same 8 threads: acquisitions/s (each hold one INCR).
 //!
 //! The quick profile holds 2,000 guards for 9 s instead of 10,000 for 18 s.
 
@@ -412,6 +413,8 @@ fn machine() -> String {
 enum Hold {
     Lock(Locker),
     Permit(redmutex::Semaphore),
+    Read(redmutex::RwLock),
+    Write(redmutex::RwLock),
 }
 
 /// 8 workers over 2 lockers: take, INCR a counter, release, for `run`.
@@ -434,6 +437,8 @@ fn hold_rate(url: &str, run: Duration, holds: &[Hold]) -> Res<f64> {
                 let guard = match &hold {
                     Hold::Lock(locker) => locker.lock("bench:p:lock")?,
                     Hold::Permit(sem) => sem.acquire()?,
+                    Hold::Read(rw) => rw.read()?,
+                    Hold::Write(rw) => rw.write()?,
                 };
                 let _: u64 = conn.incr("bench:p:counter", 1)?;
                 guard.unlock()?;
@@ -458,7 +463,8 @@ fn hold_rate(url: &str, run: Duration, holds: &[Hold]) -> Res<f64> {
     Ok(total as f64 / start.elapsed().as_secs_f64())
 }
 
-/// Section 5: the semaphore next to the mutex, in the same run.
+/// Section 5: the semaphore and the read-write lock next to the mutex, in
+/// the same run.
 fn primitives(url: &str, run: Duration) -> Res<()> {
     println!("\n5. 8 threads over 2 lockers, each hold one INCR");
     let lockers = [Locker::open(url)?, Locker::open(url)?];
@@ -467,12 +473,21 @@ fn primitives(url: &str, run: Duration) -> Res<()> {
         .iter()
         .map(|l| Ok(Hold::Permit(l.semaphore("bench:p:sem", 4)?)))
         .collect::<Res<Vec<Hold>>>()?;
+    let rw = lockers
+        .iter()
+        .map(|l| l.rwlock("bench:p:rw"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let reads: Vec<Hold> = rw.iter().cloned().map(Hold::Read).collect();
+    let writes: Vec<Hold> = rw.iter().cloned().map(Hold::Write).collect();
     let m = hold_rate(url, run * 2, &mutex)?;
-    let p = hold_rate(url, run * 2, &permits)?;
     println!("   mutex:                {m:>8.0} acq/s");
-    println!(
-        "   semaphore, 4 permits: {p:>8.0} acq/s ({:.2}x the mutex)",
-        p / m
-    );
+    for (what, holds) in [
+        ("semaphore, 4 permits:", &permits),
+        ("rwlock, read holds:  ", &reads),
+        ("rwlock, write holds: ", &writes),
+    ] {
+        let r = hold_rate(url, run * 2, holds)?;
+        println!("   {what} {r:>8.0} acq/s ({:.2}x the mutex)", r / m);
+    }
     Ok(())
 }

@@ -43,6 +43,10 @@ const RECIPE: &[&str] = &[
     "+hset",
     "+hdel",
     "+publish",
+    "+sadd",
+    "+srem",
+    "+smembers",
+    "+sismember",
 ];
 
 fn user(server: &Server, name: &str, rules: &[&str]) -> String {
@@ -159,6 +163,18 @@ fn the_readme_recipe_is_enough() {
     assert!(a.try_lock_all(&[&k, "other"]).unwrap().is_some());
     let token = hand_over(&server, &a, &b, &k, &common::queue_keys(Some("jobs"), &k).0);
     assert!(token > 0);
+    // A semaphore and a read-write lock need nothing more.
+    let sem = a.semaphore(&k, 2).unwrap();
+    let permit = sem.acquire().unwrap();
+    assert_eq!(sem.available_permits().unwrap(), 1);
+    permit.extend(Duration::from_secs(10)).unwrap();
+    permit.unlock().unwrap();
+    let rw = b.rwlock(&k).unwrap();
+    let read = rw.read().unwrap();
+    read.extend(Duration::from_secs(10)).unwrap();
+    assert!(rw.try_write().unwrap().is_none());
+    read.unlock().unwrap();
+    rw.write().unwrap().unlock().unwrap();
     // Nothing else is reachable with it.
     let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
     assert!(redis::cmd("GET")

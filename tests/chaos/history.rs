@@ -139,6 +139,16 @@ pub mod line {
     }
 }
 
+/// A read hold of the read-write lock `<name>` is recorded under
+/// `<name>.r`; its write holds under `<name>`.
+pub const READ_SUFFIX: &str = ".r";
+
+/// The lock a section's key belongs to: `<name>` for a read hold
+/// `<name>.r`, the key itself otherwise.
+pub fn lock_of(key: &str) -> &str {
+    key.strip_suffix(READ_SUFFIX).unwrap_or(key)
+}
+
 #[derive(Debug, Clone)]
 pub struct Exit {
     pub t: u64,
@@ -181,6 +191,11 @@ impl Section {
     pub fn told(&self) -> Option<u64> {
         let by_exit = self.exit.as_ref().filter(|x| x.lost).map(|x| x.t);
         [self.lost_at, by_exit].into_iter().flatten().min()
+    }
+
+    /// A read hold of a read-write lock: it may overlap other read holds.
+    pub fn is_read(&self) -> bool {
+        self.key.ends_with(READ_SUFFIX)
     }
 }
 
@@ -638,7 +653,7 @@ pub fn check(
     let mut by_key: BTreeMap<&str, Vec<&Section>> = BTreeMap::new();
     for log in logs {
         for s in &log.sections {
-            by_key.entry(&s.key).or_default().push(s);
+            by_key.entry(lock_of(&s.key)).or_default().push(s);
             if s.starved.is_some() {
                 v.starved_landed += 1;
             }
@@ -771,6 +786,9 @@ pub fn check(
             }
             let mut overlapped = false;
             for b in sections.iter().skip(i + 1).take_while(|b| b.enter < end) {
+                if a.is_read() && b.is_read() {
+                    continue; // readers share
+                }
                 overlapped = true;
                 // The holder with the older token is the one that should
                 // have stopped.
@@ -855,7 +873,12 @@ pub fn check(
             // Tokens rise in the order the lock was held, but for a stale
             // holder that recorded its entry late (it was frozen or cut off
             // in between, and told).
-            if let Some(b) = sections.get(i + 1) {
+            // Read holds granted together may record their entries in
+            // another order.
+            let next = sections
+                .get(i + 1)
+                .filter(|b| !(a.is_read() && b.is_read()));
+            if let Some(b) = next {
                 if !overlapped && b.token <= a.token {
                     let fenced_off = !b.exit.as_ref().is_some_and(|x| x.set == Op::Ok);
                     let late = fenced_off
@@ -914,14 +937,14 @@ pub fn check(
         let by_token = e.victims.iter().filter_map(|(key, token, _)| {
             // None: taken from a holder that had not recorded yet.
             let s = by_key
-                .get(key.as_str())?
+                .get(lock_of(key))?
                 .iter()
                 .find(|s| s.token == *token)?;
             Some((*s, from))
         });
         let by_eviction = e.evicted.iter().flat_map(|(key, t)| {
             by_key
-                .get(key.as_str())
+                .get(lock_of(key))
                 .into_iter()
                 .flatten()
                 .filter(|s| Event::evicted_from(s, key, *t, end_of(s)))
@@ -1035,7 +1058,7 @@ pub fn check(
                 .values()
                 .flatten()
                 .filter(|s| s.worker == w && s.enter < e.start && s.unlock.is_none())
-                .map(|s| s.key.clone())
+                .map(|s| lock_of(&s.key).to_owned())
                 .collect();
             for key in held {
                 check_next(&key, e.start, "its holder was killed", &mut v);
@@ -1091,8 +1114,8 @@ pub fn check(
         .flat_map(|l| {
             l.sections
                 .iter()
-                .map(|s| (s.key.as_str(), s.asked, s.enter))
-                .chain(l.failed_calls.iter().map(|(k, a, e)| (k.as_str(), *a, *e)))
+                .map(|s| (lock_of(&s.key), s.asked, s.enter))
+                .chain(l.failed_calls.iter().map(|(k, a, e)| (lock_of(k), *a, *e)))
         })
         .filter(|(_, asked, _)| *asked > 0)
         .collect();
@@ -1125,7 +1148,11 @@ pub fn check(
             let waiting = calls
                 .iter()
                 .any(|(k, asked, ended)| k == key && *asked < u && *ended > until);
-            if !waiting || !quiet(x.t, until) {
+            // A read hold released while other readers hold frees nothing.
+            let shared = sections
+                .iter()
+                .any(|n| n.is_read() && !std::ptr::eq(*n, *s) && n.enter < u && end_of(n) > u);
+            if !waiting || shared || !quiet(x.t, until) {
                 continue;
             }
             // The next holder may record its entry before the releaser

@@ -39,8 +39,11 @@ use common::proxy::{Mode, Proxy};
 use common::{fence_in, Server, TempDir, SOMEONE_ELSE};
 use history::{
     check, ms, now_ns, rule, summary, wall_offset_ns, Event, Kind, Limits, Verdict, WorkerLog,
+    READ_SUFFIX,
 };
-use worker::{resource_keys, Rng, Settings, FAST_KEYS, PREFIX, SEM_NAME, SEM_PERMITS, SLOW_KEY};
+use worker::{
+    resource_keys, Rng, Settings, FAST_KEYS, PREFIX, RW_NAME, SEM_NAME, SEM_PERMITS, SLOW_KEY,
+};
 
 const TTL: Duration = Duration::from_millis(1000);
 const IO: Duration = Duration::from_millis(200);
@@ -116,6 +119,7 @@ fn main() {
         println!("chaos: filtered out");
         return;
     }
+    checker_knows_readers_from_writers();
     let long = std::env::var("REDMUTEX_CHAOS").is_ok_and(|v| v == "long");
     let started = Instant::now();
     let mut failed = false;
@@ -1203,13 +1207,7 @@ impl Run<'_> {
         } else {
             IO
         };
-        let limits = Limits {
-            ttl: nanos(TTL),
-            renew: nanos(TTL / 3),
-            op: nanos(op),
-            backoff: nanos(BACKOFF_MAX),
-            slack: nanos(SLACK),
-        };
+        let limits = limits(op);
         // The starving rounds as the workers recorded them, not as asked.
         let asked = self.events.len();
         history::land_starving(&mut self.events, &logs);
@@ -1259,16 +1257,46 @@ impl Run<'_> {
                 if rest == "fence" {
                     continue;
                 }
-                // A semaphore's queue is kept as a lock's.
+                // The set of a read-write lock's read holds: each one
+                // left must be gone already or held by a killed worker.
+                if rest.starts_with("rw-readers:") {
+                    let members: Vec<String> = redis::cmd("SMEMBERS")
+                        .arg(&k)
+                        .query(&mut c)
+                        .unwrap_or_default();
+                    for m in members {
+                        let v: Option<String> =
+                            redis::cmd("GET").arg(&m).query(&mut c).unwrap_or(None);
+                        let meta = v.as_deref().and_then(|v| v.rsplit(':').next());
+                        if meta.is_some_and(|meta| !dead(meta)) {
+                            left.push(format!("{k} (counts {m}, held by {meta:?})"));
+                        }
+                    }
+                    continue;
+                }
+                // A semaphore's queue and a read-write lock's are kept as a
+                // lock's; the latter's entries lead their metadata with the
+                // waiter's kind (r or w).
+                let rw = rest.starts_with("rw-");
                 let rest = rest.strip_prefix("permit-").unwrap_or(rest);
+                let rest = rest.strip_prefix("rw-").unwrap_or(rest);
+                let meta_of = |entry: &str| -> String {
+                    let meta = entry.splitn(4, ':').nth(3).unwrap_or_default();
+                    let meta = if rw {
+                        meta.get(1..).unwrap_or_default()
+                    } else {
+                        meta
+                    };
+                    meta.to_owned()
+                };
                 if rest.starts_with("waiters:") {
                     let entries: Vec<(String, String)> = redis::cmd("HGETALL")
                         .arg(&k)
                         .query(&mut c)
                         .unwrap_or_default();
                     for (_, entry) in entries {
-                        let meta = entry.splitn(4, ':').nth(3).unwrap_or_default();
-                        if !dead(meta) {
+                        let meta = meta_of(&entry);
+                        if !dead(&meta) {
                             left.push(format!("{k} (a waiter of {meta})"));
                         }
                     }
@@ -1288,11 +1316,7 @@ impl Run<'_> {
                             .arg(&m)
                             .query(&mut c)
                             .unwrap_or(None);
-                        let meta = entry
-                            .as_deref()
-                            .and_then(|e| e.splitn(4, ':').nth(3))
-                            .unwrap_or_default()
-                            .to_owned();
+                        let meta = entry.as_deref().map(meta_of).unwrap_or_default();
                         if !dead(&meta) {
                             left.push(format!("{k} (a queued waiter without a live entry)"));
                         }
@@ -1360,6 +1384,18 @@ fn lock_name(redis_key: &str) -> Option<String> {
         let (i, sem) = permit.split_once(':')?;
         return Some(format!("{sem}#{i}"));
     }
+    // A read-write lock's writer, `<name>`; one of its read holds, or the
+    // set of them (what a writer checks), `<name>.r`.
+    if let Some(rw) = name.strip_prefix("__redmutex__:rw-write:") {
+        return Some(rw.to_owned());
+    }
+    if let Some(read) = name.strip_prefix("__redmutex__:rw-read:") {
+        let (_, rw) = read.split_once(':')?;
+        return Some(format!("{rw}{READ_SUFFIX}"));
+    }
+    if let Some(rw) = name.strip_prefix("__redmutex__:rw-readers:") {
+        return Some(format!("{rw}{READ_SUFFIX}"));
+    }
     (!name.starts_with("__redmutex__") && name != "broken-fence").then(|| name.to_owned())
 }
 
@@ -1371,6 +1407,7 @@ fn section_keys() -> Vec<String> {
         .chain([&SLOW_KEY])
         .map(|k| (*k).to_owned())
         .chain(permits)
+        .chain([RW_NAME.to_owned()])
         .collect()
 }
 
@@ -1397,3 +1434,55 @@ end
 if ARGV[2] == 'flush' then redis.call('FLUSHALL') end
 return out
 ";
+
+/// The bounds the checker holds a run to, with `op` the bound of one
+/// operation.
+fn limits(op: Duration) -> Limits {
+    Limits {
+        ttl: nanos(TTL),
+        renew: nanos(TTL / 3),
+        op: nanos(op),
+        backoff: nanos(BACKOFF_MAX),
+        slack: nanos(SLACK),
+    }
+}
+
+/// The read-write rule on histories made up for it, before any run: read
+/// holds may overlap each other, never a write hold.
+fn checker_knows_readers_from_writers() {
+    use history::{line, Op};
+    let read = format!("{RW_NAME}{READ_SUFFIX}");
+    // One section from `from` to `to` ms, fenced read and write done.
+    let held = |key: &str, token: u64, from: u64, to: u64| {
+        let ms = |t: u64| t * history::MS;
+        let writes = if key == RW_NAME { Op::Ok } else { Op::Skipped };
+        [
+            line::enter(key, token, ms(from), ms(from)),
+            line::read(key, token, ms(from)),
+            line::exit(key, token, ms(to), Op::Ok, writes, ms(to), false),
+            line::unlock(key, token, ms(to), history::Unlock::Ok),
+            line::end(ms(to), 0),
+        ]
+        .concat()
+    };
+    let limits = limits(IO);
+    let verdict = |texts: &[String]| {
+        let logs: Vec<WorkerLog> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| WorkerLog::parse(u32::try_from(i).unwrap(), t))
+            .collect();
+        check(&logs, &[], &limits, false, false)
+    };
+    let readers = verdict(&[held(&read, 1, 0, 10), held(&read, 2, 5, 15)]);
+    assert!(readers.violations.is_empty(), "{:?}", readers.violations);
+    for (first, second) in [(read.as_str(), RW_NAME), (RW_NAME, read.as_str())] {
+        let mixed = verdict(&[held(first, 1, 0, 10), held(second, 2, 5, 15)]);
+        assert_eq!(
+            mixed.count(rule::EXCLUSION),
+            1,
+            "a {first} hold overlapping a {second} hold: {:?}",
+            mixed.violations
+        );
+    }
+}

@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 
 use redis::sentinel::{LockedSentinelClient, SentinelClient, SentinelServerType};
 use redis::Script;
-use redmutex::{Backoff, Error, Guard, Locker, Semaphore};
+use redmutex::{Backoff, Error, Guard, Locker, RwLock, Semaphore};
 
 use crate::broken::{BrokenLocker, Flaw};
-use crate::history::{line, now_ns, Op, Unlock};
+use crate::history::{line, lock_of, now_ns, Op, Unlock, READ_SUFFIX};
 
 /// The environment variable that makes this binary a worker; its value is
 /// the worker's settings.
@@ -36,6 +36,9 @@ pub const SLOW_KEY: &str = "slow";
 /// `sem#0` and `sem#1`.
 pub const SEM_NAME: &str = "sem";
 pub const SEM_PERMITS: u32 = 2;
+/// The read-write lock the read-write thread takes (where the semaphore
+/// is): write holds are recorded under `rw`, read holds under `rw.r`.
+pub const RW_NAME: &str = "rw";
 pub const PREFIX: &str = "chaos";
 /// The name the sentinels know the master by.
 pub const SENTINEL_MASTER: &str = "mymaster";
@@ -149,6 +152,26 @@ struct Permits {
 impl Lock for Permits {
     fn lock(&self, _name: &str, wait: Duration) -> Result<Box<dyn Held>, String> {
         match self.semaphore.acquire_timeout(wait) {
+            Ok(g) => Ok(Box::new(g)),
+            Err(e) => Err(error_kind(&e).to_owned()),
+        }
+    }
+}
+
+/// A read-write lock: a read hold when asked for `<name>.r`, else the
+/// write hold.
+struct ReadWrite {
+    lock: RwLock,
+}
+
+impl Lock for ReadWrite {
+    fn lock(&self, key: &str, wait: Duration) -> Result<Box<dyn Held>, String> {
+        let got = if key.ends_with(READ_SUFFIX) {
+            self.lock.read_timeout(wait)
+        } else {
+            self.lock.write_timeout(wait)
+        };
+        match got {
             Ok(g) => Ok(Box::new(g)),
             Err(e) => Err(error_kind(&e).to_owned()),
         }
@@ -284,8 +307,8 @@ pub fn main(spec: &str) {
             .replica_timeout(settings.io / 2)
             .build()
             .expect("a valid locker");
-        let permits = permits_of(&locker);
-        return work(&settings, rec, Arc::new(Real { locker }), permits, &[]);
+        let extras = extras_of(&locker);
+        return work(&settings, rec, Arc::new(Real { locker }), extras, &[]);
     }
     let pools: Vec<r2d2::Pool<redis::Client>> = settings
         .lock_urls
@@ -299,7 +322,7 @@ pub fn main(spec: &str) {
                 .build_unchecked(redis::Client::open(u.as_str()).expect("lock server url"))
         })
         .collect();
-    let (lock, permits): (Arc<dyn Lock>, _) = if let Some(flaw) = settings.flaw {
+    let (lock, extras): (Arc<dyn Lock>, _) = if let Some(flaw) = settings.flaw {
         let broken = BrokenLocker::new(
             pools.first().expect("a pool").clone(),
             settings.ttl,
@@ -314,19 +337,30 @@ pub fn main(spec: &str) {
             b = b.instance(p.clone());
         }
         let locker = b.build().expect("a valid locker");
-        let permits = (pools.len() == 1).then(|| permits_of(&locker)).flatten();
-        (Arc::new(Real { locker }), permits)
+        let extras = (pools.len() == 1).then(|| extras_of(&locker)).flatten();
+        (Arc::new(Real { locker }), extras)
     };
 
-    work(&settings, rec, lock, permits, &pools);
+    work(&settings, rec, lock, extras, &pools);
 }
 
-/// The permits of the suite's semaphore on `locker`.
-fn permits_of(locker: &Locker) -> Option<Arc<dyn Lock>> {
+/// The other primitives on `locker`: the permits of the suite's semaphore,
+/// and its read-write lock.
+fn extras_of(locker: &Locker) -> Option<Extras> {
     let semaphore = locker
         .semaphore(SEM_NAME, SEM_PERMITS)
         .expect("a valid semaphore");
-    Some(Arc::new(Permits { semaphore }))
+    let lock = locker.rwlock(RW_NAME).expect("a valid read-write lock");
+    Some(Extras {
+        permits: Arc::new(Permits { semaphore }),
+        rw: Arc::new(ReadWrite { lock }),
+    })
+}
+
+/// The threads a worker runs beside its lock threads, where it can.
+struct Extras {
+    permits: Arc<dyn Lock>,
+    rw: Arc<dyn Lock>,
 }
 
 /// The settings every real locker of a worker shares.
@@ -348,26 +382,40 @@ fn work(
     settings: &Settings,
     rec: Arc<Recorder>,
     lock: Arc<dyn Lock>,
-    permits: Option<Arc<dyn Lock>>,
+    extras: Option<Extras>,
     pools: &[r2d2::Pool<redis::Client>],
 ) {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
-    if let Some(permits) = permits {
-        let (rec, stop, settings) = (Arc::clone(&rec), Arc::clone(&stop), settings.clone());
-        threads.push(
-            std::thread::Builder::new()
-                .name("worker-permits".into())
-                .spawn(move || {
-                    let mut res = Resource::open(&settings.resource_url);
-                    let mut rng = Rng::new(u64::from(settings.id) << 8 | 0xff);
-                    while !stop.load(Ordering::SeqCst) {
-                        let hold = Duration::from_millis(1 + rng.below(3));
-                        section(&*permits, &rec, &mut res, SEM_NAME, hold, None);
-                    }
-                })
-                .expect("spawn the permit thread"),
-        );
+    if let Some(extras) = extras {
+        let read = format!("{RW_NAME}{READ_SUFFIX}");
+        // The permit thread; the read-write thread reads twice as often
+        // as it writes.
+        for (name, lock, seed) in [
+            ("worker-permits", extras.permits, 0xff),
+            ("worker-rw", extras.rw, 0xfe),
+        ] {
+            let (rec, stop, settings) = (Arc::clone(&rec), Arc::clone(&stop), settings.clone());
+            let read = read.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(name.into())
+                    .spawn(move || {
+                        let mut res = Resource::open(&settings.resource_url);
+                        let mut rng = Rng::new(u64::from(settings.id) << 8 | seed);
+                        while !stop.load(Ordering::SeqCst) {
+                            let hold = Duration::from_millis(1 + rng.below(3));
+                            let key = match (seed, rng.below(3)) {
+                                (0xff, _) => SEM_NAME,
+                                (_, 0) => RW_NAME,
+                                _ => read.as_str(),
+                            };
+                            section(&*lock, &rec, &mut res, key, hold, None);
+                        }
+                    })
+                    .expect("spawn a thread"),
+            );
+        }
     }
     for n in 0..=FAST_THREADS {
         let (lock, rec, stop, settings) = (
@@ -468,7 +516,9 @@ fn section(
     let token = held.token();
     let key = &held.key(key);
     rec.put(&line::enter(key, token, now_ns(), asked));
-    let (get, value) = res.call(key, token, "get");
+    // A read hold reads the resource of its lock, and never writes it.
+    let (resource, writes) = (lock_of(key), !key.ends_with(READ_SUFFIX));
+    let (get, value) = res.call(resource, token, "get");
     if get == Op::Ok {
         rec.put(&line::read(key, token, now_ns()));
     }
@@ -497,8 +547,8 @@ fn section(
         rec.put(&line::starved(key, token, t, taken.len()));
     }
     let set_start = now_ns();
-    let set = if get == Op::Ok {
-        res.call(key, token, &(value + 1).to_string()).0
+    let set = if get == Op::Ok && writes {
+        res.call(resource, token, &(value + 1).to_string()).0
     } else {
         Op::Skipped
     };
