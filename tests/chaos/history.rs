@@ -760,6 +760,19 @@ pub fn check(
             .map(|e| e.kind)
     };
 
+    // Whether a read hold other than `s` is still in Redis at `t`: until
+    // its exit, or a TTL past its worker's kill.
+    let read_held_at = |sections: &[&Section], s: &Section, t: u64| {
+        sections.iter().any(|n| {
+            let until = n
+                .exit
+                .as_ref()
+                .map(|x| x.t)
+                .or_else(|| killed.get(&n.worker).map(|k| k + limits.ttl));
+            n.is_read() && !std::ptr::eq(*n, s) && n.enter < t && until.is_none_or(|u| u > t)
+        })
+    };
+
     for sections in by_key.values() {
         let mut seen = HashMap::new();
         for s in sections {
@@ -1069,11 +1082,15 @@ pub fn check(
             let claim = limits.backoff + limits.op;
             let bound = claim + limits.backoff + limits.op + limits.slack / 2;
             for (key, sections) in &by_key {
+                // A read hold's release while another read hold stays
+                // (a killed worker's, until its TTL) frees nothing.
                 let release = sections
                     .iter()
-                    .filter_map(|s| Some((s.exit.as_ref()?.t, s.unlock?)))
-                    .filter(|(x, (_, u))| *x > e.start && *u == Unlock::Ok)
-                    .map(|(x, _)| x)
+                    .filter_map(|s| Some((*s, s.exit.as_ref()?.t, s.unlock?)))
+                    .filter(|(s, x, (_, u))| {
+                        *x > e.start && *u == Unlock::Ok && !read_held_at(sections, s, *x)
+                    })
+                    .map(|(_, x, _)| x)
                     .min();
                 let Some(x) = release else { continue };
                 let Some(n) = sections
@@ -1149,10 +1166,7 @@ pub fn check(
                 .iter()
                 .any(|(k, asked, ended)| k == key && *asked < u && *ended > until);
             // A read hold released while other readers hold frees nothing.
-            let shared = sections
-                .iter()
-                .any(|n| n.is_read() && !std::ptr::eq(*n, *s) && n.enter < u && end_of(n) > u);
-            if !waiting || shared || !quiet(x.t, until) {
+            if !waiting || read_held_at(sections, s, u) || !quiet(x.t, until) {
                 continue;
             }
             // The next holder may record its entry before the releaser
