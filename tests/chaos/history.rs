@@ -762,15 +762,25 @@ pub fn check(
 
     // Whether a read hold other than `s` is still in Redis at `t`: until
     // its exit, or a TTL past its worker's kill.
+    // Sections are sorted by entry, and no read hold lasts ten TTLs (a
+    // frozen worker's lasts two): only those that entered in the ten TTLs
+    // before `t` are looked at, so the rule stays linear in the history.
     let read_held_at = |sections: &[&Section], s: &Section, t: u64| {
-        sections.iter().any(|n| {
-            let until = n
-                .exit
-                .as_ref()
-                .map(|x| x.t)
-                .or_else(|| killed.get(&n.worker).map(|k| k + limits.ttl));
-            n.is_read() && !std::ptr::eq(*n, s) && n.enter < t && until.is_none_or(|u| u > t)
-        })
+        let entered = sections.partition_point(|n| n.enter < t);
+        let since = t.saturating_sub(10 * limits.ttl);
+        let before: &[&Section] = sections.get(..entered).unwrap_or_default();
+        before
+            .iter()
+            .rev()
+            .take_while(|n| n.enter >= since)
+            .any(|n| {
+                let until = n
+                    .exit
+                    .as_ref()
+                    .map(|x| x.t)
+                    .or_else(|| killed.get(&n.worker).map(|k| k + limits.ttl));
+                n.is_read() && !std::ptr::eq(*n, s) && n.enter < t && until.is_none_or(|u| u > t)
+            })
     };
 
     for sections in by_key.values() {
@@ -1084,14 +1094,17 @@ pub fn check(
             for (key, sections) in &by_key {
                 // A read hold's release while another read hold stays
                 // (a killed worker's, until its TTL) frees nothing.
-                let release = sections
+                let mut releases: Vec<(&Section, u64)> = sections
                     .iter()
                     .filter_map(|s| Some((*s, s.exit.as_ref()?.t, s.unlock?)))
-                    .filter(|(s, x, (_, u))| {
-                        *x > e.start && *u == Unlock::Ok && !read_held_at(sections, s, *x)
-                    })
-                    .map(|(_, x, _)| x)
-                    .min();
+                    .filter(|(_, x, (_, u))| *x > e.start && *u == Unlock::Ok)
+                    .map(|(s, x, _)| (s, x))
+                    .collect();
+                releases.sort_by_key(|(_, x)| *x);
+                let release = releases
+                    .into_iter()
+                    .find(|(s, x)| !read_held_at(sections, s, *x))
+                    .map(|(_, x)| x);
                 let Some(x) = release else { continue };
                 let Some(n) = sections
                     .iter()
