@@ -6,12 +6,20 @@
 //! cargo run --release --example bench            # everything, about two minutes
 //! cargo run --release --example bench -- quick   # shorter runs
 //! cargo run --release --example bench -- 1 2      # only sections 1 and 2
+//! cargo run --release --example bench -- pinned   # server on CPU 0, clients on CPU 1
 //! ```
+//!
+//! `pinned` (Linux, two CPUs or more) runs the `redis-server` it starts on
+//! CPU 0 and this process, every thread of it (the library's watchdogs and
+//! listener too), on CPU 1, as the peer benchmark does with `taskset`:
+//! the client's own threads then compete for one CPU.
 //!
 //! 1. uncontended: lock + unlock cycles/s, raw loop vs redmutex;
 //! 2. contended: 4 threads over 2 lockers on one key, 0 ms and 2 ms critical
 //!    sections: acquisitions/s, wait p50/p99/max, fairness (max/min
-//!    acquisitions per worker);
+//!    acquisitions per worker), and the hand-over latency (a release sent
+//!    to the next holder's lock returning, for a holder that waited) p50
+//!    and p99, next to a PING round trip measured in the same run;
 //! 3. Redlock over 3 and 5 local masters: cycle ratio to one instance;
 //! 4. 10,000 held guards: resident memory, threads, renewals/s, leases lost;
 //! 5. a 4-permit semaphore, read holds and write holds of a read-write
@@ -24,7 +32,7 @@
 use redmutex_testkit as support;
 
 use std::error::Error;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -129,6 +137,15 @@ struct Contended {
     p99: Duration,
     max: Duration,
     fairness: f64,
+    /// Release sent → the next holder's lock returned (a waiter's), p50
+    /// and p99.
+    handover: (Duration, Duration),
+}
+
+/// The `permille`th of `sorted` (sorted ascending).
+fn percentile(sorted: &[Duration], permille: usize) -> Duration {
+    let i = sorted.len().saturating_sub(1) * permille / 1000;
+    sorted.get(i).copied().unwrap_or_default()
 }
 
 /// How a contended worker takes the lock.
@@ -148,17 +165,26 @@ fn contended(url: &str, run: Duration, hold: Duration, modes: &[Mode]) -> Res<Co
     let _: () = client.get_connection()?.set("bench:c:counter", 0)?;
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(WORKERS + 1));
+    // When the latest release was sent, in ns from `base` (0: none yet).
+    let base = Instant::now();
+    let released = Arc::new(AtomicU64::new(0));
+    let since_base = move || u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let mut threads = Vec::new();
     for w in 0..WORKERS {
         let mode = modes.get(w % modes.len()).cloned().ok_or("no mode")?;
         let mut conn = client.get_connection()?;
-        let (stop, barrier) = (Arc::clone(&stop), Arc::clone(&barrier));
-        let mut body = move || -> Res<Vec<Duration>> {
+        let (stop, barrier, released) = (
+            Arc::clone(&stop),
+            Arc::clone(&barrier),
+            Arc::clone(&released),
+        );
+        let mut body = move || -> Res<(Vec<Duration>, Vec<Duration>)> {
             let cad = Script::new(CAD);
             let token = format!("worker-{w}");
-            let mut waits = Vec::new();
+            let (mut waits, mut handovers) = (Vec::new(), Vec::new());
             barrier.wait();
             while !stop.load(Ordering::Relaxed) {
+                let asked_ns = since_base();
                 let asked = Instant::now();
                 let guard = match &mode {
                     Mode::Raw(pool) => {
@@ -174,11 +200,18 @@ fn contended(url: &str, run: Duration, hold: Duration, modes: &[Mode]) -> Res<Co
                     Mode::Ours(locker) => Some(locker.lock("bench:c:lock")?),
                 };
                 waits.push(asked.elapsed());
+                // A waiter that got the lock after a release sent while it
+                // waited: how long the hand-over took.
+                let (got, release) = (since_base(), released.load(Ordering::SeqCst));
+                if release > asked_ns {
+                    handovers.push(Duration::from_nanos(got.saturating_sub(release)));
+                }
                 let v: u64 = conn.get("bench:c:counter")?;
                 if !hold.is_zero() {
                     pause(hold);
                 }
                 let _: () = conn.set("bench:c:counter", v + 1)?;
+                released.store(since_base(), Ordering::SeqCst);
                 match (guard, &mode) {
                     (Some(g), _) => g.unlock()?,
                     (None, Mode::Raw(pool)) => raw_release(
@@ -190,7 +223,7 @@ fn contended(url: &str, run: Duration, hold: Duration, modes: &[Mode]) -> Res<Co
                     (None, Mode::Ours(_)) => return Err("no guard".into()),
                 }
             }
-            Ok(waits)
+            Ok((waits, handovers))
         };
         threads.push(
             std::thread::Builder::new()
@@ -202,23 +235,22 @@ fn contended(url: &str, run: Duration, hold: Duration, modes: &[Mode]) -> Res<Co
     let start = Instant::now();
     pause(run);
     stop.store(true, Ordering::Relaxed);
-    let mut all = Vec::new();
+    let (mut all, mut handovers) = (Vec::new(), Vec::new());
     let mut counts = Vec::new();
     for t in threads {
-        let waits = t.join().map_err(|_| "worker panicked")??;
+        let (waits, h) = t.join().map_err(|_| "worker panicked")??;
         counts.push(waits.len());
         all.extend(waits);
+        handovers.extend(h);
     }
+    handovers.sort();
     let elapsed = start.elapsed();
     let total: u64 = client.get_connection()?.get("bench:c:counter")?;
     if total != all.len() as u64 {
         return Err(format!("lost updates: counter {total}, acquisitions {}", all.len()).into());
     }
     all.sort();
-    let pick = |permille: usize| {
-        let i = all.len().saturating_sub(1) * permille / 1000;
-        all.get(i).copied().unwrap_or_default()
-    };
+    let pick = |permille: usize| percentile(&all, permille);
     let max_n = counts.iter().copied().max().unwrap_or(0);
     let min_n = counts.iter().copied().min().unwrap_or(0);
     Ok(Contended {
@@ -231,13 +263,50 @@ fn contended(url: &str, run: Duration, hold: Duration, modes: &[Mode]) -> Res<Co
         } else {
             max_n as f64 / min_n as f64
         },
+        handover: (percentile(&handovers, 500), percentile(&handovers, 990)),
     })
+}
+
+/// PING round trips on one connection: p50 and p99 over `n`.
+fn round_trip(url: &str, n: usize) -> Res<(Duration, Duration)> {
+    let mut conn = redis::Client::open(url)?.get_connection()?;
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let _: String = redis::cmd("PING").query(&mut conn)?;
+        times.push(t.elapsed());
+    }
+    times.sort();
+    Ok((percentile(&times, 500), percentile(&times, 990)))
+}
+
+/// Pins the server (`server_pid`) to CPU 0 and this process (every thread
+/// it starts from now on) to CPU 1.
+#[cfg(target_os = "linux")]
+fn pin(server_pid: u32) -> Res<()> {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    use nix::unistd::Pid;
+    let on = |cpu: usize| -> Res<CpuSet> {
+        let mut set = CpuSet::new();
+        set.set(cpu)?;
+        Ok(set)
+    };
+    let server = Pid::from_raw(i32::try_from(server_pid)?);
+    sched_setaffinity(server, &on(0)?)?;
+    sched_setaffinity(Pid::from_raw(0), &on(1)?)?;
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pin(_server_pid: u32) -> Res<()> {
+    Err("pinned runs need Linux".into())
 }
 
 fn print_contended(name: &str, c: &Contended) {
     println!(
-        "   {name:<9} {:>7.0} acq/s  wait p50 {:>9.3?}  p99 {:>9.3?}  max {:>9.3?}  fairness {:.2}",
-        c.per_sec, c.p50, c.p99, c.max, c.fairness
+        "   {name:<9} {:>7.0} acq/s  wait p50 {:>9.3?}  p99 {:>9.3?}  max {:>9.3?}  fairness {:.2}  \
+         hand-over p50 {:>9.3?}  p99 {:>9.3?}",
+        c.per_sec, c.p50, c.p99, c.max, c.fairness, c.handover.0, c.handover.1
     );
 }
 
@@ -253,9 +322,18 @@ fn main() -> Res<()> {
     } else {
         Duration::from_secs(2)
     };
+    let pinned = std::env::args().any(|a| a == "pinned");
     let server = start_server()?;
     let url = server.url();
-    println!("redmutex bench: {}", machine());
+    if pinned {
+        pin(server.pid())?;
+    }
+    let how = if pinned {
+        "pinned: server on CPU 0, this process on CPU 1"
+    } else {
+        "unpinned"
+    };
+    println!("redmutex bench: {}, {how}", machine());
 
     if runs("1") {
         println!("\n1. uncontended lock + unlock");
@@ -285,6 +363,8 @@ fn main() -> Res<()> {
 /// Section 2: the contended runs, raw loop and redmutex.
 fn contention(url: &str, run: Duration) -> Res<()> {
     println!("\n2. contended: 4 threads over 2 lockers (2 pools) on one key");
+    let (rtt50, rtt99) = round_trip(url, 2000)?;
+    println!("   PING round trip: p50 {rtt50:.3?}, p99 {rtt99:.3?}");
     let raw_modes = [
         Mode::Raw(redmutex::pool(url)?),
         Mode::Raw(redmutex::pool(url)?),
@@ -304,6 +384,11 @@ fn contention(url: &str, run: Duration) -> Res<()> {
             ours.per_sec / raw.per_sec,
             ours.p99.as_secs_f64() / raw.p99.as_secs_f64(),
             ours.max.as_secs_f64() / raw.max.as_secs_f64(),
+        );
+        println!(
+            "   redmutex hand-over p50: {:.3?} = 1 round trip + {:.3?} (target: + 50µs or less)",
+            ours.handover.0,
+            ours.handover.0.saturating_sub(rtt50)
         );
     }
     Ok(())
