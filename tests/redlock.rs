@@ -289,3 +289,42 @@ fn no_grant_is_kept_on_a_bare_majority() {
     g.unlock().unwrap();
     assert_eq!(holders_of(&servers, &k), 0);
 }
+
+#[test]
+fn a_hung_master_costs_its_timeout_once_not_on_every_call() {
+    let servers = servers(3);
+    let io = Duration::from_millis(1500);
+    let locker = redlock_builder(&servers)
+        .ttl(Duration::from_secs(20))
+        .io_timeout(io)
+        .checkout_timeout(io)
+        .build()
+        .unwrap();
+    let k = key("hung");
+    locker.lock(&k).unwrap().unlock().unwrap(); // connections made
+    servers[0].pause(); // SIGSTOP: every call to it waits out the I/O timeout
+                        // 10 lock + unlock cycles, each a lock, a write-back and a release on
+                        // every master: asking the hung one each time costs at least 30 I/O
+                        // timeouts (45 s). Skipped after its first failure, it costs a few.
+    let (cycles, took) = timed(|| {
+        for _ in 0..10 {
+            let g = locker.lock(&k)?;
+            assert_eq!(holders_of(&servers[1..], &k), 2);
+            g.unlock()?;
+        }
+        Ok::<(), Error>(())
+    });
+    cycles.unwrap();
+    assert!(
+        took < io * 10,
+        "10 cycles took {took:?}: the hung master was waited for again and again"
+    );
+    // Back, it is used again once its break is over.
+    servers[0].resume();
+    common::wait_until("the master used again", Duration::from_secs(60), || {
+        let g = locker.lock(&k).unwrap();
+        let back = holders_of(&servers[..1], &k) == 1;
+        g.unlock().unwrap();
+        back
+    });
+}
