@@ -332,7 +332,12 @@ impl Builder {
     /// allowance). The instances must be independent masters, not replicas
     /// of each other. Each call to an instance is bounded by the checkout and
     /// I/O timeouts, capped in this mode at a tenth of the TTL so that a dead
-    /// or hung instance costs little of the lease.
+    /// or hung instance costs little of the lease. An instance whose
+    /// connection fails (refused, unreachable, timed out) is then skipped,
+    /// counted as failed without being asked, for a second, and tried again
+    /// by the next call after that; each failed try doubles the break, up
+    /// to 16 s, and a success ends it. So a dead master costs its timeout
+    /// once in a while, not on every lock, renewal and release.
     ///
     /// Defaults to one instance: the pool given to [`Locker::builder`].
     ///

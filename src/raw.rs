@@ -32,6 +32,9 @@ use crate::Error;
 /// State shared by a locker's clones, its guards and their watchdogs.
 pub(crate) struct RawLock {
     instances: Vec<Arc<dyn Connector>>,
+    /// Per instance, with several (Redlock): when it may be asked again
+    /// after its connection failed (see [`Breaker`]).
+    breakers: Vec<Breaker>,
     /// Per instance: its server's version was found supported (see
     /// [`server::check_version`]), checked before the first acquisition.
     version_checked: Vec<AtomicBool>,
@@ -155,6 +158,7 @@ impl RawLock {
         let channel = announce.then(|| config.keys.release_channel());
         RawLock {
             version_checked: instances.iter().map(|_| AtomicBool::new(false)).collect(),
+            breakers: instances.iter().map(|_| Breaker::default()).collect(),
             instances,
             config,
             wake: Arc::new(Listener::new(channel)),
@@ -289,14 +293,32 @@ impl RawLock {
     /// timeouts.
     fn run_on(&self, i: usize, op: Op<'_>) -> Result<Value, Error> {
         let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
-        self.instance(i)?.run(checkout, io, op, None)
+        self.guarded(i, || self.instance(i)?.run(checkout, io, op, None))
     }
 
     /// As [`RawLock::run_on`], for a renewal: on the connection set aside for
     /// renewals when it is free.
     fn run_renewal_on(&self, i: usize, op: Op<'_>) -> Result<Value, Error> {
         let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
-        self.instance(i)?.run_renewal(checkout, io, op)
+        self.guarded(i, || self.instance(i)?.run_renewal(checkout, io, op))
+    }
+
+    /// Runs `call` on instance `i` through its breaker: with several
+    /// instances, one whose connection failed is not asked again (the call
+    /// fails at once, as if it had) until its break is over. A failed call
+    /// only ever counts against a decision, so skipping one is always safe.
+    fn guarded<T>(&self, i: usize, call: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+        let breaker = self.breakers.get(i).filter(|_| self.instances.len() > 1);
+        let Some(breaker) = breaker else {
+            return call();
+        };
+        breaker.check()?;
+        let result = call();
+        match &result {
+            Err(e) if e.is_connection() => breaker.trip(),
+            _ => breaker.reset(),
+        }
+        result
     }
 
     fn instance(&self, i: usize) -> Result<&Arc<dyn Connector>, Error> {
@@ -428,8 +450,10 @@ impl RawLock {
             grant = Some(g);
             Ok(Value::Nil)
         };
-        self.instance(i)?
-            .run(checkout, io, &mut op, Some(release_by_token()))?;
+        self.guarded(i, || {
+            self.instance(i)?
+                .run(checkout, io, &mut op, Some(release_by_token()))
+        })?;
         grant.ok_or_else(|| replies::unexpected("acquire", &Value::Nil))
     }
 
@@ -632,6 +656,60 @@ impl RawLock {
                     self.wake.waiters().notify(k);
                 }
             }
+        }
+    }
+}
+
+/// How long a master whose connection failed is skipped at first; each
+/// failed try after a break doubles it, up to [`LONGEST_BREAK`].
+const FIRST_BREAK: Duration = Duration::from_secs(1);
+const LONGEST_BREAK: Duration = Duration::from_secs(16);
+
+/// A Redlock master's breaker. A master that is down (refused, unreachable,
+/// hung) would otherwise cost every lock, renewal and release its checkout
+/// or I/O timeout; while its break lasts it is skipped (the call fails at
+/// once, and counts against the majority as a failure would). The first
+/// call after the break tries it again: a success closes the breaker, a
+/// failure starts a break twice as long.
+#[derive(Default)]
+struct Breaker {
+    /// Until when the master is skipped, and the next break's length.
+    state: Mutex<Option<(Instant, Duration)>>,
+}
+
+impl Breaker {
+    /// `Err` while the break lasts.
+    fn check(&self) -> Result<(), Error> {
+        match *self.state.lock() {
+            Some((until, _)) if Instant::now() < until => {
+                Err(Error::Redis(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "skipped: this master's connection failed, it is tried again after a break",
+                ))))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Starts a break, unless one is on (calls that were under way when
+    /// it began fail too, and must not lengthen it).
+    fn trip(&self) {
+        let mut state = self.state.lock();
+        let now = Instant::now();
+        let length = match *state {
+            Some((until, _)) if now < until => return,
+            Some((_, next)) => next,
+            None => FIRST_BREAK,
+        };
+        if let Some(until) = time::deadline(now, length) {
+            *state = Some((until, (length * 2).min(LONGEST_BREAK)));
+        }
+    }
+
+    fn reset(&self) {
+        let mut state = self.state.lock();
+        if state.is_some() {
+            *state = None;
         }
     }
 }
