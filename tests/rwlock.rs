@@ -196,6 +196,45 @@ fn a_release_wakes_the_waiters_not_their_backoff() {
 }
 
 #[test]
+fn a_release_hands_the_lock_to_the_writer_at_the_head() {
+    let server = Server::start();
+    let name = key("writer-to-writer");
+    let writer_key = format!("__redmutex__:rw-write:{name}");
+    let owner = |server: &Server| -> Option<String> {
+        redis::cmd("GET")
+            .arg(&writer_key)
+            .query(&mut server.conn())
+            .unwrap()
+    };
+    let rw = server.locker().rwlock(&name).unwrap();
+    for first_is_reader in [false, true] {
+        let first = if first_is_reader {
+            rw.read().unwrap()
+        } else {
+            rw.write().unwrap()
+        };
+        // A minute of backoff: only the release can give it the lock soon.
+        let waiter = server.slow_locker().rwlock(&name).unwrap();
+        let t = std::thread::spawn(move || {
+            let start = Instant::now();
+            (waiter.write_timeout(LONG), start.elapsed())
+        });
+        wait_until("the writer queued", LONG, || queued(&server, &name) == 1);
+        let before = owner(&server);
+        first.unlock().unwrap();
+        // Handed over in the release itself: the writer key is the
+        // waiter's before it has even heard of the release.
+        let after = owner(&server).expect("the writer key handed over, not freed");
+        assert_ne!(Some(&after), before.as_ref());
+        let (got, took) = t.join().unwrap();
+        let got = got.unwrap();
+        assert!(took < Duration::from_secs(15), "woken by its deadline");
+        assert!(after.contains(&format!(":{}:", got.fencing_token())));
+        got.unlock().unwrap();
+    }
+}
+
+#[test]
 fn holds_of_a_vanished_holder_end_after_their_ttl() {
     let server = Server::start();
     let name = key("vanished");
