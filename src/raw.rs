@@ -271,9 +271,9 @@ impl RawLock {
         claim: Duration,
     ) -> bool {
         // A permit handed over is taken up by the next attempt, which says
-        // which permit it is; nothing is handed over to a read-write lock's
-        // waiters.
-        matches!(a.keys.hold, Hold::Lock)
+        // which permit it is; of a read-write lock, only the writer key is
+        // handed over (to a writer).
+        matches!(a.keys.hold, Hold::Lock | Hold::Write { .. })
             && self.config.min_replicas == 0
             && fence > a.floor.load(Ordering::SeqCst)
             && sent.elapsed() < claim / 3
@@ -508,11 +508,9 @@ impl RawLock {
     /// been lost. With the hand-over, if there was one.
     pub(crate) fn release(&self, a: &Acquisition) -> Result<(bool, Option<Handed>), Error> {
         let channel = self.wake.channel().unwrap_or("");
-        // A read-write lock hands nothing over: its release wakes the
-        // waiters, who look again.
-        let queued = self.wake.channel().is_some()
-            && matches!(a.keys.hold, Hold::Lock)
-            && self.queue_mode(a, Queue::Respect) != Queue::Ignore;
+        // (A read-write lock's releases always look at its queue.)
+        let queued =
+            self.wake.channel().is_some() && self.queue_mode(a, Queue::Respect) != Queue::Ignore;
         let handed = Mutex::new(None);
         let answers = fan_out(self.instances.len(), |i| {
             let call = scripts::release(&a.keys, a.token.as_str(), channel, queued);

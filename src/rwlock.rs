@@ -34,8 +34,10 @@ use crate::Error;
 ///
 /// So a reader that vanished keeps writers out until its hold expires (one
 /// TTL), and a writer waiting meanwhile keeps new readers out as well, as a
-/// vanished holder of a mutex keeps everyone out. Nothing is handed over
-/// in a release: the waiters it wakes each take their own hold.
+/// vanished holder of a mutex keeps everyone out. A release that frees the
+/// lock hands it at once to a writer at the head of the queue, as a mutex
+/// does; when readers are first, it wakes them and each takes its own
+/// hold.
 ///
 /// Readers of one name over many lockers are counted in one set, which
 /// every writer's attempt and every reader's release read: a lock read by

@@ -445,50 +445,109 @@ return 1
     ))
 });
 
+/// Shared by the read-write lock's releases (after `MINT` and `LIVE_HEAD`):
+/// `hand_to_writer` gives the free writer key to the first live waiter
+/// when it is a writer, as a claim (as `HAND_OVER` does for a lock: for
+/// its TTL or its stay, whichever is shorter), announced
+/// `+<token>:<fence>:<writer key>`; when the first is a reader, or nobody
+/// waits, it deletes the writer key (if it is still there) and announces
+/// `-<writer key>`, which wakes the waiters: every reader queued before
+/// the next writer goes in. Returns the grantee's token and fencing token,
+/// if there was one.
+const WRITER_HAND: &str = r"
+local function hand_to_writer(writer, counter, queue, waiters, channel)
+  if channel ~= '' and redis.call('EXISTS', queue) == 1 then
+    local now = clock()
+    local head, entry = live_head(queue, waiters, now)
+    local stay, ttl, meta = string.match(entry or '', '^%d+:(%d+):(%d+):w(.*)$')
+    if head and ttl then
+      redis.call('ZREM', queue, head)
+      redis.call('HDEL', waiters, head)
+      local fence = mint(counter)
+      local claim = tonumber(stay) < tonumber(ttl) and stay or ttl
+      redis.call('SET', writer, head .. ':' .. fence .. ':' .. meta, 'PX', claim)
+      redis.pcall('PUBLISH', channel, '+' .. head .. ':' .. fence .. ':' .. writer)
+      return head, fence
+    end
+  end
+  redis.call('DEL', writer)
+  if channel ~= '' then redis.pcall('PUBLISH', channel, '-' .. writer) end
+  return nil
+end
+";
+
 /// Releases a read hold: deletes its key if it is ours and takes it out of
-/// the set of read holds; when no live read hold is left, announces the
-/// writer key as free, which wakes the waiters of the lock.
+/// the set of read holds; when no live read hold is left, the lock is free:
+/// see `WRITER_HAND`.
 ///
 /// - `KEYS[1]`: the read hold's key, `KEYS[2]`: the set of read holds,
-///   `KEYS[3]`: the writer key. `ARGV[1]`: owner token, `ARGV[2]`: the
-///   release channel (`""`: none).
+///   `KEYS[3]`: the writer key, `KEYS[4..6]`: the fencing counter, the queue
+///   and its waiters. `ARGV[1]`: owner token, `ARGV[2]`: the release channel
+///   (`""`: none).
 ///
-/// Replies: 1 when the hold was ours, 0 when it had been lost.
+/// Replies: 1 when the hold was ours, 0 when it had been lost; after a
+/// hand-over, an array of that number, the grantee's owner token and its
+/// fencing token (as [`RELEASE`]'s).
 pub(crate) static READ_RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{OWNED}{READERS}
+        "{OWNED}{MINT}{LIVE_HEAD}{READERS}{WRITER_HAND}
 local n = 0
 if owned(KEYS[1], ARGV[1]) then
   redis.call('DEL', KEYS[1])
   n = 1
 end
 redis.call('SREM', KEYS[2], KEYS[1])
-if ARGV[2] ~= '' and live_readers(KEYS[2]) == 0 then
-  redis.pcall('PUBLISH', ARGV[2], '-' .. KEYS[3])
+if live_readers(KEYS[2]) == 0 and redis.call('EXISTS', KEYS[3]) == 0 then
+  local head, fence = hand_to_writer(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[2])
+  if head then return {{n, head, fence}} end
 end
 return n
 "
     ))
 });
 
-/// Leaves the queue of a read-write lock (a waiter that gave up), and
-/// announces the writer key, so that the waiters it stood before look
-/// again. Nothing is ever handed over to a waiter of a read-write lock.
+/// Releases the write hold: if the writer key is ours, the lock is free:
+/// see `WRITER_HAND`.
 ///
-/// - `KEYS[1]`, `KEYS[2]`: the queue and its waiters, `KEYS[3]`: the writer
-///   key. `ARGV[1]`: owner token, `ARGV[2]`: the release channel (`""`:
-///   none).
+/// - `KEYS[1]`: the writer key, `KEYS[2..4]`: the fencing counter, the
+///   queue and its waiters. `ARGV[1]`: owner token, `ARGV[2]`: the release
+///   channel (`""`: none).
 ///
-/// Replies: 0.
+/// Replies: as [`READ_RELEASE`]'s.
+pub(crate) static WRITE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{OWNED}{MINT}{LIVE_HEAD}{WRITER_HAND}
+if not owned(KEYS[1], ARGV[1]) then return 0 end
+local head, fence = hand_to_writer(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
+if head then return {{1, head, fence}} end
+return 1
+"
+    ))
+});
+
+/// Leaves the queue of a read-write lock (a waiter that gave up). A writer
+/// key handed over to it in the meantime is freed again (see
+/// `WRITER_HAND`); otherwise the writer key is announced, so that the
+/// waiters it stood before look again.
+///
+/// - `KEYS[1]`: the writer key, `KEYS[2..4]`: the fencing counter, the
+///   queue and its waiters. `ARGV[1]`: owner token, `ARGV[2]`: the release
+///   channel (`""`: none).
+///
+/// Replies: 1 when a writer key handed over to it was freed, else 0.
 pub(crate) static RW_DEQUEUE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
-if ARGV[2] ~= '' then redis.pcall('PUBLISH', ARGV[2], '-' .. KEYS[3]) end
+    Script::new(&format!(
+        "{OWNED}{MINT}{LIVE_HEAD}{WRITER_HAND}
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
+if owned(KEYS[1], ARGV[1]) then
+  hand_to_writer(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
+  return 1
+end
+if ARGV[2] ~= '' then redis.pcall('PUBLISH', ARGV[2], '-' .. KEYS[1]) end
 return 0
-",
-    )
+"
+    ))
 });
 
 /// Redlock: raises a counter to at least a floor after a grant, so the next
@@ -678,11 +737,10 @@ pub(crate) fn acquire(
 /// Leaving the queue of `keys` for `token`: [`DEQUEUE`] for single-key
 /// locks and semaphores, [`RW_DEQUEUE`] for a read-write lock.
 pub(crate) fn dequeue(keys: &LockKeys, token: &str, channel: &str) -> ScriptInvocation<'static> {
-    if let Hold::Read { writer: w, .. } = &keys.hold {
-        return rw_dequeue(keys, w, token, channel);
-    }
-    if let Hold::Write { .. } = &keys.hold {
-        return rw_dequeue(keys, &keys.locks, token, channel);
+    match &keys.hold {
+        Hold::Read { writer, .. } => return rw_call(&RW_DEQUEUE, keys, writer, token, channel),
+        Hold::Write { .. } => return rw_call(&RW_DEQUEUE, keys, &keys.locks, token, channel),
+        Hold::Lock | Hold::Permit => {}
     }
     let mut call = DEQUEUE.prepare_invoke();
     call.key(&keys.fence)
@@ -694,16 +752,20 @@ pub(crate) fn dequeue(keys: &LockKeys, token: &str, channel: &str) -> ScriptInvo
     call
 }
 
-fn rw_dequeue(
+/// `script` (one of the read-write lock's) with `KEYS`: `writer`, the
+/// fencing counter, the queue and its waiters; `ARGV`: `token`, `channel`.
+fn rw_call(
+    script: &'static Script,
     keys: &LockKeys,
     writer: &[String],
     token: &str,
     channel: &str,
 ) -> ScriptInvocation<'static> {
-    let mut call = RW_DEQUEUE.prepare_invoke();
-    call.key(&keys.queue)
+    let mut call = script.prepare_invoke();
+    call.key(writer)
+        .key(&keys.fence)
+        .key(&keys.queue)
         .key(&keys.waiters)
-        .key(writer)
         .arg(token)
         .arg(channel);
     call
@@ -751,21 +813,28 @@ pub(crate) fn renew(
 
 /// [`RELEASE`] of `keys` by `token`, announced on `channel` (`""`: none);
 /// with `queued`, a single key is handed to its first live waiter.
-/// [`READ_RELEASE`] for a read hold.
+/// [`READ_RELEASE`] for a read hold, [`WRITE_RELEASE`] for the write hold.
 pub(crate) fn release(
     keys: &LockKeys,
     token: &str,
     channel: &str,
     queued: bool,
 ) -> ScriptInvocation<'static> {
-    if let Hold::Read { writer, readers } = &keys.hold {
-        let mut call = READ_RELEASE.prepare_invoke();
-        call.key(&*keys.locks)
-            .key(readers)
-            .key(&**writer)
-            .arg(token)
-            .arg(channel);
-        return call;
+    match &keys.hold {
+        Hold::Read { writer, readers } => {
+            let mut call = READ_RELEASE.prepare_invoke();
+            call.key(&*keys.locks)
+                .key(readers)
+                .key(&**writer)
+                .key(&keys.fence)
+                .key(&keys.queue)
+                .key(&keys.waiters)
+                .arg(token)
+                .arg(channel);
+            return call;
+        }
+        Hold::Write { .. } => return rw_call(&WRITE_RELEASE, keys, &keys.locks, token, channel),
+        Hold::Lock | Hold::Permit => {}
     }
     let mut call = RELEASE.prepare_invoke();
     call.key(&*keys.locks);
