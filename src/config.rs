@@ -336,7 +336,7 @@ impl Builder {
     /// connection fails (refused, unreachable, timed out) is then skipped,
     /// counted as failed without being asked, for a second, and tried again
     /// by the next call after that; each failed try doubles the break, up
-    /// to 16 s, and a success ends it. So a dead master costs its timeout
+    /// to 4 s, and a success ends it. So a dead master costs its timeout
     /// once in a while, not on every lock, renewal and release.
     ///
     /// Defaults to one instance: the pool given to [`Locker::builder`].

@@ -659,9 +659,12 @@ impl RawLock {
 }
 
 /// How long a master whose connection failed is skipped at first; each
-/// failed try after a break doubles it, up to [`LONGEST_BREAK`].
+/// failed try after a break doubles it, up to [`LONGEST_BREAK`]. The cap
+/// weighs how long a master that came back may stay unused against how
+/// often a dead one is tried (once per break, the try costing one call its
+/// timeout when the master hangs rather than refuses).
 const FIRST_BREAK: Duration = Duration::from_secs(1);
-const LONGEST_BREAK: Duration = Duration::from_secs(16);
+const LONGEST_BREAK: Duration = Duration::from_secs(4);
 
 /// A Redlock master's breaker. A master that is down (refused, unreachable,
 /// hung) would otherwise cost every lock, renewal and release its checkout
