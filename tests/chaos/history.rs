@@ -1092,12 +1092,18 @@ pub fn check(
             let claim = limits.backoff + limits.op;
             let bound = claim + limits.backoff + limits.op + limits.slack / 2;
             for (key, sections) in &by_key {
+                // An attempt the waiter sent before it died may still reach
+                // the server within one operation bound: after a release
+                // that gave it the lock as a claim, such an attempt takes the
+                // claim up for a whole TTL (the dead waiter then counts as a
+                // holder). So the releases looked at come after that.
+                let after_kill = e.start + limits.op;
                 // A read hold's release while another read hold stays
                 // (a killed worker's, until its TTL) frees nothing.
                 let mut releases: Vec<(&Section, u64)> = sections
                     .iter()
                     .filter_map(|s| Some((*s, s.exit.as_ref()?.t, s.unlock?)))
-                    .filter(|(_, x, (_, u))| *x > e.start && *u == Unlock::Ok)
+                    .filter(|(_, x, (_, u))| *x > after_kill && *u == Unlock::Ok)
                     .map(|(s, x, _)| (s, x))
                     .collect();
                 releases.sort_by_key(|(_, x)| *x);
