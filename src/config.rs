@@ -334,9 +334,9 @@ impl Builder {
     /// I/O timeouts, capped in this mode at a tenth of the TTL so that a dead
     /// or hung instance costs little of the lease. An instance whose
     /// connection fails (refused, unreachable, timed out) is then skipped,
-    /// counted as failed without being asked, for a second, and tried again
+    /// counted as failed without being asked, for half a second, and tried again
     /// by the next call after that; each failed try doubles the break, up
-    /// to 4 s, and a success ends it. So a dead master costs its timeout
+    /// to 2 s, and a success ends it. So a dead master costs its timeout
     /// once in a while, not on every lock, renewal and release.
     ///
     /// Defaults to one instance: the pool given to [`Locker::builder`].

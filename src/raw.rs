@@ -663,8 +663,8 @@ impl RawLock {
 /// weighs how long a master that came back may stay unused against how
 /// often a dead one is tried (once per break, the try costing one call its
 /// timeout when the master hangs rather than refuses).
-const FIRST_BREAK: Duration = Duration::from_secs(1);
-const LONGEST_BREAK: Duration = Duration::from_secs(4);
+const FIRST_BREAK: Duration = Duration::from_millis(500);
+const LONGEST_BREAK: Duration = Duration::from_secs(2);
 
 /// A Redlock master's breaker. A master that is down (refused, unreachable,
 /// hung) would otherwise cost every lock, renewal and release its checkout
