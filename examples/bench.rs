@@ -323,6 +323,8 @@ fn main() -> Res<()> {
         Duration::from_secs(2)
     };
     let pinned = std::env::args().any(|a| a == "pinned");
+    // Before pinning, which narrows what this process may see.
+    let machine = machine();
     let server = start_server()?;
     let url = server.url();
     if pinned {
@@ -333,7 +335,7 @@ fn main() -> Res<()> {
     } else {
         "unpinned"
     };
-    println!("redmutex bench: {}, {how}", machine());
+    println!("redmutex bench: {machine}, {how}");
 
     if runs("1") {
         println!("\n1. uncontended lock + unlock");
