@@ -211,11 +211,8 @@ impl RawLock {
     /// key of its own, named by an id drawn for it.
     pub(crate) fn prepare_rw(&self, name: &str, read: bool) -> Result<Acquisition, Error> {
         let cluster = self.config.topology.is_cluster();
-        let id = if read { Some(Token::new()?) } else { None };
-        // Half of a token never used as one: unique, and it says nothing
-        // of any owner token's secret half.
-        let id = id.as_ref().map(|t| &t.as_str()[..16]);
-        let keys = self.config.keys.rw_keys(name, id, cluster);
+        let id = if read { Some(Token::key_id()?) } else { None };
+        let keys = self.config.keys.rw_keys(name, id.as_deref(), cluster);
         Acquisition::new(vec![name.to_owned()], keys)
     }
 

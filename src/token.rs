@@ -60,6 +60,16 @@ impl Token {
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// A fresh id to name a key by (a read hold's): the first half of a
+    /// token that is never used as one, so unique as tokens are, and
+    /// telling nothing of any owner token's secret half.
+    pub(crate) fn key_id() -> Result<String, Error> {
+        let (unique, _) = next(&mut SOURCE.lock(), std::process::id())?;
+        let mut hex = String::with_capacity(16);
+        push_hex(&mut hex, unique);
+        Ok(hex)
+    }
 }
 
 /// The two halves of the next token of process `pid`, seeding `source`
@@ -128,6 +138,16 @@ mod tests {
         assert_eq!((s.pid, s.next), (2, 1), "reseeded, counting afresh");
         assert_ne!(s.prefix, parent_prefix, "with a prefix of its own");
         assert_ne!(child.0, parent_prefix ^ 2);
+    }
+
+    #[test]
+    fn key_ids_are_16_hex_digits_distinct_from_token_halves() {
+        let t = Token::new().unwrap();
+        let id = Token::key_id().unwrap();
+        assert_eq!(id.len(), 16);
+        assert!(id.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(id, t.as_str()[..16]);
+        assert_ne!(id, Token::key_id().unwrap());
     }
 
     #[test]

@@ -79,12 +79,20 @@ pub(crate) enum Hold {
 }
 
 impl LockKeys {
-    /// The keys whose release a waiter for these keys watches.
-    pub(crate) fn watched(&self) -> &Arc<[String]> {
+    /// A read-write lock's writer key (as a one-key list): a read hold's
+    /// `writer`, the write hold's own key; `None` for locks and permits.
+    pub(crate) fn writer(&self) -> Option<&Arc<[String]>> {
         match &self.hold {
-            Hold::Read { writer, .. } => writer,
-            _ => &self.locks,
+            Hold::Read { writer, .. } => Some(writer),
+            Hold::Write { .. } => Some(&self.locks),
+            Hold::Lock | Hold::Permit => None,
         }
+    }
+
+    /// The keys whose release a waiter for these keys watches: a
+    /// read-write lock's writer key, else the lock keys.
+    pub(crate) fn watched(&self) -> &Arc<[String]> {
+        self.writer().unwrap_or(&self.locks)
     }
 }
 

@@ -737,10 +737,8 @@ pub(crate) fn acquire(
 /// Leaving the queue of `keys` for `token`: [`DEQUEUE`] for single-key
 /// locks and semaphores, [`RW_DEQUEUE`] for a read-write lock.
 pub(crate) fn dequeue(keys: &LockKeys, token: &str, channel: &str) -> ScriptInvocation<'static> {
-    match &keys.hold {
-        Hold::Read { writer, .. } => return rw_call(&RW_DEQUEUE, keys, writer, token, channel),
-        Hold::Write { .. } => return rw_call(&RW_DEQUEUE, keys, &keys.locks, token, channel),
-        Hold::Lock | Hold::Permit => {}
+    if let Some(writer) = keys.writer() {
+        return rw_call(&RW_DEQUEUE, keys, writer, token, channel);
     }
     let mut call = DEQUEUE.prepare_invoke();
     call.key(&keys.fence)
