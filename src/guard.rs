@@ -89,19 +89,19 @@ impl Guard {
     /// releases it through `Drop`), then starts its watchdog.
     pub(crate) fn new(
         shared: Arc<RawLock>,
-        mut acquisition: Acquisition,
+        acquisition: Arc<Acquisition>,
         fence: u64,
         lease: Arc<Lease>,
     ) -> Result<Guard, Error> {
         let (watchdog_on, max_hold) = (shared.config.watchdog, shared.config.max_hold);
         let mut guard = Guard {
-            keys: std::mem::take(&mut acquisition.caller_keys),
+            keys: acquisition.caller_keys.clone(),
             fence,
             permit: acquisition.permit_index(),
             lease,
             held: Some(Held {
                 shared,
-                acquisition: Arc::new(acquisition),
+                acquisition,
                 watchdog: None,
             }),
         };

@@ -367,6 +367,7 @@ impl Locker {
 
     /// One attempt of a prepared acquisition (a lock's or a permit's).
     pub(crate) fn try_acquisition(&self, acquisition: Acquisition) -> Result<Option<Guard>, Error> {
+        let acquisition = Arc::new(acquisition);
         let queue = self.shared.queue_mode(&acquisition, Queue::Respect);
         match self.shared.acquire(&acquisition, queue)? {
             Outcome::Granted { sent, fence } => self.grant(acquisition, sent, fence).map(Some),
@@ -393,6 +394,7 @@ impl Locker {
         stop: Option<&AtomicBool>,
     ) -> Result<Guard, Error> {
         let start = Instant::now();
+        let acquisition = Arc::new(acquisition);
         // The key errors and log events name (the first, for several).
         let first_key = acquisition.caller_keys.first().cloned().unwrap_or_default();
         let first = first_key.as_str();
@@ -497,7 +499,7 @@ impl Locker {
     }
 
     /// Turns a granted acquisition into a guard, starting its watchdog.
-    fn grant(&self, a: Acquisition, sent: Instant, fence: u64) -> Result<Guard, Error> {
+    fn grant(&self, a: Arc<Acquisition>, sent: Instant, fence: u64) -> Result<Guard, Error> {
         let config = &self.shared.config;
         self.guard(a, fence, Lease::new(sent, config.ttl, config.drift))
     }
@@ -508,7 +510,7 @@ impl Locker {
     /// one renewal here does.
     fn take_up(
         &self,
-        a: Acquisition,
+        a: Arc<Acquisition>,
         sent: Instant,
         fence: u64,
         claim: Duration,
@@ -522,7 +524,7 @@ impl Locker {
         Ok(guard)
     }
 
-    fn guard(&self, a: Acquisition, fence: u64, lease: Lease) -> Result<Guard, Error> {
+    fn guard(&self, a: Arc<Acquisition>, fence: u64, lease: Lease) -> Result<Guard, Error> {
         let a = a.granted_permit()?;
         if self.shared.config.watchdog {
             self.shared.reserve_for_renewals();

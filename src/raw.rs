@@ -4,7 +4,9 @@
 //! there are several, parses the replies (`protocol::replies`), and a pure
 //! function of `quorum.rs` decides.
 
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -41,6 +43,8 @@ pub(crate) struct RawLock {
     pub(crate) config: Config,
     /// The release listener, and the waiters it wakes.
     wake: Arc<Listener>,
+    /// Redlock: the threads that ask the other instances.
+    fan: FanOut,
 }
 
 // `RawLock` is `Send + Sync`: connectors are required to be, and `Config` and
@@ -89,7 +93,7 @@ impl Acquisition {
     /// The acquisition of the permit that was granted, for its guard:
     /// its one lock key, with the semaphore's queue (a release hands that
     /// permit to the next waiter). A lock's acquisition is returned as it is.
-    pub(crate) fn granted_permit(mut self) -> Result<Acquisition, Error> {
+    pub(crate) fn granted_permit(self: Arc<Self>) -> Result<Arc<Acquisition>, Error> {
         if !self.is_permit() {
             return Ok(self);
         }
@@ -100,9 +104,16 @@ impl Acquisition {
             .get(slot)
             .cloned()
             .ok_or_else(|| replies::unexpected("permit", &Value::Int(0)))?;
-        self.keys.locks = Arc::from([key]);
-        self.keys.hold = Hold::Lock;
-        Ok(self)
+        let mut keys = self.keys.clone();
+        keys.locks = Arc::from([key]);
+        keys.hold = Hold::Lock;
+        Ok(Arc::new(Acquisition {
+            token: self.token.clone(),
+            caller_keys: self.caller_keys.clone(),
+            keys,
+            floor: AtomicU64::new(self.floor.load(Ordering::SeqCst)),
+            slot: AtomicUsize::new(slot),
+        }))
     }
 
     /// A semaphore's permit, not granted yet.
@@ -159,6 +170,7 @@ impl RawLock {
         RawLock {
             version_checked: instances.iter().map(|_| AtomicBool::new(false)).collect(),
             breakers: instances.iter().map(|_| Breaker::default()).collect(),
+            fan: FanOut::new(instances.len()),
             instances,
             config,
             wake: Arc::new(Listener::new(channel)),
@@ -349,10 +361,15 @@ impl RawLock {
     /// One acquire attempt on every instance. A grant on fewer than a
     /// majority is released everywhere at once, including on the instances
     /// that seemed to fail.
-    pub(crate) fn acquire(&self, a: &Acquisition, queue: Queue) -> Result<Outcome, Error> {
+    pub(crate) fn acquire(
+        self: &Arc<Self>,
+        a: &Arc<Acquisition>,
+        queue: Queue,
+    ) -> Result<Outcome, Error> {
         let n = self.instances.len();
         let sent = Instant::now();
-        let answers = fan_out(n, |i| self.acquire_on(i, a, queue));
+        let (this, a2) = (Arc::clone(self), Arc::clone(a));
+        let answers = self.fan.run(n, move |i| this.acquire_on(i, &a2, queue));
         let ttl = self.config.ttl;
         let drift = time::drift(ttl, self.config.drift);
         match quorum::decide_acquire(answers, ttl, sent.elapsed(), drift) {
@@ -464,7 +481,7 @@ impl RawLock {
     /// again, at most [`REPAIR_TRIES`] times, while an instance answers that
     /// another client holds the lock there: a rival's failed attempt
     /// releases it a round trip later.
-    fn raise_fences(&self, a: &Acquisition, fence: u64) -> Result<bool, Error> {
+    fn raise_fences(self: &Arc<Self>, a: &Arc<Acquisition>, fence: u64) -> Result<bool, Error> {
         let mut tries = 0;
         loop {
             let everywhere = self.raise_fences_once(a, fence)?;
@@ -475,12 +492,17 @@ impl RawLock {
         }
     }
 
-    fn raise_fences_once(&self, a: &Acquisition, fence: u64) -> Result<bool, Error> {
-        let answers = fan_out(self.instances.len(), |i| {
-            let ttl = time::millis_ceil(self.config.ttl);
+    fn raise_fences_once(
+        self: &Arc<Self>,
+        a: &Arc<Acquisition>,
+        fence: u64,
+    ) -> Result<bool, Error> {
+        let (this, a) = (Arc::clone(self), Arc::clone(a));
+        let answers = self.fan.run(self.instances.len(), move |i| {
+            let ttl = time::millis_ceil(this.config.ttl);
             let call =
-                scripts::raise_fence(&a.keys, fence, a.token.as_str(), &self.config.metadata, ttl);
-            let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+                scripts::raise_fence(&a.keys, fence, a.token.as_str(), &this.config.metadata, ttl);
+            let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             Ok(replies::int_reply(&reply, "raise fence")? == 1)
         });
         match quorum::decide_raise(answers) {
@@ -495,7 +517,7 @@ impl RawLock {
     }
 
     /// Releases on every instance, ignoring the outcome (clean-up paths).
-    fn release_quietly(&self, a: &Acquisition) {
+    fn release_quietly(self: &Arc<Self>, a: &Arc<Acquisition>) {
         let _ = self.release(a);
     }
 
@@ -503,22 +525,32 @@ impl RawLock {
     /// release, and hands a single-key lock to the first live waiter in its
     /// queue. `Ok(true)`: a majority still had the lock; `Ok(false)`: it had
     /// been lost. With the hand-over, if there was one.
-    pub(crate) fn release(&self, a: &Acquisition) -> Result<(bool, Option<Handed>), Error> {
-        let channel = self.wake.channel().unwrap_or("");
+    pub(crate) fn release(
+        self: &Arc<Self>,
+        a: &Arc<Acquisition>,
+    ) -> Result<(bool, Option<Handed>), Error> {
         // (A read-write lock's releases always look at its queue.)
         let queued =
             self.wake.channel().is_some() && self.queue_mode(a, Queue::Respect) != Queue::Ignore;
-        let handed = Mutex::new(None);
-        let answers = fan_out(self.instances.len(), |i| {
-            let call = scripts::release(&a.keys, a.token.as_str(), channel, queued);
-            let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+        let (this, a2) = (Arc::clone(self), Arc::clone(a));
+        let answers = self.fan.run(self.instances.len(), move |i| {
+            let channel = this.wake.channel().unwrap_or("");
+            let call = scripts::release(&a2.keys, a2.token.as_str(), channel, queued);
+            let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             let (deleted, to) = replies::parse_release(&reply)?;
-            if to.is_some() {
-                *handed.lock() = to;
-            }
-            Ok(usize::try_from(deleted).is_ok_and(|d| d == a.keys.locks.len()))
+            Ok((deleted, to))
         });
-        let handed = handed.into_inner();
+        let mut handed = None;
+        let answers = answers
+            .into_iter()
+            .map(|answer| {
+                let (deleted, to) = answer?;
+                if to.is_some() {
+                    handed = to;
+                }
+                Ok(usize::try_from(deleted).is_ok_and(|d| d == a.keys.locks.len()))
+            })
+            .collect();
         match quorum::decide_release(answers) {
             Released::Clean => Ok((true, handed)),
             Released::Lost => Ok((false, handed)),
@@ -538,9 +570,9 @@ impl RawLock {
     /// that instance counts as confirmed only then: a majority that erodes
     /// one instance at a time is repaired, not silently lost.
     pub(crate) fn renew(
-        &self,
+        self: &Arc<Self>,
         lease: &Lease,
-        a: &Acquisition,
+        a: &Arc<Acquisition>,
         fence: u64,
         ttl: Option<Duration>,
     ) -> Result<Renewal, Error> {
@@ -553,9 +585,9 @@ impl RawLock {
     }
 
     fn renew_now(
-        &self,
+        self: &Arc<Self>,
         lease: &Lease,
-        a: &Acquisition,
+        a: &Arc<Acquisition>,
         fence: u64,
         ttl: Duration,
     ) -> Result<Renewal, Error> {
@@ -571,17 +603,18 @@ impl RawLock {
             (value.format(), fence)
         });
         let sent = Instant::now();
-        let answers = fan_out(self.instances.len(), |i| {
+        let (this, a) = (Arc::clone(self), Arc::clone(a));
+        let answers = self.fan.run(self.instances.len(), move |i| {
             let repair = repair
                 .as_ref()
                 .map(|(value, fence)| (value.as_str(), *fence));
             let call = scripts::renew(&a.keys, a.token.as_str(), time::millis_ceil(ttl), repair);
-            let reply = self.run_renewal_on(i, &mut |c| {
+            let reply = this.run_renewal_on(i, &mut |c| {
                 let reply = call.invoke::<Value>(c)?;
                 // A renewal counts once the replicas have it too: else a
                 // failover to one of them could find the lock expired.
                 if reply == Value::Int(1) {
-                    acknowledged(&self.config, c)?;
+                    acknowledged(&this.config, c)?;
                 }
                 Ok(reply)
             })?;
@@ -612,10 +645,15 @@ impl RawLock {
     /// the end of a hold that must last until a given time. `Ok(true)`: a
     /// majority still had them; `Ok(false)`: the lease had been lost. The
     /// guard's watchdog must be stopped first.
-    pub(crate) fn expire(&self, a: &Acquisition, ttl: Duration) -> Result<bool, Error> {
-        let answers = fan_out(self.instances.len(), |i| {
+    pub(crate) fn expire(
+        self: &Arc<Self>,
+        a: &Arc<Acquisition>,
+        ttl: Duration,
+    ) -> Result<bool, Error> {
+        let (this, a) = (Arc::clone(self), Arc::clone(a));
+        let answers = self.fan.run(self.instances.len(), move |i| {
             let call = scripts::renew(&a.keys, a.token.as_str(), time::millis_ceil(ttl), None);
-            let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             Ok(replies::int_reply(&reply, "expire")? == 1)
         });
         match quorum::decide_renew(answers) {
@@ -626,12 +664,13 @@ impl RawLock {
     }
 
     /// Who holds `key`, as a majority of instances sees it.
-    pub(crate) fn holder(&self, key: &str) -> Result<Option<LockInfo>, Error> {
+    pub(crate) fn holder(self: &Arc<Self>, key: &str) -> Result<Option<LockInfo>, Error> {
         keys::validate_key(key)?;
         let lock_key = self.config.keys.lock_key(key);
-        let answers = fan_out(self.instances.len(), |i| {
+        let this = Arc::clone(self);
+        let answers = self.fan.run(self.instances.len(), move |i| {
             let call = scripts::holder(&lock_key);
-            let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             replies::parse_holder(&reply)
         });
         match quorum::decide_holder(answers) {
@@ -712,39 +751,105 @@ impl Breaker {
     }
 }
 
-/// Runs `f(i)` for every instance `i` in `0..n`, in parallel when `n > 1`
-/// (one scoped thread per extra instance; instance 0 runs on the caller's
-/// thread), and returns the results in instance order. Each call is bounded
-/// by its connection's timeouts, so the whole takes as long as the slowest.
-pub(crate) fn fan_out<T, F>(n: usize, f: F) -> Vec<Result<T, Error>>
-where
-    T: Send,
-    F: Fn(usize) -> Result<T, Error> + Sync,
-{
-    if n <= 1 {
-        return (0..n).map(&f).collect();
+/// What a fan-out thread runs: one call on one instance, which sends its
+/// result back itself.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The threads that ask a Redlock locker's instances `1..` while the
+/// calling thread asks instance 0: one per instance, started when first
+/// needed, kept for the locker's life (an operation starts no thread), and
+/// ended when the locker and its guards are gone (their channel closes).
+pub(crate) struct FanOut {
+    /// Per instance past the first: the channel to its thread, once started.
+    workers: Vec<Mutex<Option<mpsc::Sender<Job>>>>,
+}
+
+impl FanOut {
+    pub(crate) fn new(instances: usize) -> FanOut {
+        FanOut {
+            workers: (1..instances).map(|_| Mutex::new(None)).collect(),
+        }
     }
-    thread::scope(|scope| {
-        let f = &f;
-        let handles: Vec<_> = (1..n)
-            .map(|i| {
-                thread::Builder::new()
-                    .name("redmutex-redlock".into())
-                    .spawn_scoped(scope, move || f(i))
-            })
-            .collect();
-        let mut results = Vec::with_capacity(n);
-        results.push(f(0));
-        for h in handles {
-            results.push(match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(Error::Thread(std::io::Error::other("panicked")))),
-                Err(e) => Err(Error::Thread(e)),
+
+    /// Runs `f(i)` for every instance `i` in `0..n`, at once when `n > 1`
+    /// (instance 0 on the caller's thread, the others on their threads),
+    /// and returns the results in instance order. Each call is bounded by
+    /// its connection's timeouts, so the whole takes as long as the
+    /// slowest. A call that cannot be run (its thread could not start, or
+    /// panicked) fails with [`Error::Thread`], as a failed instance would.
+    pub(crate) fn run<T, F>(&self, n: usize, f: F) -> Vec<Result<T, Error>>
+    where
+        T: Send + 'static,
+        F: Fn(usize) -> Result<T, Error> + Send + Sync + 'static,
+    {
+        if n <= 1 {
+            return (0..n).map(&f).collect();
+        }
+        let f = Arc::new(f);
+        let (done, answers) = mpsc::channel();
+        let mut results: Vec<Option<Result<T, Error>>> = (0..n).map(|_| None).collect();
+        for i in 1..n {
+            let (f, done) = (Arc::clone(&f), done.clone());
+            let job: Job = Box::new(move || {
+                let result = panic::catch_unwind(AssertUnwindSafe(|| f(i)))
+                    .unwrap_or_else(|_| Err(thread_error("a Redlock call panicked")));
+                let _ = done.send((i, result));
             });
+            if let Err(e) = self.submit(i, job) {
+                if let Some(slot) = results.get_mut(i) {
+                    *slot = Some(Err(e));
+                }
+            }
+        }
+        // The answers end once every job has sent its result or is gone.
+        drop(done);
+        if let Some(slot) = results.first_mut() {
+            *slot = Some(f(0));
+        }
+        for (i, result) in answers {
+            if let Some(slot) = results.get_mut(i) {
+                *slot = Some(result);
+            }
         }
         results
-    })
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(thread_error("a Redlock call was lost"))))
+            .collect()
+    }
+
+    /// Hands `job` to instance `i`'s thread, starting it (again) if needed.
+    fn submit(&self, i: usize, job: Job) -> Result<(), Error> {
+        let worker = i
+            .checked_sub(1)
+            .and_then(|w| self.workers.get(w))
+            .ok_or_else(|| Error::InvalidInput(format!("no instance {i}")))?;
+        let mut worker = worker.lock();
+        let job = match worker.as_ref() {
+            Some(sender) => match sender.send(job) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::SendError(job)) => job,
+            },
+            None => job,
+        };
+        let (sender, jobs) = mpsc::channel::<Job>();
+        thread::Builder::new()
+            .name("redmutex-redlock".into())
+            .spawn(move || {
+                for job in jobs {
+                    job();
+                }
+            })
+            .map_err(Error::Thread)?;
+        sender
+            .send(job)
+            .map_err(|_| thread_error("a Redlock thread ended at once"))?;
+        *worker = Some(sender);
+        Ok(())
+    }
+}
+
+fn thread_error(what: &str) -> Error {
+    Error::Thread(std::io::Error::other(what.to_owned()))
 }
 
 #[cfg(test)]
@@ -753,10 +858,24 @@ mod fan_out_tests {
 
     #[test]
     fn fan_out_keeps_instance_order() {
-        let r = fan_out(5, |i| Ok(i * 10));
-        let values: Vec<usize> = r.into_iter().map(Result::unwrap).collect();
-        assert_eq!(values, [0, 10, 20, 30, 40]);
-        assert_eq!(fan_out(1, Ok).len(), 1);
+        let fan = FanOut::new(5);
+        for _ in 0..3 {
+            let r = fan.run(5, |i| Ok(i * 10));
+            let values: Vec<usize> = r.into_iter().map(Result::unwrap).collect();
+            assert_eq!(values, [0, 10, 20, 30, 40]);
+        }
+        assert_eq!(fan.run(1, Ok).len(), 1);
+    }
+
+    #[test]
+    fn a_panicking_call_fails_its_instance_only() {
+        let fan = FanOut::new(3);
+        let r = fan.run(3, |i| if i == 1 { panic!("boom") } else { Ok(i) });
+        assert!(matches!(r.get(1), Some(Err(Error::Thread(_)))));
+        assert!(matches!(r.get(2), Some(Ok(2))));
+        // The thread that ran it is still there, or starts again.
+        let r = fan.run(3, Ok);
+        assert!(r.iter().all(Result::is_ok));
     }
 }
 

@@ -6,6 +6,9 @@
 //! A test binary of its own: it counts the process's threads by name, and
 //! other tests' lockers would come and go beside it.
 #![cfg(target_os = "linux")]
+#![allow(clippy::expect_used)]
+// A thread's end is no event a test can wait on: /proc is polled for it.
+#![allow(clippy::disallowed_methods)]
 
 mod common;
 

@@ -70,7 +70,7 @@ const PAST_STAY: &str = "0:0:";
 struct Real {
     shared: Arc<RawLock>,
     conn: redis::Connection,
-    clients: Vec<Acquisition>,
+    clients: Vec<Arc<Acquisition>>,
     /// The lock's key, its fencing counter, queue and waiters, as the
     /// library names them.
     lock: String,
@@ -85,8 +85,8 @@ struct Real {
 
 impl Real {
     fn new(shared: Arc<RawLock>, conn: redis::Connection, clients: usize) -> Real {
-        let clients: Vec<Acquisition> = (0..clients)
-            .map(|_| shared.prepare(&[KEY]).unwrap())
+        let clients: Vec<Arc<Acquisition>> = (0..clients)
+            .map(|_| Arc::new(shared.prepare(&[KEY]).unwrap()))
             .collect();
         let a = &clients[0];
         Real {
