@@ -328,3 +328,75 @@ fn a_hung_master_costs_its_timeout_once_not_on_every_call() {
         back
     });
 }
+
+/// How many scripts `server` ran since its statistics were reset.
+fn scripts_run(server: &common::Server) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.conn())
+        .unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[test]
+fn a_grant_on_every_master_with_one_token_needs_no_write_back() {
+    // Every master minting the same token leaves them as the write-back
+    // would: a lock and an unlock are one script per master each.
+    let servers = servers(3);
+    let locker = redlock_builder(&servers).watchdog(false).build().unwrap();
+    let k = key("rl-one-token");
+    locker.lock(&k).unwrap().unlock().unwrap();
+    for s in &servers {
+        redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .exec(&mut s.conn())
+            .unwrap();
+    }
+    let g = locker.lock(&k).unwrap();
+    for s in &servers {
+        assert_eq!(common::fence_of(s, &k), g.fencing_token());
+    }
+    g.unlock().unwrap();
+    let run: Vec<u64> = servers.iter().map(scripts_run).collect();
+    assert_eq!(
+        run,
+        [2, 2, 2],
+        "scripts per master for a lock and an unlock"
+    );
+}
+
+#[test]
+fn a_master_counting_ahead_is_written_back() {
+    // One master's counter far ahead: the masters mint different tokens,
+    // and the grant's (the largest) is written back to all of them.
+    let servers = servers(3);
+    let k = key("rl-ahead");
+    let locker = redlock_builder(&servers).build().unwrap();
+    locker.lock(&k).unwrap().unlock().unwrap();
+    let ahead: u64 = 9_000_000_000_000_000;
+    redis::cmd("SET")
+        .arg(common::fence_key(None))
+        .arg(ahead)
+        .exec(&mut servers[1].conn())
+        .unwrap();
+    let g = locker.lock(&k).unwrap();
+    assert_eq!(g.fencing_token(), ahead + 1);
+    for s in &servers {
+        assert_eq!(common::fence_of(s, &k), ahead + 1);
+        let counter: u64 = redis::cmd("GET")
+            .arg(common::fence_key(None))
+            .query(&mut s.conn())
+            .unwrap();
+        assert!(counter > ahead, "a master counts below the grant's token");
+    }
+}
