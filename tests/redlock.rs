@@ -330,6 +330,7 @@ fn a_hung_master_costs_its_timeout_once_not_on_every_call() {
 }
 
 /// How many scripts `server` ran since its statistics were reset.
+#[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
 fn scripts_run(server: &common::Server) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
