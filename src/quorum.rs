@@ -34,7 +34,9 @@ pub(crate) enum Grant {
 #[derive(Debug)]
 pub(crate) enum Acquired {
     /// A majority granted within the validity; the largest token minted.
-    Granted { fence: u64 },
+    /// `everywhere`: every instance granted, and minted that same token,
+    /// so that they are as the grant's write-back would leave them.
+    Granted { fence: u64, everywhere: bool },
     /// Held elsewhere: wait and retry. The shortest PTTL among busy keys.
     Busy { holder_ttl: Option<Duration> },
     /// Errors (or slowness) made a majority impossible.
@@ -51,11 +53,13 @@ pub(crate) fn decide_acquire(
     let q = quorum(n);
     let (mut granted, mut failed, mut fence, mut holder_ttl, mut last) =
         (0usize, 0usize, 0u64, None::<Duration>, None);
+    let mut lowest = u64::MAX;
     for a in answers {
         match a {
             Ok(Grant::Granted(f)) => {
                 granted += 1;
                 fence = fence.max(f);
+                lowest = lowest.min(f);
             }
             Ok(Grant::Busy(t)) => {
                 if let Some(t) = t {
@@ -70,7 +74,8 @@ pub(crate) fn decide_acquire(
     }
     if granted >= q {
         if validity(ttl, elapsed, drift).is_some() {
-            return Acquired::Granted { fence };
+            let everywhere = granted == n && lowest == fence;
+            return Acquired::Granted { fence, everywhere };
         }
         return Acquired::NoQuorum { granted, last };
     }
@@ -250,7 +255,10 @@ mod tests {
             Ok(Grant::Granted(8)),
         ];
         match decide_acquire(a, 1000 * MS, 10 * MS, 12 * MS) {
-            Acquired::Granted { fence } => assert_eq!(fence, 9),
+            Acquired::Granted { fence, everywhere } => {
+                assert_eq!(fence, 9);
+                assert!(!everywhere);
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -298,10 +306,41 @@ mod tests {
     }
 
     #[test]
+    fn one_token_from_every_instance_is_a_grant_everywhere() {
+        let same = || (0..3).map(|_| Ok(Grant::Granted(5))).collect::<Vec<_>>();
+        assert!(matches!(
+            decide_acquire(same(), 1000 * MS, MS, MS),
+            Acquired::Granted {
+                fence: 5,
+                everywhere: true
+            }
+        ));
+        // Two tokens, or one instance short: the write-back is needed.
+        let apart = vec![
+            Ok(Grant::Granted(5)),
+            Ok(Grant::Granted(6)),
+            Ok(Grant::Granted(5)),
+        ];
+        let short = vec![Ok(Grant::Granted(5)), Ok(Grant::Granted(5)), Err(err())];
+        for answers in [apart, short] {
+            assert!(matches!(
+                decide_acquire(answers, 1000 * MS, MS, MS),
+                Acquired::Granted {
+                    everywhere: false,
+                    ..
+                }
+            ));
+        }
+    }
+
+    #[test]
     fn single_instance_rules_are_plain() {
         assert!(matches!(
             decide_acquire(vec![Ok(Grant::Granted(3))], 1000 * MS, MS, MS),
-            Acquired::Granted { fence: 3 }
+            Acquired::Granted {
+                fence: 3,
+                everywhere: true
+            }
         ));
         assert!(matches!(
             decide_acquire(vec![Err(err())], 1000 * MS, MS, MS),

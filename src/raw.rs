@@ -68,6 +68,11 @@ pub(crate) struct Acquisition {
 /// No permit granted yet.
 const NO_SLOT: usize = usize::MAX;
 
+/// How far ahead of this machine's clock a Redlock proposal is: past the
+/// masters' clocks (a one-way trip, and their skew against ours), so that
+/// they mint it rather than their own clock.
+const PROPOSAL_LEAD: Duration = Duration::from_secs(1);
+
 impl Acquisition {
     /// An acquisition of `keys` (what they hold says how) with a fresh
     /// token.
@@ -114,6 +119,22 @@ impl Acquisition {
             floor: AtomicU64::new(self.floor.load(Ordering::SeqCst)),
             slot: AtomicUsize::new(slot),
         }))
+    }
+
+    /// Redlock: the fencing token this attempt asks every master to mint,
+    /// this machine's clock in µs plus [`PROPOSAL_LEAD`] (and above any
+    /// counter a refused attempt saw). When every master mints it, they
+    /// are left as the grant's write-back would leave them, so it is not
+    /// needed; when one counts past it, they mint apart and the write-back
+    /// makes them agree, as before. None for a clock before 1970.
+    fn proposal(&self) -> Option<String> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .saturating_add(PROPOSAL_LEAD);
+        let micros = u64::try_from(now.as_micros()).ok()?;
+        let floor = self.floor.load(Ordering::SeqCst).saturating_add(1);
+        Some(micros.max(floor).to_string())
     }
 
     /// A semaphore's permit, not granted yet.
@@ -367,14 +388,21 @@ impl RawLock {
         queue: Queue,
     ) -> Result<Outcome, Error> {
         let n = self.instances.len();
+        let proposal = (n > 1).then(|| a.proposal()).flatten();
         let sent = Instant::now();
         let (this, a2) = (Arc::clone(self), Arc::clone(a));
-        let answers = self.fan.run(n, move |i| this.acquire_on(i, &a2, queue));
+        let answers = self.fan.run(n, move |i| {
+            this.acquire_on(i, &a2, queue, proposal.as_deref())
+        });
         let ttl = self.config.ttl;
         let drift = time::drift(ttl, self.config.drift);
         match quorum::decide_acquire(answers, ttl, sent.elapsed(), drift) {
-            Acquired::Granted { fence } if n == 1 => Ok(Outcome::Granted { sent, fence }),
-            Acquired::Granted { fence } => match self.raise_fences(a, fence) {
+            // One instance has nothing to write back to; with several,
+            // every one that minted the grant's token already has it.
+            Acquired::Granted { fence, everywhere } if n == 1 || everywhere => {
+                Ok(Outcome::Granted { sent, fence })
+            }
+            Acquired::Granted { fence, .. } => match self.raise_fences(a, fence) {
                 Ok(true) if quorum::validity(ttl, sent.elapsed(), drift).is_some() => {
                     Ok(Outcome::Granted { sent, fence })
                 }
@@ -426,11 +454,17 @@ impl RawLock {
     /// that on a thread of its own, so this returns within the checkout and
     /// I/O timeouts. With too few acknowledgements, the release is sent at
     /// once on the same connection.
-    fn acquire_on(&self, i: usize, a: &Acquisition, queue: Queue) -> Result<Grant, Error> {
+    fn acquire_on(
+        &self,
+        i: usize,
+        a: &Acquisition,
+        queue: Queue,
+        proposal: Option<&str>,
+    ) -> Result<Grant, Error> {
         let config = &self.config;
         let ttl = time::millis_ceil(config.ttl);
         let (token, metadata) = (a.token.as_str(), &config.metadata);
-        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue);
+        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal);
         let release_by_token = || scripts::release_by_eval(&a.keys, a.token.as_str());
         let mut grant = None;
         let (checkout, io) = (config.checkout_timeout, config.io_timeout);

@@ -232,6 +232,19 @@ fn a_grant_kept_on_a_bare_majority_is_found() {
     counterexample("BareMajority breaks exclusion", model, "exclusion");
 }
 
+/// A grant without the write-back when only a majority minted one token
+/// (not every master): the master it did not get is not taken, and one
+/// master's flush lets a rival in, as with a bare majority.
+#[test]
+fn no_write_back_for_a_majority_of_one_token_is_found() {
+    let model = Redlock {
+        horizon: 1,
+        deaths: 0,
+        ..redlock(Some(Loss::Flush), Some(redlock::Flaw::OneTokenOnMajority))
+    };
+    counterexample("OneTokenOnMajority breaks exclusion", model, "exclusion");
+}
+
 /// A drift allowance smaller than the clocks' real difference: the server
 /// expires the key while its holder still believes in its lease, and a
 /// rival is granted. Found in both protocols.

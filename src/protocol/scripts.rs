@@ -40,8 +40,10 @@ end
 /// costs about a microsecond a time here, and in exponent form past 14
 /// digits.
 ///
-/// `mint` gives `max(counter + 1, server clock in µs)` and stores it, on
-/// every grant. So tokens rise across anything that takes the counter back
+/// `mint` gives `max(counter + 1, server clock in µs, at_least)` and
+/// stores it, on every grant (`at_least`, a token of the same form, is
+/// optional: a Redlock acquisition proposes the token it would like every
+/// master to mint, see [`acquire`]). So tokens rise across anything that takes the counter back
 /// (a restart from an older snapshot or AOF, a failover to a lagging
 /// replica, a flush) as long as the server clock does not go back. Tokens
 /// are compared as decimal strings of the same form (no sign, no leading
@@ -54,8 +56,11 @@ local function clock()
   local ms = now[1] .. string.sub(usec, 1, 3)
   return tonumber(ms), ms, now[1] .. usec
 end
-local function mint(counter)
+local function mint(counter, at_least)
   local _, _, micros = clock()
+  if at_least and (#at_least > #micros or (#at_least == #micros and at_least > micros)) then
+    micros = at_least
+  end
   local last = redis.call('GET', counter)
   if last and (#last > #micros or (#last == #micros and last >= micros)) then
     redis.call('INCR', counter)
@@ -198,7 +203,8 @@ end
 ///   Redlock), `"0"` respects it (a free lock with waiters queued is theirs),
 ///   `"<ms>"` respects it and, when the lock cannot be had, joins it (or
 ///   stays in it) for that many more milliseconds; `ARGV[5]`: how long the
-///   queue keys live after that, in ms (`<ms>` + 1000).
+///   queue keys live after that, in ms (`<ms>` + 1000); `ARGV[6]`: empty;
+///   `ARGV[7]` (optional): the least token to mint (Redlock's proposal).
 ///
 /// Waiters whose deadline passed are dropped from the head of the queue, so
 /// a dead waiter holds the line for at most its last timeout, and one that
@@ -217,7 +223,7 @@ pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{OWNED}{MINT}{LIVE_HEAD}{JOIN}
 local function grant()
-  local fence = mint(KEYS[1])
+  local fence = mint(KEYS[1], ARGV[7])
   local value = token .. ':' .. fence .. ':' .. ARGV[3]
   for i = 4, #KEYS do
     redis.call('SET', KEYS[i], value, 'PX', ARGV[2])
@@ -691,12 +697,17 @@ pub(crate) enum Queue {
 /// The acquire script of `keys` for `token`: [`ACQUIRE`] for a lock,
 /// [`PERMIT_ACQUIRE`] for one of a semaphore's permits, [`RW_ACQUIRE`] for
 /// a read or the write hold.
+///
+/// `at_least`, for a lock: the least fencing token to mint. Redlock
+/// proposes one token to every master; when they all mint it, the grant
+/// leaves them as its write-back would, which is then not needed.
 pub(crate) fn acquire(
     keys: &LockKeys,
     token: &str,
     ttl_ms: u64,
     metadata: &str,
     queue: Queue,
+    at_least: Option<&str>,
 ) -> ScriptInvocation<'static> {
     // The queue mode, and how long the queue keys outlive this waiter.
     let (mode, keep) = match queue {
@@ -729,7 +740,12 @@ pub(crate) fn acquire(
         Hold::Write { readers } => {
             call.key(&*keys.locks).key(readers).arg("w");
         }
-        Hold::Lock | Hold::Permit => {}
+        Hold::Lock => {
+            if let Some(at_least) = at_least {
+                call.arg("").arg(at_least);
+            }
+        }
+        Hold::Permit => {}
     }
     call
 }

@@ -6,7 +6,9 @@
 //! and interleaved with other clients' steps; a majority that granted
 //! within the TTL is a grant, anything else is released everywhere. A
 //! grant then raises every master's counter to its token and takes the
-//! masters where the lock is free (`RAISE_FENCE`); while another client
+//! masters where the lock is free (`RAISE_FENCE`), unless every master
+//! granted and minted the same token (the attempt proposes one, a tick
+//! ahead of its clock), which leaves them as that would; while another client
 //! holds it on one of them, it tries again, at most `REPAIR_TRIES` times,
 //! then gives the grant up (released everywhere), as it does when the
 //! write-back ends after the lease's validity. A renewal extends the
@@ -22,8 +24,8 @@
 //!   one master's data loss;
 //! - *fencing*: every grant's token is above every token granted before;
 //! - and that a grant on a bare majority (a master held by a rival's
-//!   attempt for a moment) and a data loss after a grant each happen
-//!   somewhere.
+//!   attempt for a moment), a grant on every master with one token (no
+//!   write-back) and a data loss after a grant each happen somewhere.
 //!
 //! Not modelled: Redlock has no waiters' queue, so no liveness is claimed
 //! (two clients can split the masters between them, each release, and try
@@ -52,6 +54,9 @@ pub enum Flaw {
     /// but does not take the masters where the lock is free, and the grant
     /// stands while a rival holds one for a moment.
     BareMajority,
+    /// The write-back skipped for a majority that minted one token, not
+    /// only when every master granted.
+    OneTokenOnMajority,
 }
 
 /// The data loss master 0 may suffer once.
@@ -97,6 +102,8 @@ pub struct Op {
     pub yes: u8,
     /// The largest token minted (acquire), or the grant's token.
     pub fence: u64,
+    /// Acquire: the masters that granted minted different tokens.
+    pub apart: bool,
     pub tries: u8,
 }
 
@@ -132,6 +139,7 @@ pub struct State {
     pub fences_rise: bool,
     pub repaired: bool,
     pub lost_after_grant: bool,
+    pub granted_as_one: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -178,9 +186,10 @@ impl Redlock {
         super::deadline(sent, self.ttl, self.drift)
     }
 
-    fn mint(s: &mut State, m: usize) -> u64 {
+    /// Mints on master `m`, at least `at_least` (the attempt's proposal).
+    fn mint(s: &mut State, m: usize, at_least: u64) -> u64 {
         let master = &mut s.masters[m];
-        let fence = super::mint(master.counter, s.now);
+        let fence = super::mint(master.counter, s.now).max(at_least);
         master.counter = fence;
         fence
     }
@@ -201,12 +210,14 @@ impl Redlock {
                 if !(ours || free) {
                     return false;
                 }
-                let fence = Self::mint(s, m);
+                // The proposal: a tick ahead of the client's clock.
+                let fence = Self::mint(s, m, super::micros(op.sent + 1));
                 s.masters[m].key = Some(Key {
                     owner: token,
                     fence,
                     expires: now + self.ttl,
                 });
+                op.apart |= op.yes > 0 && fence != op.fence;
                 op.fence = op.fence.max(fence);
                 true
             }
@@ -259,9 +270,17 @@ impl Redlock {
             done: 0,
             yes: 0,
             fence: 0,
+            apart: false,
             tries: 0,
         };
+        let valid = s.now < self.validity(op.sent);
         let next = match op.step {
+            // Every master minted the one token: nothing to write back.
+            Step::Acquire if self.as_one(op) && valid => {
+                s.granted_as_one = true;
+                Self::keep(s, c, op, self.validity(op.sent));
+                None
+            }
             Step::Acquire if op.yes >= QUORUM && s.now < self.validity(op.sent) => Some(Op {
                 step: Step::Raise,
                 done: 0,
@@ -273,10 +292,8 @@ impl Redlock {
             // (the library's check after `raise_fences`).
             Step::Raise if op.no() == 0 && s.now >= self.validity(op.sent) => Some(release),
             Step::Raise if op.no() == 0 => {
-                s.fences_rise &= op.fence > s.last_fence;
-                s.last_fence = s.last_fence.max(op.fence);
                 s.repaired |= op.tries > 0;
-                s.clients[c].belief = Some((op.fence, self.validity(op.sent)));
+                Self::keep(s, c, op, self.validity(op.sent));
                 None
             }
             Step::Raise if op.tries + 1 < REPAIR_TRIES => Some(Op {
@@ -300,6 +317,26 @@ impl Redlock {
             Step::Release => None,
         };
         s.clients[c].op = next;
+    }
+}
+
+impl Redlock {
+    /// Every master granted `op` and minted one token (any majority that
+    /// did, with the flaw).
+    fn as_one(&self, op: Op) -> bool {
+        let enough = if self.flaw == Some(Flaw::OneTokenOnMajority) {
+            op.yes >= QUORUM
+        } else {
+            u32::from(op.yes) == MASTERS as u32
+        };
+        enough && !op.apart
+    }
+
+    /// Client `c` keeps the grant of `op`, until `deadline`.
+    fn keep(s: &mut State, c: usize, op: Op, deadline: u64) {
+        s.fences_rise &= op.fence > s.last_fence;
+        s.last_fence = s.last_fence.max(op.fence);
+        s.clients[c].belief = Some((op.fence, deadline));
     }
 }
 
@@ -327,6 +364,7 @@ impl Model for Redlock {
             fences_rise: true,
             repaired: false,
             lost_after_grant: false,
+            granted_as_one: false,
         }]
     }
 
@@ -419,6 +457,7 @@ impl Model for Redlock {
                     done: 0,
                     yes: 0,
                     fence,
+                    apart: false,
                     tries: 0,
                 });
             }
@@ -449,6 +488,9 @@ impl Model for Redlock {
             }),
             Property::always("fencing", |_, s: &State| s.fences_rise),
             Property::sometimes("a grant repaired", |_, s: &State| s.repaired),
+            Property::sometimes("a grant on every master with one token", |_, s: &State| {
+                s.granted_as_one
+            }),
             Property::sometimes("a data loss after a grant", |m: &Redlock, s: &State| {
                 m.loss.is_none() || s.lost_after_grant
             }),
