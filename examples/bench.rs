@@ -20,7 +20,9 @@
 //!    acquisitions per worker), and the hand-over latency (a release sent
 //!    to the next holder's lock returning, for a holder that waited) p50
 //!    and p99, next to a PING round trip measured in the same run;
-//! 3. Redlock over 3 and 5 local masters: cycle ratio to one instance;
+//! 3. Redlock over 3 and 5 local masters: cycle ratio to one instance; and
+//!    over 3 masters each behind a 1 ms one-way delay (a proxy in this
+//!    process), against one behind the same delay;
 //! 4. 10,000 held guards: resident memory, threads, renewals/s, leases lost;
 //! 5. a 4-permit semaphore, read holds and write holds of a read-write
 //!    lock, each under 8 threads over 2 lockers, next to the mutex under the
@@ -38,6 +40,7 @@ use std::time::{Duration, Instant};
 
 use redis::{Commands, Script};
 use redmutex::Locker;
+use support::proxy::Proxy;
 use support::ThrowAwayServer;
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -348,7 +351,7 @@ fn main() -> Res<()> {
         contention(&url, run)?;
     }
     if runs("3") {
-        redlock(&url, run)?;
+        redlock(&server, run)?;
     }
     if runs("4") {
         let guards = if quick { 2_000 } else { 10_000 };
@@ -396,8 +399,11 @@ fn contention(url: &str, run: Duration) -> Res<()> {
     Ok(())
 }
 
-/// Section 3: Redlock over 3 and 5 local masters against one instance.
-fn redlock(url: &str, run: Duration) -> Res<()> {
+/// Section 3: Redlock over 3 and 5 local masters against one instance,
+/// then over 3 masters each behind a 1 ms one-way delay against one
+/// instance behind the same delay (as masters on other hosts would be).
+fn redlock(server: &ThrowAwayServer, run: Duration) -> Res<()> {
+    let url = &server.url();
     println!("\n3. Redlock: uncontended lock + unlock, ratio of cycle time to one instance");
     let single = Locker::open(url)?;
     let one = rate(run, || {
@@ -420,7 +426,61 @@ fn redlock(url: &str, run: Duration) -> Res<()> {
             one / r
         );
     }
+    let delay = Duration::from_millis(1);
+    let proxies: Vec<Proxy> = std::iter::once(server)
+        .chain(extra.iter().take(2))
+        .map(|s| Proxy::with_delay(s.port(), delay))
+        .collect();
+    let far = |p: &Proxy| redmutex::pool(&p.url());
+    let (first, rest) = proxies.split_first().ok_or("no proxy")?;
+    let single = Locker::open(&first.url())?;
+    let mut b = Locker::builder(far(first)?);
+    for p in rest {
+        b = b.instance(far(p)?);
+    }
+    let redlock = b.build()?;
+    let (one, three) = alternating(
+        run * 2,
+        || Ok(single.lock("bench:far")?.unlock()?),
+        || Ok(redlock.lock("bench:far")?.unlock()?),
+    )?;
+    println!(
+        "   behind a {delay:?} one-way delay: 3 masters {three:>6.0} cycles/s against {one:.0} \
+         on one: cycle time ratio {:.2} (target: 1.30 or less)",
+        one / three
+    );
     Ok(())
+}
+
+/// Cycles per second of `a` and of `b`, run in alternating chunks of 20
+/// cycles for `run` each, so that drift in the machine's load hits both.
+fn alternating(
+    run: Duration,
+    mut a: impl FnMut() -> Res<()>,
+    mut b: impl FnMut() -> Res<()>,
+) -> Res<(f64, f64)> {
+    let (mut spent_a, mut spent_b, mut n_a, mut n_b) = (Duration::ZERO, Duration::ZERO, 0u64, 0u64);
+    while spent_a < run || spent_b < run {
+        for (f, spent, n) in [
+            (
+                &mut a as &mut dyn FnMut() -> Res<()>,
+                &mut spent_a,
+                &mut n_a,
+            ),
+            (&mut b, &mut spent_b, &mut n_b),
+        ] {
+            let start = Instant::now();
+            for _ in 0..20 {
+                f()?;
+            }
+            *spent += start.elapsed();
+            *n += 20;
+        }
+    }
+    Ok((
+        n_a as f64 / spent_a.as_secs_f64(),
+        n_b as f64 / spent_b.as_secs_f64(),
+    ))
 }
 
 /// A line of /proc/self/status, e.g. "VmRSS" or "Threads".

@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::proxy::{Mode, Proxy};
 use common::{key, timed, Server};
 use redmutex::{Error, Locker};
+use redmutex_testkit::proxy::{Mode, Proxy};
 
 const IO: Duration = Duration::from_millis(300);
 const BOUND: Duration = Duration::from_secs(8);

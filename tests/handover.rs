@@ -8,9 +8,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::proxy::{Mode, Proxy};
 use common::{key, Server};
 use redmutex::Locker;
+use redmutex_testkit::proxy::{Mode, Proxy};
 
 /// What a waiter of a default locker leaves in the queue: arrived now
 /// (server clock), stays 256 ms of backoff plus 2 s of I/O timeout, and

@@ -4,6 +4,7 @@
 //!
 //! - [`server`]: find a Redis server, or start a throw-away `redis-server`
 //!   on a free loopback port, with its data outside the working tree;
+//! - [`proxy`]: a TCP proxy with faults or a fixed delay;
 //! - [`model`]: the lock protocol as a `stateright` model, checked over
 //!   every interleaving by `tests/model.rs` and run step by step against the
 //!   real scripts by the library's unit tests (`src/model_vs_redis.rs`).
@@ -11,6 +12,7 @@
 //! Not published: a dev-dependency only.
 
 pub mod model;
+pub mod proxy;
 pub mod server;
 
 pub use server::{

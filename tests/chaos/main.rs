@@ -35,12 +35,12 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use broken::Flaw;
-use common::proxy::{Mode, Proxy};
 use common::{fence_in, Server, TempDir, SOMEONE_ELSE};
 use history::{
     check, ms, now_ns, rule, summary, wall_offset_ns, Event, Kind, Limits, Verdict, WorkerLog,
     READ_SUFFIX,
 };
+use redmutex_testkit::proxy::{Mode, Proxy};
 use worker::{
     resource_keys, Rng, Settings, FAST_KEYS, PREFIX, RW_NAME, SEM_NAME, SEM_PERMITS, SLOW_KEY,
 };

@@ -22,8 +22,6 @@ use std::time::{Duration, Instant};
 
 use redmutex::{Backoff, Builder, Locker};
 
-pub mod proxy;
-
 // The throw-away server the examples use too, so the start-up logic exists
 // once.
 use redmutex_testkit as support;

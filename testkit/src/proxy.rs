@@ -1,6 +1,9 @@
-//! A TCP proxy between the workers and the lock server, with faults.
+//! A TCP proxy between clients and a lock server, with faults (the fault
+//! suite's), or with a fixed one-way delay (the benchmark's Redlock over
+//! distant masters).
 //!
-//! - `Delay`: every chunk waits a while before it is passed on.
+//! - `Delay`: every chunk waits a while (40 ms, or the delay it was
+//!   started with) before it is passed on.
 //! - `Blackhole`: nothing passes either way, as in a partition; what was
 //!   sent waits, as TCP would retransmit it, and arrives when it heals.
 //! - `DropReplies`: requests reach the server and are applied, but a reply
@@ -11,6 +14,9 @@
 //! - `StallExisting`: the connections open when it was set stall both ways
 //!   (half-open, as after a failover or a NAT that dropped their state),
 //!   while new connections pass.
+// A delay or a stall is the proxy sleeping: that is what it models. A
+// failed spawn of its threads should fail the test that started it.
+#![allow(clippy::disallowed_methods)]
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -29,6 +35,7 @@ pub enum Mode {
     StallReplies = 5,
 }
 
+/// The delay of `Mode::Delay` unless the proxy was started with its own.
 const DELAY: Duration = Duration::from_millis(40);
 /// How often a stalled pump looks at the mode again.
 const STALL_TICK: Duration = Duration::from_millis(5);
@@ -44,9 +51,19 @@ pub struct Proxy {
 impl Proxy {
     /// Listens on a free loopback port and forwards to `target_port`.
     pub fn start(target_port: u16) -> Proxy {
+        Proxy::started(target_port, Mode::Pass, DELAY)
+    }
+
+    /// As [`Proxy::start`], delaying every chunk both ways by `delay`
+    /// (`Mode::Delay` from the start).
+    pub fn with_delay(target_port: u16, delay: Duration) -> Proxy {
+        Proxy::started(target_port, Mode::Delay, delay)
+    }
+
+    fn started(target_port: u16, mode: Mode, delay: Duration) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
         let port = listener.local_addr().expect("proxy address").port();
-        let mode = Arc::new(AtomicU8::new(Mode::Pass as u8));
+        let mode = Arc::new(AtomicU8::new(mode as u8));
         let epoch = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (m, ep, st) = (Arc::clone(&mode), Arc::clone(&epoch), Arc::clone(&stop));
@@ -64,7 +81,7 @@ impl Proxy {
                     };
                     let _ = client.set_nodelay(true);
                     let _ = server.set_nodelay(true);
-                    pump_pair(client, server, &m, &ep);
+                    pump_pair(client, server, &m, &ep, delay);
                 }
             })
             .expect("spawn the proxy");
@@ -100,7 +117,13 @@ impl Drop for Proxy {
     }
 }
 
-fn pump_pair(client: TcpStream, server: TcpStream, mode: &Arc<AtomicU8>, epoch: &Arc<AtomicU64>) {
+fn pump_pair(
+    client: TcpStream,
+    server: TcpStream,
+    mode: &Arc<AtomicU8>,
+    epoch: &Arc<AtomicU64>,
+    delay: Duration,
+) {
     let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
         return;
     };
@@ -108,11 +131,11 @@ fn pump_pair(client: TcpStream, server: TcpStream, mode: &Arc<AtomicU8>, epoch: 
     let (m, e) = (Arc::clone(mode), Arc::clone(epoch));
     let _ = std::thread::Builder::new()
         .name("proxy-up".into())
-        .spawn(move || pump(client, s2, &m, &e, born, false));
+        .spawn(move || pump(client, s2, &m, &e, born, false, delay));
     let (m, e) = (Arc::clone(mode), Arc::clone(epoch));
     let _ = std::thread::Builder::new()
         .name("proxy-down".into())
-        .spawn(move || pump(server, c2, &m, &e, born, true));
+        .spawn(move || pump(server, c2, &m, &e, born, true, delay));
 }
 
 /// Copies `from` to `to` until either side closes; `replies` tells the
@@ -124,6 +147,7 @@ fn pump(
     epoch: &AtomicU64,
     born: u64,
     replies: bool,
+    delay: Duration,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -139,7 +163,7 @@ fn pump(
                 }
                 m if m == Mode::StallReplies as u8 && replies => std::thread::sleep(STALL_TICK),
                 m if m == Mode::Delay as u8 => {
-                    std::thread::sleep(DELAY);
+                    std::thread::sleep(delay);
                     break;
                 }
                 m if m == Mode::DropReplies as u8 && replies => {
