@@ -444,20 +444,12 @@ fn contention(url: &str, run: Duration) -> Res<()> {
         Mode::Ours(Locker::open(url)?),
         Mode::Ours(Locker::open(url)?),
     ];
-    let quantum = Duration::from_millis(1);
-    let barging = || -> Res<Mode> {
-        let pool = redmutex::pool(url)?;
-        Ok(Mode::Ours(Locker::builder(pool).barging(quantum).build()?))
-    };
-    let barging_modes = [barging()?, barging()?];
     for hold in [Duration::ZERO, Duration::from_millis(2)] {
         println!("   critical section {hold:?}:");
         let raw = contended(url, run * 2, hold, &raw_modes)?;
         let ours = contended(url, run * 2, hold, &our_modes)?;
-        let barged = contended(url, run * 2, hold, &barging_modes)?;
         print_contended("raw", &raw);
         print_contended("redmutex", &ours);
-        print_contended("barging", &barged);
         println!(
             "   ratios redmutex/raw: throughput {:.2}, p99 wait {:.2}, max wait {:.2}",
             ours.per_sec / raw.per_sec,
@@ -468,13 +460,6 @@ fn contention(url: &str, run: Duration) -> Res<()> {
             "   redmutex hand-over p50: {:.3?} = 1 round trip + {:.3?} (target: + 50µs or less)",
             ours.handover.0,
             ours.handover.0.saturating_sub(rtt50)
-        );
-        println!(
-            "   barging (Builder::barging, quantum {quantum:?}) / raw: throughput {:.2}, p99 wait {:.2}, \
-             max wait {:.2}",
-            barged.per_sec / raw.per_sec,
-            barged.p99.as_secs_f64() / raw.p99.as_secs_f64(),
-            barged.max.as_secs_f64() / raw.max.as_secs_f64(),
         );
     }
     Ok(())

@@ -107,7 +107,6 @@ pub struct Builder {
     backoff: Backoff,
     watchdog: bool,
     max_hold: Option<Duration>,
-    barging: Option<Duration>,
     metadata: Option<String>,
     checkout_timeout: Duration,
     io_timeout: Duration,
@@ -126,7 +125,6 @@ impl fmt::Debug for Builder {
             .field("backoff", &self.backoff)
             .field("watchdog", &self.watchdog)
             .field("max_hold", &self.max_hold)
-            .field("barging", &self.barging)
             .field("metadata", &self.metadata)
             .field("checkout_timeout", &self.checkout_timeout)
             .field("io_timeout", &self.io_timeout)
@@ -147,7 +145,6 @@ impl Builder {
             backoff: Backoff::default(),
             watchdog: true,
             max_hold: None,
-            barging: None,
             metadata: None,
             checkout_timeout: DEFAULT_CHECKOUT_TIMEOUT,
             io_timeout: DEFAULT_IO_TIMEOUT,
@@ -268,39 +265,6 @@ impl Builder {
     /// ```
     pub fn max_hold(mut self, hold: Duration) -> Self {
         self.max_hold = Some(hold);
-        self
-    }
-
-    /// Bounded barging, an opt-in in place of strict first come, first
-    /// served: while the waiter at the head of a lock's queue has waited
-    /// less than `quantum`, this locker's releases free the lock instead of
-    /// handing it to that waiter, and its attempts may take a free lock
-    /// ahead of the queue, so a thread that releases and locks again at
-    /// once keeps going without waiting for a hand-over. Once the head has
-    /// waited `quantum`, releases hand over as always, so no waiter waits
-    /// longer than its quantum plus the hold under way and one hand-over
-    /// (Go's `sync.Mutex` starvation mode, parking_lot's eventual fairness).
-    /// Waiters keep their places in the queue meanwhile. Exclusion and
-    /// fencing are the same either way. Locks only (semaphores and
-    /// read-write locks stay first come, first served), on one server,
-    /// Sentinel or a cluster: Redlock has no queue, and refuses it
-    /// (`InvalidInput`, as does a zero quantum).
-    ///
-    /// Defaults to none: strict first come, first served.
-    ///
-    /// ```no_run
-    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
-    /// use std::time::Duration;
-    /// // Short sections taken in a tight loop by several threads: more
-    /// // throughput, and no waiter waits more than 5 ms past a hold.
-    /// let locker = redmutex::Locker::builder(pool)
-    ///     .barging(Duration::from_millis(5))
-    ///     .build()?;
-    /// # let _ = locker;
-    /// # Ok::<(), redmutex::Error>(())
-    /// ```
-    pub fn barging(mut self, quantum: Duration) -> Self {
-        self.barging = Some(quantum);
         self
     }
 
@@ -494,21 +458,6 @@ impl Builder {
         if let Some(hold) = self.max_hold {
             validate_wait("max hold", hold)?;
         }
-        if let Some(quantum) = self.barging {
-            validate_wait("barging quantum", quantum)?;
-            if quantum.is_zero() {
-                return Err(Error::InvalidInput(
-                    "the barging quantum must be above zero".into(),
-                ));
-            }
-            if self.instances.len() > 1 {
-                return Err(Error::InvalidInput(
-                    "barging bounds how long a lock's queue is passed over, and Redlock has no \
-                     queue: leave it out with several instances"
-                        .into(),
-                ));
-            }
-        }
         if self.checkout_timeout.is_zero() || self.io_timeout.is_zero() {
             return Err(Error::InvalidInput(
                 "checkout and io timeouts must be above zero".into(),
@@ -546,7 +495,6 @@ impl Builder {
             backoff: self.backoff,
             watchdog: self.watchdog,
             max_hold: self.max_hold,
-            barging: self.barging,
             metadata: self.metadata.unwrap_or_else(default_metadata),
             checkout_timeout: self.checkout_timeout.min(cap),
             io_timeout: self.io_timeout.min(cap),
@@ -569,8 +517,6 @@ pub(crate) struct Config {
     pub(crate) backoff: Backoff,
     pub(crate) watchdog: bool,
     pub(crate) max_hold: Option<Duration>,
-    /// Bounded barging's quantum, if on (see [`Builder::barging`]).
-    pub(crate) barging: Option<Duration>,
     pub(crate) metadata: String,
     pub(crate) checkout_timeout: Duration,
     pub(crate) io_timeout: Duration,

@@ -9,17 +9,11 @@ use r2d2::{ManageConnection, Pool};
 use redis::ConnectionLike;
 
 use crate::backoff::jitter_seed;
-
-/// How long after its quantum a barging waiter comes back (see
-/// [`Builder::barging`]): the server counts the quantum from the waiter's
-/// first attempt's arrival, a trip after the waiter's own start.
-const QUANTUM_MARGIN: Duration = Duration::from_millis(1);
 use crate::config::{validate_wait, Builder, Config};
 use crate::conn::{self, Connector};
 use crate::guard::Guard;
 use crate::info::LockInfo;
 use crate::lease::Lease;
-use crate::protocol::keys::Hold;
 use crate::raw::{Acquisition, Outcome, Queue, RawLock};
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
@@ -470,13 +464,6 @@ impl Locker {
                 pause = pause.min(ttl.saturating_add(Duration::from_millis(1)));
             }
             let mut wake = time::deadline(now, pause).unwrap_or(now);
-            if let Some(end) = self.quantum_end(&acquisition, start, queue) {
-                // A release within the quantum frees the lock without a
-                // word: come back when it ends, to be handed the lock then.
-                if end > now {
-                    wake = wake.min(end);
-                }
-            }
             if let Some(d) = deadline {
                 wake = wake.min(d);
             }
@@ -491,17 +478,6 @@ impl Locker {
                 }
             }
         }
-    }
-
-    /// With bounded barging, for a waiter in a lock's queue that began at
-    /// `start`: when its quantum ends by the server's clock, give or take
-    /// a margin for the trip there and the clocks' rates.
-    fn quantum_end(&self, a: &Acquisition, start: Instant, queue: Queue) -> Option<Instant> {
-        let quantum = self.shared.config.barging?;
-        if !matches!(queue, Queue::Join(_)) || !matches!(a.keys.hold, Hold::Lock) {
-            return None;
-        }
-        time::deadline(start, quantum.saturating_add(QUANTUM_MARGIN))
     }
 
     /// The state behind this locker, for the other primitives on it and

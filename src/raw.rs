@@ -464,15 +464,7 @@ impl RawLock {
         let config = &self.config;
         let ttl = time::millis_ceil(config.ttl);
         let (token, metadata) = (a.token.as_str(), &config.metadata);
-        let call = scripts::acquire(
-            &a.keys,
-            token,
-            ttl,
-            metadata,
-            queue,
-            proposal,
-            config.barging,
-        );
+        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal);
         let release_by_token = || scripts::release_by_eval(&a.keys, a.token.as_str());
         let mut grant = None;
         let (checkout, io) = (config.checkout_timeout, config.io_timeout);
@@ -577,8 +569,7 @@ impl RawLock {
         let (this, a2) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(self.instances.len(), move |i| {
             let channel = this.wake.channel().unwrap_or("");
-            let barging = this.config.barging;
-            let call = scripts::release(&a2.keys, a2.token.as_str(), channel, queued, barging);
+            let call = scripts::release(&a2.keys, a2.token.as_str(), channel, queued);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             let (deleted, to) = replies::parse_release(&reply)?;
             Ok((deleted, to))

@@ -5,11 +5,6 @@ use std::time::{Duration, Instant};
 
 use crate::config::default_drift;
 
-/// `d` in whole µs (saturating).
-pub(crate) fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
 /// Whole milliseconds in `d`, rounded up, saturating at `u64::MAX`.
 ///
 /// Rounding up keeps a sub-millisecond remainder from turning into a shorter

@@ -107,12 +107,8 @@ end
 /// key is deleted and `-<key>` announced. An announcement that fails (an ACL
 /// user without rights on the channel) is skipped: the release stands, and
 /// waiters find it at their next attempt. Returns the grantee's token and
-/// fencing token, if there was one. With bounded barging (`quantum`, in µs,
-/// given), a waiter at the head that has waited less than the quantum is
-/// passed over: the key is deleted, without a word (the waiters, which
-/// come back when their quantum ends, are not all woken to be refused
-/// again by the releaser's next lock), and the waiter keeps its place. Uses `MINT` and `LIVE_HEAD`'s
-/// `alive`, so those come before it in a script.
+/// fencing token, if there was one. Uses `MINT` and `LIVE_HEAD`'s `alive`,
+/// so those come before it in a script.
 const HAND_OVER: &str = r"
 local function hand_over(key, counter, queue, waiters, channel)
   local now = nil
@@ -133,20 +129,9 @@ local function hand_over(key, counter, queue, waiters, channel)
     end
   end
 end
-local function young_head(queue, quantum)
-  if not quantum then return false end
-  local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
-  if not head[2] then return false end
-  local _, _, micros = clock()
-  return tonumber(micros) - tonumber(head[2]) < quantum
-end
-local function free(key, counter, queue, waiters, channel, quantum)
+local function free(key, counter, queue, waiters, channel)
   -- EXISTS first: on a missing key it costs far less than a read.
   if channel ~= '' and queue and redis.call('EXISTS', queue) == 1 then
-    if young_head(queue, quantum) then
-      redis.call('DEL', key)
-      return nil
-    end
     local head, fence = hand_over(key, counter, queue, waiters, channel)
     if head then return head, fence end
   end
@@ -166,14 +151,11 @@ end
 /// `join` puts this waiter in the queue (or keeps it there) with its entry;
 /// `refuse` is the reply of a refused attempt: the given PTTL and the
 /// fencing counter as it stands; `leave` takes it out of the queue;
-/// `queue_turn` says whether it may take a free lock now: with bounded
-/// barging (a lock's `ARGV[8]`, the quantum in µs), also when the waiter at
-/// the head has waited less than the quantum, leaving the queue if it was
-/// in it. Uses `MINT`'s `clock` too.
+/// `queue_turn` says whether it may take a free lock now. Uses `MINT`'s
+/// `clock` too.
 const JOIN: &str = r"
 local token, mode = ARGV[1], ARGV[4]
 local queue, waiters = KEYS[2], KEYS[3]
-local quantum = tonumber(ARGV[8] or '')
 -- Whether a refused attempt joins the queue (or stays in it).
 local joining = mode ~= '' and mode ~= '0'
 local function join(now, ms, micros)
@@ -202,10 +184,6 @@ local function queue_turn()
   local now, ms, micros = clock()
   local head = live_head(queue, waiters, now)
   if head and head ~= token then
-    if quantum and tonumber(micros) - tonumber(redis.call('ZSCORE', queue, head)) < quantum then
-      leave()
-      return nil
-    end
     if joining then join(now, ms, micros) end
     return refuse(-2)
   end
@@ -226,9 +204,7 @@ end
 ///   `"<ms>"` respects it and, when the lock cannot be had, joins it (or
 ///   stays in it) for that many more milliseconds; `ARGV[5]`: how long the
 ///   queue keys live after that, in ms (`<ms>` + 1000); `ARGV[6]`: empty;
-///   `ARGV[7]` (optional): the least token to mint (Redlock's proposal, or
-///   empty); `ARGV[8]` (optional): bounded barging's quantum in µs (see
-///   `JOIN`'s `queue_turn`).
+///   `ARGV[7]` (optional): the least token to mint (Redlock's proposal).
 ///
 /// Waiters whose deadline passed are dropped from the head of the queue, so
 /// a dead waiter holds the line for at most its last timeout, and one that
@@ -659,8 +635,7 @@ return 1
 /// - `KEYS[1..n]`: the lock keys; with a queue, `KEYS[n+1..n+3]`: the
 ///   fencing counter, the queue and its waiters. `ARGV[1]`: owner token,
 ///   `ARGV[2]` (optional): the release channel, `ARGV[3]` (optional): `n`
-///   (all the keys when missing), `ARGV[4]` (optional): bounded barging's
-///   quantum in µs (see `HAND_OVER`'s `free`).
+///   (all the keys when missing).
 ///
 /// Replies: the number of keys deleted (all of them when the lock was held);
 /// after a hand-over, an array of that number, the grantee's owner token
@@ -680,8 +655,7 @@ for i = 1, n_keys do
   if owned(KEYS[i], ARGV[1]) then
     n = n + 1
     -- Without a queue, the three keys after the lock keys are nil.
-    head, fence = free(KEYS[i], KEYS[n_keys + 1], KEYS[n_keys + 2], KEYS[n_keys + 3], channel,
-      tonumber(ARGV[4] or ''))
+    head, fence = free(KEYS[i], KEYS[n_keys + 1], KEYS[n_keys + 2], KEYS[n_keys + 3], channel)
   end
 end
 if head then return {{n, head, fence}} end
@@ -734,7 +708,6 @@ pub(crate) fn acquire(
     metadata: &str,
     queue: Queue,
     at_least: Option<&str>,
-    barging: Option<Duration>,
 ) -> ScriptInvocation<'static> {
     // The queue mode, and how long the queue keys outlive this waiter.
     let (mode, keep) = match queue {
@@ -768,11 +741,8 @@ pub(crate) fn acquire(
             call.key(&*keys.locks).key(readers).arg("w");
         }
         Hold::Lock => {
-            if at_least.is_some() || barging.is_some() {
-                call.arg("").arg(at_least.unwrap_or(""));
-            }
-            if let Some(quantum) = barging {
-                call.arg(time::micros(quantum));
+            if let Some(at_least) = at_least {
+                call.arg("").arg(at_least);
             }
         }
         Hold::Permit => {}
@@ -863,7 +833,6 @@ pub(crate) fn release(
     token: &str,
     channel: &str,
     queued: bool,
-    barging: Option<Duration>,
 ) -> ScriptInvocation<'static> {
     match &keys.hold {
         Hold::Read { writer, readers } => {
@@ -887,9 +856,6 @@ pub(crate) fn release(
         call.key(&keys.fence).key(&keys.queue).key(&keys.waiters);
     }
     call.arg(token).arg(channel).arg(keys.locks.len());
-    if let (Some(quantum), true, Hold::Lock) = (barging, queued, &keys.hold) {
-        call.arg(time::micros(quantum));
-    }
     call
 }
 
