@@ -338,6 +338,35 @@ fn round_trip(url: &str, n: usize) -> Res<(Duration, Duration)> {
     Ok((percentile(&times, 500), percentile(&times, 990)))
 }
 
+/// A thread's wake-up on this machine: one thread sends the time on a
+/// channel to another, which is blocked on it; the time until the other
+/// runs, p50 and p99 over `n`. A hand-over has two on its path (the
+/// release listener's, then the waiter's).
+fn wake_up(n: usize) -> Res<(Duration, Duration)> {
+    let (to_sleeper, sleeper) = std::sync::mpsc::channel::<Instant>();
+    let (to_main, main) = std::sync::mpsc::channel::<Duration>();
+    let t = std::thread::Builder::new()
+        .name("wake-up".into())
+        .spawn(move || {
+            for sent in sleeper {
+                if to_main.send(sent.elapsed()).is_err() {
+                    break;
+                }
+            }
+        })?;
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        // Let the other thread block first.
+        pause(Duration::from_micros(200));
+        to_sleeper.send(Instant::now())?;
+        times.push(main.recv()?);
+    }
+    drop(to_sleeper);
+    t.join().map_err(|_| "the wake-up thread panicked")?;
+    times.sort();
+    Ok((percentile(&times, 500), percentile(&times, 990)))
+}
+
 /// Pins the server (`server_pid`) to CPU 0 and this process (every thread
 /// it starts from now on) to CPU 1.
 #[cfg(target_os = "linux")]
@@ -436,6 +465,8 @@ fn contention(url: &str, run: Duration) -> Res<()> {
     println!("\n2. contended: 4 threads over 2 lockers (2 pools) on one key");
     let (rtt50, rtt99) = round_trip(url, 2000)?;
     println!("   PING round trip: p50 {rtt50:.3?}, p99 {rtt99:.3?}");
+    let (wake50, wake99) = wake_up(2000)?;
+    println!("   a blocked thread's wake-up: p50 {wake50:.3?}, p99 {wake99:.3?}");
     let raw_modes = [
         Mode::Raw(redmutex::pool(url)?),
         Mode::Raw(redmutex::pool(url)?),
