@@ -326,10 +326,13 @@ fn contended(url: &str, run: Duration, hold: Duration, modes: &[Mode]) -> Res<Co
 }
 
 /// PING round trips on one connection: p50 and p99 over `n`.
-fn round_trip(url: &str, n: usize) -> Res<(Duration, Duration)> {
+fn round_trip(url: &str, n: usize, idle: Duration) -> Res<(Duration, Duration)> {
     let mut conn = redis::Client::open(url)?.get_connection()?;
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
+        if !idle.is_zero() {
+            pause(idle);
+        }
         let t = Instant::now();
         let _: String = redis::cmd("PING").query(&mut conn)?;
         times.push(t.elapsed());
@@ -340,9 +343,10 @@ fn round_trip(url: &str, n: usize) -> Res<(Duration, Duration)> {
 
 /// A thread's wake-up on this machine: one thread sends the time on a
 /// channel to another, which is blocked on it; the time until the other
-/// runs, p50 and p99 over `n`. A hand-over has two on its path (the
-/// release listener's, then the waiter's).
-fn wake_up(n: usize) -> Res<(Duration, Duration)> {
+/// runs, p50 and p99 over `n`, each after `idle` with both blocked (a
+/// virtual CPU left idle may take longer to come back). A hand-over has
+/// two on its path (the release listener's, then the waiter's).
+fn wake_up(n: usize, idle: Duration) -> Res<(Duration, Duration)> {
     let (to_sleeper, sleeper) = std::sync::mpsc::channel::<Instant>();
     let (to_main, main) = std::sync::mpsc::channel::<Duration>();
     let t = std::thread::Builder::new()
@@ -357,7 +361,7 @@ fn wake_up(n: usize) -> Res<(Duration, Duration)> {
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         // Let the other thread block first.
-        pause(Duration::from_micros(200));
+        pause(idle);
         to_sleeper.send(Instant::now())?;
         times.push(main.recv()?);
     }
@@ -463,10 +467,18 @@ fn main() -> Res<()> {
 /// Section 2: the contended runs, raw loop and redmutex.
 fn contention(url: &str, run: Duration) -> Res<()> {
     println!("\n2. contended: 4 threads over 2 lockers (2 pools) on one key");
-    let (rtt50, rtt99) = round_trip(url, 2000)?;
+    let (rtt50, rtt99) = round_trip(url, 2000, Duration::ZERO)?;
     println!("   PING round trip: p50 {rtt50:.3?}, p99 {rtt99:.3?}");
-    let (wake50, wake99) = wake_up(2000)?;
-    println!("   a blocked thread's wake-up: p50 {wake50:.3?}, p99 {wake99:.3?}");
+    // Client and server idle for a critical section's length first: on a
+    // virtual machine, CPUs left idle take a while to come back.
+    let (idle50, idle99) = round_trip(url, 500, Duration::from_millis(2))?;
+    println!("   PING round trip after 2ms idle: p50 {idle50:.3?}, p99 {idle99:.3?}");
+    for idle in [Duration::from_micros(200), Duration::from_millis(2)] {
+        let (wake50, wake99) = wake_up(1000, idle)?;
+        println!(
+            "   a blocked thread's wake-up after {idle:?} idle: p50 {wake50:.3?}, p99 {wake99:.3?}"
+        );
+    }
     let raw_modes = [
         Mode::Raw(redmutex::pool(url)?),
         Mode::Raw(redmutex::pool(url)?),
