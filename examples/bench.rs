@@ -9,7 +9,7 @@
 //! cargo run --release --example bench -- pinned   # server on CPU 0, clients on CPU 1
 //! ```
 //!
-//! `pinned` (Linux, two CPUs or more) runs the `redis-server` it starts on
+//! `pinned` (Linux, two CPUs or more) runs the `redis-server`s it starts on
 //! CPU 0 and this process, every thread of it (the library's watchdogs and
 //! listener too), on CPU 1, as the peer benchmark does with `taskset`:
 //! the client's own threads then compete for one CPU.
@@ -49,8 +49,15 @@ type Res<T> = Result<T, Box<dyn Error>>;
 const CAD: &str =
     r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
+/// Set in a pinned run: every server started goes on CPU 0.
+static PINNED: AtomicBool = AtomicBool::new(false);
+
 fn start_server() -> Res<ThrowAwayServer> {
-    ThrowAwayServer::start(&[], Duration::from_secs(20))
+    let server = ThrowAwayServer::start(&[], Duration::from_secs(20))?;
+    if PINNED.load(Ordering::SeqCst) {
+        pin_server(server.pid())?;
+    }
+    Ok(server)
 }
 
 /// One raw acquisition attempt: SET key token NX PX 30000.
@@ -373,23 +380,31 @@ fn wake_up(n: usize, idle: Duration) -> Res<(Duration, Duration)> {
 
 /// Pins the server (`server_pid`) to CPU 0 and this process (every thread
 /// it starts from now on) to CPU 1.
-#[cfg(target_os = "linux")]
 fn pin(server_pid: u32) -> Res<()> {
+    pin_server(server_pid)?;
+    pin_to(0, 1)?;
+    PINNED.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Puts a server on CPU 0 (one this pinned process started inherits CPU 1).
+fn pin_server(pid: u32) -> Res<()> {
+    pin_to(i32::try_from(pid)?, 0)
+}
+
+/// Puts process `pid` (0: this one) on CPU `cpu`.
+#[cfg(target_os = "linux")]
+fn pin_to(pid: i32, cpu: usize) -> Res<()> {
     use nix::sched::{sched_setaffinity, CpuSet};
     use nix::unistd::Pid;
-    let on = |cpu: usize| -> Res<CpuSet> {
-        let mut set = CpuSet::new();
-        set.set(cpu)?;
-        Ok(set)
-    };
-    let server = Pid::from_raw(i32::try_from(server_pid)?);
-    sched_setaffinity(server, &on(0)?)?;
-    sched_setaffinity(Pid::from_raw(0), &on(1)?)?;
+    let mut set = CpuSet::new();
+    set.set(cpu)?;
+    sched_setaffinity(Pid::from_raw(pid), &set)?;
     Ok(())
 }
 
 #[cfg(not(target_os = "linux"))]
-fn pin(_server_pid: u32) -> Res<()> {
+fn pin_to(_pid: i32, _cpu: usize) -> Res<()> {
     Err("pinned runs need Linux".into())
 }
 
