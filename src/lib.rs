@@ -177,7 +177,13 @@
 //! - the largest fencing token minted by the granting instances is written
 //!   back to the instances before the guard is returned, so any later
 //!   majority overlaps an instance that counts above it: tokens keep rising
-//!   as long as no instance loses its data.
+//!   as long as no instance loses its data. Each attempt proposes a token
+//!   (this machine's clock, a second ahead) that the instances mint when
+//!   their counters are below it; when every instance granted with that one
+//!   token, they already are as the write-back would leave them, and it is
+//!   skipped: on healthy masters a lock and an unlock are two round trips,
+//!   as on one server. The calls to the other instances run on threads the
+//!   locker keeps, one per instance.
 //!
 //! Two instances that lose their data within one renewal interval (a third
 //! of the TTL) can still let another client find a majority while a lock is
