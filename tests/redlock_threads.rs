@@ -1,6 +1,7 @@
-//! Redlock asks its masters at once, on threads the locker keeps for its
-//! life: an operation starts no thread (a spawn per operation per master
-//! was most of Redlock's cost on a loaded machine), and the threads end
+//! Redlock asks its masters at once, on threads the locker keeps: an
+//! operation starts no thread (a spawn per operation per master was most
+//! of Redlock's cost on a loaded machine), concurrent operations do not
+//! queue behind each other's calls to a slow master, and the threads end
 //! with the locker.
 //!
 //! A test binary of its own: it counts the process's threads by name, and
@@ -16,6 +17,8 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::{key, redlock_builder, servers};
+use redmutex::Locker;
+use redmutex_testkit::proxy::{Mode, Proxy};
 
 /// The name the fan-out threads carry (Linux keeps its first 15 bytes).
 const NAME: &str = "redmutex-redloc";
@@ -64,5 +67,36 @@ fn redlock_operations_start_no_thread_and_its_threads_end_with_the_locker() {
             fan_out_threads()
         );
         std::thread::sleep(Duration::from_millis(10));
+    }
+
+    // Four locks at once, each held up by the third master (its replies
+    // stall): each call there has a thread of its own, none waits for
+    // another's.
+    let masters = common::servers(3);
+    let proxy = Proxy::start(masters[2].port());
+    let pool = |url: &str| redmutex::pool(url).unwrap();
+    let locker = Locker::builder(pool(&masters[0].url()))
+        .instance(pool(&masters[1].url()))
+        .instance(pool(&proxy.url()))
+        .build()
+        .unwrap();
+    locker.lock(&k).unwrap().unlock().unwrap();
+    proxy.set(Mode::StallReplies);
+    let locks: Vec<_> = (0..4)
+        .map(|t| {
+            let (locker, k) = (locker.clone(), format!("{k}-{t}"));
+            std::thread::Builder::new()
+                .spawn(move || locker.lock(&k).map(drop))
+                .expect("spawn a locking thread")
+        })
+        .collect();
+    common::wait_until(
+        "a fan-out thread for each stalled call, and one for the other master",
+        Duration::from_secs(10),
+        || fan_out_threads().len() >= 5,
+    );
+    proxy.set(Mode::Pass);
+    for l in locks {
+        l.join().expect("a locking thread panicked").unwrap();
     }
 }
