@@ -183,7 +183,7 @@
 //!   token, they already are as the write-back would leave them, and it is
 //!   skipped: on healthy masters a lock and an unlock are two round trips,
 //!   as on one server. The calls to the other instances run on threads the
-//!   locker keeps, one per instance.
+//!   locker keeps (per instance, one for each call under way at once).
 //!
 //! Two instances that lose their data within one renewal interval (a third
 //! of the TTL) can still let another client find a majority while a lock is

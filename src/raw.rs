@@ -7,7 +7,7 @@
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -785,31 +785,55 @@ impl Breaker {
     }
 }
 
-/// What a fan-out thread runs: one call on one instance, which sends its
-/// result back itself.
-type Job = Box<dyn FnOnce() + Send>;
+/// What a fan-out thread runs: one call on one instance, which gives back
+/// the sending of its result, done once the thread is idle again (so a
+/// caller that goes on to its next operation finds it free).
+type Job = Box<dyn FnOnce() -> Deliver + Send>;
+type Deliver = Box<dyn FnOnce() + Send>;
+
+/// A job on its way to a fan-out thread, with the sender of that thread's
+/// channel, which the thread puts back on its instance's idle list when
+/// the job is done.
+struct Work {
+    job: Job,
+    back: mpsc::Sender<Work>,
+}
+
+/// An instance's idle fan-out threads: each one's id and the only sender of
+/// its channel (so that dropping the list ends them).
+type Idle = Mutex<Vec<(u64, mpsc::Sender<Work>)>>;
+
+/// How long a fan-out thread with nothing to do waits for work before it
+/// ends (one is started again when needed).
+const FAN_OUT_IDLE: Duration = Duration::from_secs(30);
 
 /// The threads that ask a Redlock locker's instances `1..` while the
-/// calling thread asks instance 0: one per instance, started when first
-/// needed, kept for the locker's life (an operation starts no thread), and
-/// ended when the locker and its guards are gone (their channel closes).
+/// calling thread asks instance 0. Per instance, threads started when
+/// first needed and kept while they are used: a call goes to an idle one,
+/// or to a new one when all are busy, so concurrent operations (one
+/// thread's lock beside another's renewal) never queue behind each other's
+/// calls. Once the locker is warm an operation starts no thread; a thread
+/// idle for [`FAN_OUT_IDLE`] ends, and all of them end as soon as the
+/// locker and its guards are gone (their channels close).
 pub(crate) struct FanOut {
-    /// Per instance past the first: the channel to its thread, once started.
-    workers: Vec<Mutex<Option<mpsc::Sender<Job>>>>,
+    /// Per instance past the first.
+    idle: Vec<Arc<Idle>>,
+    next_id: AtomicU64,
 }
 
 impl FanOut {
     pub(crate) fn new(instances: usize) -> FanOut {
         FanOut {
-            workers: (1..instances).map(|_| Mutex::new(None)).collect(),
+            idle: (1..instances).map(|_| Arc::default()).collect(),
+            next_id: AtomicU64::new(0),
         }
     }
 
     /// Runs `f(i)` for every instance `i` in `0..n`, at once when `n > 1`
-    /// (instance 0 on the caller's thread, the others on their threads),
+    /// (instance 0 on the caller's thread, the others on fan-out threads),
     /// and returns the results in instance order. Each call is bounded by
     /// its connection's timeouts, so the whole takes as long as the
-    /// slowest. A call that cannot be run (its thread could not start, or
+    /// slowest. A call that cannot be run (no thread could start, or it
     /// panicked) fails with [`Error::Thread`], as a failed instance would.
     pub(crate) fn run<T, F>(&self, n: usize, f: F) -> Vec<Result<T, Error>>
     where
@@ -827,7 +851,9 @@ impl FanOut {
             let job: Job = Box::new(move || {
                 let result = panic::catch_unwind(AssertUnwindSafe(|| f(i)))
                     .unwrap_or_else(|_| Err(thread_error("a Redlock call panicked")));
-                let _ = done.send((i, result));
+                Box::new(move || {
+                    let _ = done.send((i, result));
+                })
             });
             if let Err(e) = self.submit(i, job) {
                 if let Some(slot) = results.get_mut(i) {
@@ -851,34 +877,66 @@ impl FanOut {
             .collect()
     }
 
-    /// Hands `job` to instance `i`'s thread, starting it (again) if needed.
-    fn submit(&self, i: usize, job: Job) -> Result<(), Error> {
-        let worker = i
+    /// Hands `job` to an idle thread of instance `i`, or to a new one.
+    fn submit(&self, i: usize, mut job: Job) -> Result<(), Error> {
+        let idle = i
             .checked_sub(1)
-            .and_then(|w| self.workers.get(w))
+            .and_then(|w| self.idle.get(w))
             .ok_or_else(|| Error::InvalidInput(format!("no instance {i}")))?;
-        let mut worker = worker.lock();
-        let job = match worker.as_ref() {
-            Some(sender) => match sender.send(job) {
+        loop {
+            // Off the list, a thread waits for this job alone.
+            let taken = idle.lock().pop();
+            let Some((_, sender)) = taken else { break };
+            let back = sender.clone();
+            match sender.send(Work { job, back }) {
                 Ok(()) => return Ok(()),
-                Err(mpsc::SendError(job)) => job,
-            },
-            None => job,
-        };
-        let (sender, jobs) = mpsc::channel::<Job>();
+                // It ended meanwhile: the next one, or a new one.
+                Err(mpsc::SendError(work)) => job = work.job,
+            }
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (sender, works) = mpsc::channel();
+        let list = Arc::downgrade(idle);
         thread::Builder::new()
             .name("redmutex-redlock".into())
-            .spawn(move || {
-                for job in jobs {
-                    job();
-                }
-            })
+            .spawn(move || fan_out_thread(id, &works, &list))
             .map_err(Error::Thread)?;
+        let back = sender.clone();
         sender
-            .send(job)
-            .map_err(|_| thread_error("a Redlock thread ended at once"))?;
-        *worker = Some(sender);
-        Ok(())
+            .send(Work { job, back })
+            .map_err(|_| thread_error("a Redlock thread ended at once"))
+    }
+}
+
+/// A fan-out thread: runs the work it is sent, going back on its
+/// instance's idle list after each; ends when its channel closes (the
+/// locker is gone) or after [`FAN_OUT_IDLE`] on the list.
+fn fan_out_thread(id: u64, works: &mpsc::Receiver<Work>, list: &Weak<Idle>) {
+    loop {
+        match works.recv_timeout(FAN_OUT_IDLE) {
+            Ok(Work { job, back }) => {
+                let deliver = job();
+                let list = list.upgrade();
+                if let Some(list) = &list {
+                    list.lock().push((id, back));
+                }
+                deliver();
+                if list.is_none() {
+                    return;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let Some(list) = list.upgrade() else { return };
+                let mut idle = list.lock();
+                if let Some(at) = idle.iter().position(|(i, _)| *i == id) {
+                    // Off the list, nothing can be sent to it any more.
+                    idle.swap_remove(at);
+                    return;
+                }
+                // Taken by a caller whose work is on its way.
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
     }
 }
 
