@@ -56,13 +56,17 @@ local function clock()
   local ms = now[1] .. string.sub(usec, 1, 3)
   return tonumber(ms), ms, now[1] .. usec
 end
+-- Whether token a is above token b (both decimal strings of that form).
+local function above(a, b)
+  return #a > #b or (#a == #b and a > b)
+end
 local function mint(counter, at_least)
   local _, _, micros = clock()
-  if at_least and (#at_least > #micros or (#at_least == #micros and at_least > micros)) then
+  if at_least and above(at_least, micros) then
     micros = at_least
   end
   local last = redis.call('GET', counter)
-  if last and (#last > #micros or (#last == #micros and last >= micros)) then
+  if last and not above(micros, last) then
     redis.call('INCR', counter)
     return redis.call('GET', counter)
   end
@@ -97,18 +101,39 @@ local function live_head(queue, waiters, now)
 end
 ";
 
+/// Shared by the scripts that free a lock or a writer key: `give` hands
+/// `key` to the waiter `head` as a *claim*, for its TTL or its stay,
+/// whichever is shorter, with a new fencing token and the metadata of its
+/// entry, and announces `+<token>:<fence>:<key>`; `drop_free` deletes it
+/// and announces `-<key>`. An announcement that fails (an ACL user without
+/// rights on the channel) is skipped: the release stands, and waiters find
+/// it at their next attempt. Uses `MINT`, so that comes before it.
+const GIVE: &str = r"
+local function give(key, counter, channel, head, stay, ttl, meta)
+  local fence = mint(counter)
+  -- A claim, until the grantee takes it up: no longer than it stays.
+  local claim = tonumber(stay) < tonumber(ttl) and stay or ttl
+  redis.call('SET', key, head .. ':' .. fence .. ':' .. meta, 'PX', claim)
+  redis.pcall('PUBLISH', channel, '+' .. head .. ':' .. fence .. ':' .. key)
+  return head, fence
+end
+local function drop_free(key, channel)
+  redis.call('DEL', key)
+  if channel ~= '' then redis.pcall('PUBLISH', channel, '-' .. key) end
+end
+";
+
 /// Shared by the scripts that free a lock: gives it to the first queued
 /// waiter whose deadline has not passed, with the metadata of its entry,
 /// as a *claim*: for its TTL or its stay, whichever is shorter. The grantee
 /// takes it up (renews it to its TTL) when it hears of it; a grantee that
 /// is gone (killed while queued) keeps the lock from the others for at
 /// most its stay, never its TTL. Announces `+<token>:<fence>:<key>` on the
-/// channel; waiters whose deadline passed are dropped on the way. Without a live waiter the
-/// key is deleted and `-<key>` announced. An announcement that fails (an ACL
-/// user without rights on the channel) is skipped: the release stands, and
-/// waiters find it at their next attempt. Returns the grantee's token and
-/// fencing token, if there was one. Uses `MINT` and `LIVE_HEAD`'s `alive`,
-/// so those come before it in a script.
+/// channel; waiters whose deadline passed are dropped on the way. Without a
+/// live waiter the key is deleted and `-<key>` announced (see `GIVE`).
+/// Returns the grantee's token and fencing token, if there was one. Uses
+/// `MINT`, `LIVE_HEAD`'s `alive` and `GIVE`, so those come before it in a
+/// script.
 const HAND_OVER: &str = r"
 local function hand_over(key, counter, queue, waiters, channel)
   local now = nil
@@ -120,12 +145,7 @@ local function hand_over(key, counter, queue, waiters, channel)
     now = now or clock()
     local stay, ttl, meta = string.match(entry or '', '^%d+:(%d+):(%d+):(.*)$')
     if ttl and alive(entry, now) then
-      local fence = mint(counter)
-      -- A claim, until the grantee takes it up: no longer than it stays.
-      local claim = tonumber(stay) < tonumber(ttl) and stay or ttl
-      redis.call('SET', key, head .. ':' .. fence .. ':' .. meta, 'PX', claim)
-      redis.pcall('PUBLISH', channel, '+' .. head .. ':' .. fence .. ':' .. key)
-      return head, fence
+      return give(key, counter, channel, head, stay, ttl, meta)
     end
   end
 end
@@ -135,8 +155,7 @@ local function free(key, counter, queue, waiters, channel)
     local head, fence = hand_over(key, counter, queue, waiters, channel)
     if head then return head, fence end
   end
-  redis.call('DEL', key)
-  if channel ~= '' then redis.pcall('PUBLISH', channel, '-' .. key) end
+  drop_free(key, channel)
   return nil
 end
 ";
@@ -269,7 +288,7 @@ return grant()
 /// Replies: how many keys handed over to it were freed.
 pub(crate) static DEQUEUE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{OWNED}{MINT}{LIVE_HEAD}{HAND_OVER}
+        "{OWNED}{MINT}{LIVE_HEAD}{GIVE}{HAND_OVER}
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 local n = 0
@@ -451,9 +470,9 @@ return 1
     ))
 });
 
-/// Shared by the read-write lock's releases (after `MINT` and `LIVE_HEAD`):
-/// `hand_to_writer` gives the free writer key to the first live waiter
-/// when it is a writer, as a claim (as `HAND_OVER` does for a lock: for
+/// Shared by the read-write lock's releases (after `MINT`, `LIVE_HEAD` and
+/// `GIVE`): `hand_to_writer` gives the free writer key to the first live
+/// waiter when it is a writer, as a claim (as `HAND_OVER` does for a lock: for
 /// its TTL or its stay, whichever is shorter), announced
 /// `+<token>:<fence>:<writer key>`; when the first is a reader, or nobody
 /// waits, it deletes the writer key (if it is still there) and announces
@@ -469,15 +488,10 @@ local function hand_to_writer(writer, counter, queue, waiters, channel)
     if head and ttl then
       redis.call('ZREM', queue, head)
       redis.call('HDEL', waiters, head)
-      local fence = mint(counter)
-      local claim = tonumber(stay) < tonumber(ttl) and stay or ttl
-      redis.call('SET', writer, head .. ':' .. fence .. ':' .. meta, 'PX', claim)
-      redis.pcall('PUBLISH', channel, '+' .. head .. ':' .. fence .. ':' .. writer)
-      return head, fence
+      return give(writer, counter, channel, head, stay, ttl, meta)
     end
   end
-  redis.call('DEL', writer)
-  if channel ~= '' then redis.pcall('PUBLISH', channel, '-' .. writer) end
+  drop_free(writer, channel)
   return nil
 end
 ";
@@ -496,7 +510,7 @@ end
 /// fencing token (as [`RELEASE`]'s).
 pub(crate) static READ_RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{OWNED}{MINT}{LIVE_HEAD}{READERS}{WRITER_HAND}
+        "{OWNED}{MINT}{LIVE_HEAD}{READERS}{GIVE}{WRITER_HAND}
 local n = 0
 if owned(KEYS[1], ARGV[1]) then
   redis.call('DEL', KEYS[1])
@@ -522,7 +536,7 @@ return n
 /// Replies: as [`READ_RELEASE`]'s.
 pub(crate) static WRITE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{OWNED}{MINT}{LIVE_HEAD}{WRITER_HAND}
+        "{OWNED}{MINT}{LIVE_HEAD}{GIVE}{WRITER_HAND}
 if not owned(KEYS[1], ARGV[1]) then return 0 end
 local head, fence = hand_to_writer(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
 if head then return {{1, head, fence}} end
@@ -543,7 +557,7 @@ return 1
 /// Replies: 1 when a writer key handed over to it was freed, else 0.
 pub(crate) static RW_DEQUEUE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{OWNED}{MINT}{LIVE_HEAD}{WRITER_HAND}
+        "{OWNED}{MINT}{LIVE_HEAD}{GIVE}{WRITER_HAND}
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
 if owned(KEYS[1], ARGV[1]) then
@@ -647,7 +661,7 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&RELE
 /// the script cache.
 pub(crate) static RELEASE_SRC: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "{OWNED}{MINT}{LIVE_HEAD}{HAND_OVER}
+        "{OWNED}{MINT}{LIVE_HEAD}{GIVE}{HAND_OVER}
 local n_keys = tonumber(ARGV[3] or #KEYS)
 local channel = ARGV[2] or ''
 local n, head, fence = 0, nil, nil
