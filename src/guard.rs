@@ -50,7 +50,7 @@ use crate::Error;
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[clippy::has_significant_drop]
 pub struct Guard {
-    keys: Vec<String>,
+    keys: Arc<[String]>,
     fence: u64,
     /// For a semaphore's permit: which one.
     permit: Option<u32>,
@@ -95,7 +95,7 @@ impl Guard {
     ) -> Result<Guard, Error> {
         let (watchdog_on, max_hold) = (shared.config.watchdog, shared.config.max_hold);
         let mut guard = Guard {
-            keys: acquisition.caller_keys.clone(),
+            keys: Arc::clone(&acquisition.caller_keys),
             fence,
             permit: acquisition.permit_index(),
             lease,

@@ -396,13 +396,13 @@ impl Locker {
         let start = Instant::now();
         let acquisition = Arc::new(acquisition);
         // The key errors and log events name (the first, for several).
-        let first_key = acquisition.caller_keys.first().cloned().unwrap_or_default();
-        let first = first_key.as_str();
+        let names = Arc::clone(&acquisition.caller_keys);
+        let first = names.first().map_or("", String::as_str);
         let deadline = wait.and_then(|w| time::deadline(start, w));
         let backoff = self.shared.config.backoff;
         let watched = Arc::clone(acquisition.keys.watched());
-        let token = acquisition.token.as_str().to_owned();
-        let watch = self.shared.signal().watch(&watched, &token);
+        let mine = Arc::clone(&acquisition);
+        let watch = self.shared.signal().watch(&watched, mine.token.as_str());
         // A queued waiter's place lasts until its next attempt could come,
         // plus one round trip's worth of slack.
         let stay = backoff

@@ -54,7 +54,8 @@ pub(crate) struct RawLock {
 /// reply finds the key already ours) and its keys.
 pub(crate) struct Acquisition {
     pub(crate) token: Token,
-    pub(crate) caller_keys: Vec<String>,
+    /// The keys as the caller gave them, shared with its guard.
+    pub(crate) caller_keys: Arc<[String]>,
     /// Its keys in Redis.
     pub(crate) keys: LockKeys,
     /// The fencing counter as the latest refused attempt saw it: a lock
@@ -76,7 +77,7 @@ const PROPOSAL_LEAD: Duration = Duration::from_secs(1);
 impl Acquisition {
     /// An acquisition of `keys` (what they hold says how) with a fresh
     /// token.
-    fn new(caller_keys: Vec<String>, keys: LockKeys) -> Result<Acquisition, Error> {
+    fn new(caller_keys: Arc<[String]>, keys: LockKeys) -> Result<Acquisition, Error> {
         Ok(Acquisition {
             token: Token::new()?,
             caller_keys,
@@ -114,7 +115,7 @@ impl Acquisition {
         keys.hold = Hold::Lock;
         Ok(Arc::new(Acquisition {
             token: self.token.clone(),
-            caller_keys: self.caller_keys.clone(),
+            caller_keys: Arc::clone(&self.caller_keys),
             keys,
             floor: AtomicU64::new(self.floor.load(Ordering::SeqCst)),
             slot: AtomicUsize::new(slot),
@@ -236,7 +237,7 @@ impl RawLock {
     /// `permits` permits (both checked already).
     pub(crate) fn prepare_permit(&self, name: &str, permits: u32) -> Result<Acquisition, Error> {
         let keys = self.permit_keys(name, permits);
-        Acquisition::new(vec![name.to_owned()], keys)
+        Acquisition::new(Arc::from([name.to_owned()]), keys)
     }
 
     /// Prepares the acquisition of a read hold (`read`) or the write hold
@@ -246,7 +247,7 @@ impl RawLock {
         let cluster = self.config.topology.is_cluster();
         let id = if read { Some(Token::key_id()?) } else { None };
         let keys = self.config.keys.rw_keys(name, id.as_deref(), cluster);
-        Acquisition::new(vec![name.to_owned()], keys)
+        Acquisition::new(Arc::from([name.to_owned()]), keys)
     }
 
     /// How many permits of the semaphore `name` of `permits` permits are
