@@ -205,6 +205,9 @@ struct Contended {
     /// Release sent → the next holder's lock returned (a waiter's), p50
     /// and p99.
     handover: (Duration, Duration),
+    /// The server's time in commands (`INFO commandstats`) per acquisition,
+    /// and per `EVALSHA` (the scripts, with the calls they make), in µs.
+    server: (f64, f64),
 }
 
 /// The `permille`th of `sorted` (sorted ascending).
@@ -228,6 +231,9 @@ fn contended(url: &str, run: Duration, hold: Duration, modes: &[Mode]) -> Res<Co
     const WORKERS: usize = 4;
     let client = redis::Client::open(url)?;
     let _: () = client.get_connection()?.set("bench:c:counter", 0)?;
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut client.get_connection()?)?;
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(WORKERS + 1));
     // When the latest release was sent, in ns from `base` (0: none yet).
@@ -311,6 +317,7 @@ fn contended(url: &str, run: Duration, hold: Duration, modes: &[Mode]) -> Res<Co
     handovers.sort();
     let elapsed = start.elapsed();
     let total: u64 = client.get_connection()?.get("bench:c:counter")?;
+    let (all_usec, evalsha) = command_time(&mut client.get_connection()?)?;
     if total != all.len() as u64 {
         return Err(format!("lost updates: counter {total}, acquisitions {}", all.len()).into());
     }
@@ -329,7 +336,38 @@ fn contended(url: &str, run: Duration, hold: Duration, modes: &[Mode]) -> Res<Co
             max_n as f64 / min_n as f64
         },
         handover: (percentile(&handovers, 500), percentile(&handovers, 990)),
+        server: (all_usec / total.max(1) as f64, evalsha),
     })
+}
+
+/// The server's time in commands since its stats were reset, from `INFO
+/// commandstats`: in all, and per `EVALSHA` call (0 without any), in µs.
+fn command_time(c: &mut redis::Connection) -> Res<(f64, f64)> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(c)?;
+    let (mut all, mut evalsha) = (0.0, 0.0);
+    for line in info.lines() {
+        let Some((name, stats)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(':'))
+        else {
+            continue;
+        };
+        let field = |key: &str| {
+            stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // CONFIG RESETSTAT and INFO are the bench's own.
+        if !name.starts_with("config") && name != "info" {
+            all += field("usec");
+        }
+        if name == "evalsha" {
+            evalsha = field("usec_per_call");
+        }
+    }
+    Ok((all, evalsha))
 }
 
 /// PING round trips on one connection: p50 and p99 over `n`.
@@ -413,6 +451,10 @@ fn print_contended(name: &str, c: &Contended) {
         "   {name:<9} {:>7.0} acq/s  wait p50 {:>9.3?}  p99 {:>9.3?}  max {:>9.3?}  fairness {:.2}  \
          hand-over p50 {:>9.3?}  p99 {:>9.3?}",
         c.per_sec, c.p50, c.p99, c.max, c.fairness, c.handover.0, c.handover.1
+    );
+    println!(
+        "   {:<9} server time in commands {:.1}µs per acquisition, {:.1}µs per EVALSHA",
+        "", c.server.0, c.server.1
     );
 }
 
@@ -519,6 +561,13 @@ fn contention(url: &str, run: Duration) -> Res<()> {
             ours.handover.0,
             ours.handover.0.saturating_sub(rtt50)
         );
+        if !hold.is_zero() {
+            // Here the release follows an idle stretch, as that PING did.
+            println!(
+                "   the same against a round trip after 2ms idle: + {:.3?}",
+                ours.handover.0.saturating_sub(idle50)
+            );
+        }
     }
     Ok(())
 }
