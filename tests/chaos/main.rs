@@ -643,9 +643,13 @@ impl Run<'_> {
         let give_up = Instant::now() + Duration::from_secs(3);
         while Instant::now() < give_up {
             for i in 0..self.servers.len() {
+                // A server Sentinel is reconfiguring drops its clients.
+                let Ok(mut c) = self.servers[i].try_conn() else {
+                    continue;
+                };
                 let v: Option<String> = redis::cmd("GET")
                     .arg(format!("{PREFIX}:{SLOW_KEY}"))
-                    .query(&mut self.conn(i))
+                    .query(&mut c)
                     .unwrap_or(None);
                 let id = v
                     .as_deref()
@@ -778,9 +782,14 @@ impl Run<'_> {
             addr.get(1)?.parse().ok()
         };
         let demoted = |i: usize| {
+            // Sentinel drops the server's clients as it demotes it: a
+            // connection refused or reset here means not yet.
+            let Ok(mut c) = self.servers[i].try_conn() else {
+                return false;
+            };
             let info: String = redis::cmd("INFO")
                 .arg("replication")
-                .query(&mut self.conn(i))
+                .query(&mut c)
                 .unwrap_or_default();
             common::info_field(&info, "role").as_deref() == Some("slave")
                 && common::info_field(&info, "master_link_status").as_deref() == Some("up")

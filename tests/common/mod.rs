@@ -69,12 +69,17 @@ impl Server {
 
     /// A plain connection for the test's own inspection and tampering.
     pub fn conn(&self) -> redis::Connection {
-        let c = redis::Client::open(self.url())
-            .unwrap()
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        c
+        self.try_conn().unwrap()
+    }
+
+    /// As [`Server::conn`], or why not: for polling a server that may be
+    /// dropping its clients (Sentinel disconnects every client of a server
+    /// it reconfigures, new ones too).
+    pub fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
+        let c =
+            redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(5))?;
+        c.set_read_timeout(Some(Duration::from_secs(10)))?;
+        Ok(c)
     }
 
     /// `CONFIG SET name value`.
