@@ -139,7 +139,12 @@ impl Held for Guard {
         match Guard::unlock(*self) {
             Ok(()) => Unlock::Ok,
             Err(Error::Lost { .. }) => Unlock::Lost,
-            Err(_) => Unlock::Err,
+            Err(e) => {
+                // Why, for whoever reads a failed run (errors never carry
+                // the owner token).
+                eprintln!("chaos worker: an unlock failed: {e}: {:?}", std::error::Error::source(&e));
+                Unlock::Err
+            }
         }
     }
 }
