@@ -101,7 +101,7 @@ pub enum Error {
     /// The server cannot do what a locker needs: it is older than
     /// [`MIN_REDIS_VERSION`](crate::MIN_REDIS_VERSION), or it will not run
     /// the lock's scripts (scripting switched off, no Lua engine, or an ACL
-    /// user without `EVAL`/`EVALSHA`/`SCRIPT LOAD`). `reason` says which.
+    /// user without `EVAL` or `EVALSHA`). `reason` says which.
     ///
     /// Returned by the `lock*` and `try_lock*` methods (and a semaphore's
     /// `acquire*`), which read the version before a locker's first

@@ -102,7 +102,7 @@ pub(crate) fn scripting_refused(e: &RedisError) -> Option<Error> {
         .contains(&c)
     });
     let reason = if e.code() == Some("NOPERM") && scripting {
-        "the ACL user may not run EVAL/EVALSHA/SCRIPT LOAD (see the README's ACL recipe)"
+        "the ACL user may not run EVAL/EVALSHA (see the README's ACL recipe)"
     } else if detail.starts_with("unknown command") && scripting {
         "scripting is switched off on the server (EVAL/EVALSHA are unknown commands)"
     } else if detail.contains("scripting engine") || detail.contains("engine 'lua'") {

@@ -21,7 +21,6 @@ const RECIPE: &[&str] = &[
     "-@all",
     "+evalsha",
     "+eval",
-    "+script|load",
     "+subscribe",
     "+unsubscribe",
     "+ping",

@@ -165,7 +165,10 @@ fn a_script_cache_flushed_over_and_over_fails_no_call() {
     }
     stop.store(true, Ordering::SeqCst);
     let flushes = flusher.join().unwrap();
-    assert!(flushes > 100, "only {flushes} flushes: the test proves nothing");
+    assert!(
+        flushes > 100,
+        "only {flushes} flushes: the test proves nothing"
+    );
     assert!(
         failed.is_empty(),
         "{} of 1,800 calls failed over {flushes} flushes, e.g. {:?}",

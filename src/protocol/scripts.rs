@@ -2,8 +2,8 @@
 //! and one typed caller per script that builds its KEYS and ARGV in that
 //! order (the replies are parsed in `replies.rs`).
 //!
-//! All of them go through [`redis::Script::invoke`]: EVALSHA, and a load and
-//! retry when the server answers NOSCRIPT, so a flushed script cache or a
+//! All of them go through [`Call::invoke`]: EVALSHA, and when the server
+//! answers NOSCRIPT, EVAL with the source, so a flushed script cache or a
 //! restarted server costs one extra round trip and nothing else.
 //!
 //! A lock key is a string `<owner token>:<fencing token>:<metadata>` with a
@@ -16,10 +16,82 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::{Script, ScriptInvocation};
+use redis::{
+    Cmd, ConnectionLike, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind,
+    ToRedisArgs,
+};
 
 use crate::protocol::keys::{Hold, LockKeys};
 use crate::time;
+
+/// One of the crate's scripts: its source, and the SHA1 that `EVALSHA`
+/// names it by.
+pub(crate) struct Lua {
+    source: String,
+    sha: String,
+}
+
+impl Lua {
+    fn new(source: impl Into<String>) -> Lua {
+        let source = source.into();
+        let sha = Script::new(&source).get_hash().to_owned();
+        Lua { source, sha }
+    }
+
+    /// A call of this script, without keys or arguments yet.
+    fn call(&'static self) -> Call {
+        Call {
+            lua: self,
+            keys: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+}
+
+/// A call of one of the crate's scripts with its `KEYS` and `ARGV`. (No
+/// `Debug`: the arguments hold an owner token.)
+pub(crate) struct Call {
+    lua: &'static Lua,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+}
+
+impl Call {
+    fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Call {
+        key.write_redis_args(&mut self.keys);
+        self
+    }
+
+    fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Call {
+        arg.write_redis_args(&mut self.args);
+        self
+    }
+
+    /// Runs the script by its SHA1; when the server's script cache does not
+    /// have it (a new, restarted or failed-over server, a `SCRIPT FLUSH`),
+    /// by its source: `EVAL` runs it and caches it again in one command.
+    /// (`SCRIPT LOAD` and a second `EVALSHA`, as redis-rs's `invoke` does,
+    /// fails the call when the cache is emptied again between the two.) A
+    /// NOSCRIPT reply means the script did not run, so running it once more
+    /// is safe.
+    pub(crate) fn invoke<T: FromRedisValue>(&self, con: &mut dyn ConnectionLike) -> RedisResult<T> {
+        match self.command("EVALSHA", &self.lua.sha).query(con) {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                self.command("EVAL", &self.lua.source).query(con)
+            }
+            other => other,
+        }
+    }
+
+    fn command(&self, name: &str, script: &str) -> Cmd {
+        let mut cmd = redis::cmd(name);
+        cmd.arg(script)
+            .arg(self.keys.len())
+            .arg(&*self.keys)
+            .arg(&*self.args);
+        cmd
+    }
+}
 
 /// Shared by the scripts that check ownership. A key of another type makes
 /// GET fail; `pcall` turns that into a table, which is not a string.
@@ -238,8 +310,8 @@ end
 /// lock is free but others are queued first) and the fencing counter as it
 /// stands (0 when missing), below which no hand-over can be newer than this
 /// attempt.
-pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+pub(crate) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(format!(
         "{OWNED}{MINT}{LIVE_HEAD}{JOIN}
 local function grant()
   local fence = mint(KEYS[1], ARGV[7])
@@ -286,8 +358,8 @@ return grant()
 ///   `ARGV[1]`: owner token, `ARGV[2]`: the release channel (`""`: none).
 ///
 /// Replies: how many keys handed over to it were freed.
-pub(crate) static DEQUEUE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+pub(crate) static DEQUEUE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(format!(
         "{OWNED}{MINT}{LIVE_HEAD}{GIVE}{HAND_OVER}
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
@@ -321,8 +393,8 @@ return n
 /// granted; when not, [`ACQUIRE`]'s refusal, with the smallest PTTL of the
 /// permits (-1: none has a TTL; -2: a permit is free but others are queued
 /// first).
-pub(crate) static PERMIT_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+pub(crate) static PERMIT_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(format!(
         "{OWNED}{MINT}{LIVE_HEAD}{JOIN}
 local function grant(i)
   local fence = mint(KEYS[1])
@@ -401,8 +473,8 @@ end
 /// Replies: as [`ACQUIRE`]'s; a refusal carries the writer's PTTL, or the
 /// longest PTTL of the read holds a writer waits for, or -2 when others
 /// are queued first.
-pub(crate) static RW_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+pub(crate) static RW_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(format!(
         "{OWNED}{MINT}{LIVE_HEAD}{JOIN}{READERS}
 local hold, writer, readers = KEYS[4], KEYS[5], KEYS[6]
 local reading = ARGV[6] == 'r'
@@ -457,8 +529,8 @@ return grant()
 ///   `ARGV[1]`: owner token, `ARGV[2]`: TTL in ms.
 ///
 /// Replies: 1 when renewed, 0 when lost (nothing touched).
-pub(crate) static READ_RENEW: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+pub(crate) static READ_RENEW: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(format!(
         "{OWNED}{READERS}
 if not owned(KEYS[1], ARGV[1]) or redis.call('SISMEMBER', KEYS[2], KEYS[1]) == 0 then
   return 0
@@ -508,8 +580,8 @@ end
 /// Replies: 1 when the hold was ours, 0 when it had been lost; after a
 /// hand-over, an array of that number, the grantee's owner token and its
 /// fencing token (as [`RELEASE`]'s).
-pub(crate) static READ_RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+pub(crate) static READ_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(format!(
         "{OWNED}{MINT}{LIVE_HEAD}{READERS}{GIVE}{WRITER_HAND}
 local n = 0
 if owned(KEYS[1], ARGV[1]) then
@@ -534,8 +606,8 @@ return n
 ///   channel (`""`: none).
 ///
 /// Replies: as [`READ_RELEASE`]'s.
-pub(crate) static WRITE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+pub(crate) static WRITE_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(format!(
         "{OWNED}{MINT}{LIVE_HEAD}{GIVE}{WRITER_HAND}
 if not owned(KEYS[1], ARGV[1]) then return 0 end
 local head, fence = hand_to_writer(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
@@ -555,8 +627,8 @@ return 1
 ///   channel (`""`: none).
 ///
 /// Replies: 1 when a writer key handed over to it was freed, else 0.
-pub(crate) static RW_DEQUEUE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+pub(crate) static RW_DEQUEUE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(format!(
         "{OWNED}{MINT}{LIVE_HEAD}{GIVE}{WRITER_HAND}
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
@@ -583,8 +655,8 @@ return 0
 ///
 /// Replies: 1 when every lock key is ours here afterwards, 0 when one is
 /// someone else's (a rival's attempt holds it for a moment).
-pub(crate) static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+pub(crate) static RAISE_FENCE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(format!(
         "{OWNED}
 local floor = ARGV[1]
 if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(floor) then
@@ -619,8 +691,8 @@ return all
 /// Replies: 1 when all were ours (or put back) and got the TTL; 0 when any
 /// was someone else's (or, outside Redlock mode, missing), in which case
 /// none was touched.
-pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+pub(crate) static RENEW: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(format!(
         "{OWNED}
 local value = ARGV[3]
 local n = #KEYS
@@ -654,13 +726,8 @@ return 1
 /// Replies: the number of keys deleted (all of them when the lock was held);
 /// after a hand-over, an array of that number, the grantee's owner token
 /// and its fencing token.
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&RELEASE_SRC));
-
-/// The source of [`RELEASE`], for the one place that sends it with a plain
-/// `EVAL`: the clean-up after a lost acquire reply, which must not depend on
-/// the script cache.
-pub(crate) static RELEASE_SRC: LazyLock<String> = LazyLock::new(|| {
-    format!(
+pub(crate) static RELEASE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(format!(
         "{OWNED}{MINT}{LIVE_HEAD}{GIVE}{HAND_OVER}
 local n_keys = tonumber(ARGV[3] or #KEYS)
 local channel = ARGV[2] or ''
@@ -675,7 +742,7 @@ end
 if head then return {{n, head, fence}} end
 return n
 "
-    )
+    ))
 });
 
 /// Reads who holds one lock key.
@@ -684,8 +751,8 @@ return n
 ///
 /// Replies: an empty array when the key does not exist; otherwise
 /// `[value, PTTL in ms]`, where the value is `""` for a key of another type.
-pub(crate) static HOLDER: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+pub(crate) static HOLDER: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
         r"
 local v = redis.pcall('GET', KEYS[1])
 if not v then return {} end
@@ -722,7 +789,7 @@ pub(crate) fn acquire(
     metadata: &str,
     queue: Queue,
     at_least: Option<&str>,
-) -> ScriptInvocation<'static> {
+) -> Call {
     // The queue mode, and how long the queue keys outlive this waiter.
     let (mode, keep) = match queue {
         Queue::Ignore => (String::new(), 0),
@@ -732,12 +799,12 @@ pub(crate) fn acquire(
             (ms.to_string(), ms.saturating_add(1000))
         }
     };
-    let script: &Script = match keys.hold {
+    let script: &'static Lua = match keys.hold {
         Hold::Lock => &ACQUIRE,
         Hold::Permit => &PERMIT_ACQUIRE,
         Hold::Read { .. } | Hold::Write { .. } => &RW_ACQUIRE,
     };
-    let mut call = script.prepare_invoke();
+    let mut call = script.call();
     call.key(&keys.fence)
         .key(&keys.queue)
         .key(&keys.waiters)
@@ -766,11 +833,11 @@ pub(crate) fn acquire(
 
 /// Leaving the queue of `keys` for `token`: [`DEQUEUE`] for single-key
 /// locks and semaphores, [`RW_DEQUEUE`] for a read-write lock.
-pub(crate) fn dequeue(keys: &LockKeys, token: &str, channel: &str) -> ScriptInvocation<'static> {
+pub(crate) fn dequeue(keys: &LockKeys, token: &str, channel: &str) -> Call {
     if let Some(writer) = keys.writer() {
         return rw_call(&RW_DEQUEUE, keys, writer, token, channel);
     }
-    let mut call = DEQUEUE.prepare_invoke();
+    let mut call = DEQUEUE.call();
     call.key(&keys.fence)
         .key(&keys.queue)
         .key(&keys.waiters)
@@ -783,13 +850,13 @@ pub(crate) fn dequeue(keys: &LockKeys, token: &str, channel: &str) -> ScriptInvo
 /// `script` (one of the read-write lock's) with `KEYS`: `writer`, the
 /// fencing counter, the queue and its waiters; `ARGV`: `token`, `channel`.
 fn rw_call(
-    script: &'static Script,
+    script: &'static Lua,
     keys: &LockKeys,
     writer: &[String],
     token: &str,
     channel: &str,
-) -> ScriptInvocation<'static> {
-    let mut call = script.prepare_invoke();
+) -> Call {
+    let mut call = script.call();
     call.key(writer)
         .key(&keys.fence)
         .key(&keys.queue)
@@ -806,8 +873,8 @@ pub(crate) fn raise_fence(
     token: &str,
     metadata: &str,
     ttl_ms: u64,
-) -> ScriptInvocation<'static> {
-    let mut call = RAISE_FENCE.prepare_invoke();
+) -> Call {
+    let mut call = RAISE_FENCE.call();
     call.key(&keys.fence)
         .key(&*keys.locks)
         .arg(fence)
@@ -825,13 +892,13 @@ pub(crate) fn renew(
     token: &str,
     ttl_ms: u64,
     repair: Option<(&str, u64)>,
-) -> ScriptInvocation<'static> {
+) -> Call {
     if let Hold::Read { readers, .. } = &keys.hold {
-        let mut call = READ_RENEW.prepare_invoke();
+        let mut call = READ_RENEW.call();
         call.key(&*keys.locks).key(readers).arg(token).arg(ttl_ms);
         return call;
     }
-    let mut call = RENEW.prepare_invoke();
+    let mut call = RENEW.call();
     call.key(&*keys.locks).arg(token).arg(ttl_ms);
     if let Some((value, fence)) = repair {
         call.key(&keys.fence).arg(value).arg(fence);
@@ -842,15 +909,10 @@ pub(crate) fn renew(
 /// [`RELEASE`] of `keys` by `token`, announced on `channel` (`""`: none);
 /// with `queued`, a single key is handed to its first live waiter.
 /// [`READ_RELEASE`] for a read hold, [`WRITE_RELEASE`] for the write hold.
-pub(crate) fn release(
-    keys: &LockKeys,
-    token: &str,
-    channel: &str,
-    queued: bool,
-) -> ScriptInvocation<'static> {
+pub(crate) fn release(keys: &LockKeys, token: &str, channel: &str, queued: bool) -> Call {
     match &keys.hold {
         Hold::Read { writer, readers } => {
-            let mut call = READ_RELEASE.prepare_invoke();
+            let mut call = READ_RELEASE.call();
             call.key(&*keys.locks)
                 .key(readers)
                 .key(&**writer)
@@ -864,7 +926,7 @@ pub(crate) fn release(
         Hold::Write { .. } => return rw_call(&WRITE_RELEASE, keys, &keys.locks, token, channel),
         Hold::Lock | Hold::Permit => {}
     }
-    let mut call = RELEASE.prepare_invoke();
+    let mut call = RELEASE.call();
     call.key(&*keys.locks);
     if queued {
         call.key(&keys.fence).key(&keys.queue).key(&keys.waiters);
@@ -879,7 +941,7 @@ pub(crate) fn release(
 /// skip it).
 pub(crate) fn release_by_eval(keys: &LockKeys, token: &str) -> redis::Cmd {
     let mut cmd = redis::cmd("EVAL");
-    cmd.arg(&*RELEASE_SRC)
+    cmd.arg(&RELEASE.source)
         .arg(keys.locks.len())
         .arg(&*keys.locks)
         .arg(token);
@@ -887,8 +949,8 @@ pub(crate) fn release_by_eval(keys: &LockKeys, token: &str) -> redis::Cmd {
 }
 
 /// [`HOLDER`] of one lock key.
-pub(crate) fn holder(lock_key: &str) -> ScriptInvocation<'static> {
-    let mut call = HOLDER.prepare_invoke();
+pub(crate) fn holder(lock_key: &str) -> Call {
+    let mut call = HOLDER.call();
     call.key(lock_key);
     call
 }

@@ -142,7 +142,10 @@ impl Held for Guard {
             Err(e) => {
                 // Why, for whoever reads a failed run (errors never carry
                 // the owner token).
-                eprintln!("chaos worker: an unlock failed: {e}: {:?}", std::error::Error::source(&e));
+                eprintln!(
+                    "chaos worker: an unlock failed: {e}: {:?}",
+                    std::error::Error::source(&e)
+                );
                 Unlock::Err
             }
         }
