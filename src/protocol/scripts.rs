@@ -84,8 +84,21 @@ impl Call {
     }
 
     fn command(&self, name: &str, script: &str) -> Cmd {
-        let mut cmd = redis::cmd(name);
-        cmd.arg(script)
+        // Sized up front: a command grown argument by argument leaves a freed
+        // buffer of each size it went through in its thread's malloc cache
+        // (23 MB more resident over the benchmark's 10,000 watchdogs).
+        let bytes = self
+            .keys
+            .iter()
+            .chain(&self.args)
+            .map(Vec::len)
+            .sum::<usize>();
+        let mut cmd = Cmd::with_capacity(
+            3 + self.keys.len() + self.args.len(),
+            name.len() + script.len() + 4 + bytes,
+        );
+        cmd.arg(name)
+            .arg(script)
             .arg(self.keys.len())
             .arg(&*self.keys)
             .arg(&*self.args);
