@@ -287,6 +287,88 @@ fn parse_announcement(message: &[u8]) -> Option<Announced<'_>> {
 mod tests {
     use super::*;
 
+    /// A `SUBSCRIBE` whose confirmation does not come back in time (a
+    /// partition): the server may still subscribe the connection once the
+    /// link heals. The connection must come back plain, with no reply
+    /// pending: the pool hands it to the lock's commands next. (Before,
+    /// their replies were release announcements, or a refusal to run
+    /// commands in a subscribed context: a failed unlock with no fault
+    /// under way, in the fault suite's blackhole scenario.)
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_subscribe_cut_short_leaves_a_plain_connection() {
+        use redmutex_testkit::proxy::{Mode, Proxy};
+        let server =
+            redmutex_testkit::ThrowAwayServer::start(&[], Duration::from_secs(20)).unwrap();
+        let proxy = Proxy::start(server.port());
+        let mut plain = redis::Client::open(proxy.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let mut direct = redis::Client::open(server.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        proxy.set(Mode::StallReplies);
+        let mut heard = Vec::new();
+        let mut on = |h: Heard<'_>| {
+            heard.push(matches!(h, Heard::Gone));
+            true
+        };
+        let stop = std::thread::scope(|s| {
+            let t = s.spawn(|| {
+                // The server subscribes it; the confirmation stalls.
+                let until = Instant::now() + Duration::from_secs(10);
+                loop {
+                    let n: Vec<(String, i64)> = redis::cmd("PUBSUB")
+                        .arg("NUMSUB")
+                        .arg("chan")
+                        .query(&mut direct)
+                        .unwrap();
+                    if n.first().is_some_and(|(_, n)| *n == 1) || Instant::now() > until {
+                        break;
+                    }
+                    std::thread::yield_now();
+                }
+                let _: i64 = redis::cmd("PUBLISH")
+                    .arg("chan")
+                    .arg("-k")
+                    .query(&mut direct)
+                    .unwrap();
+                // The link heals once the listener gave up and unsubscribed
+                // (requests still pass), or after a while if it never does.
+                let until = Instant::now() + Duration::from_secs(10);
+                loop {
+                    let n: Vec<(String, i64)> = redis::cmd("PUBSUB")
+                        .arg("NUMSUB")
+                        .arg("chan")
+                        .query(&mut direct)
+                        .unwrap();
+                    if n.first().is_some_and(|(_, n)| *n == 0) || Instant::now() > until {
+                        break;
+                    }
+                    std::thread::yield_now();
+                }
+                proxy.set(Mode::Pass);
+            });
+            subscribe(&mut plain, "chan", &mut on);
+            t.join().unwrap();
+        });
+        let () = stop;
+        assert_eq!(
+            heard,
+            vec![true],
+            "the listener stops, as for a lost connection"
+        );
+        proxy.set(Mode::Pass);
+        let _ = plain.set_read_timeout(Some(Duration::from_secs(5)));
+        let pong: redis::RedisResult<String> = redis::cmd("PING").query(&mut plain);
+        assert_eq!(pong.ok().as_deref(), Some("PONG"));
+        let got: redis::RedisResult<Option<String>> =
+            redis::cmd("GET").arg("nothing").query(&mut plain);
+        assert!(matches!(got, Ok(None)), "{got:?}");
+    }
+
     #[test]
     fn announcements() {
         assert_eq!(
