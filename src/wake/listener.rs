@@ -13,6 +13,8 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use redis::ConnectionLike;
+
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::conn::{Connector, Lent};
@@ -184,8 +186,65 @@ impl Listener {
 }
 
 /// The listener thread's loop: `SUBSCRIBE`, then every message, each
-/// reported to `on` until it returns false.
+/// reported to `on` until it returns false. Then the connection is made a
+/// plain one again (see [`unsubscribed`]), since it goes back to the pool.
 fn subscribe(plain: &mut redis::Connection, channel: &str, on: &mut dyn FnMut(Heard<'_>) -> bool) {
+    listen(plain, channel, on);
+    if plain.is_open() && !unsubscribed(plain) {
+        // Still cut off: the server closes it when the link heals, before
+        // it runs anything sent after; its next user may still read a late
+        // reply first (an error for every reply the lock parses).
+        let _ = plain.send_packed_command(&redis::cmd("QUIT").get_packed_command());
+    }
+}
+
+/// How many times [`unsubscribed`] tries, each bounded by the read timeout.
+const UNSUBSCRIBE_TRIES: u32 = 30;
+
+/// Leaves `plain` unsubscribed with no reply pending, whatever happened
+/// before: a `SUBSCRIBE` or an unsubscribe that timed out may still be
+/// applied by the server when the link heals, and announcements then come
+/// as replies to whatever is sent next. `UNSUBSCRIBE`, `PUNSUBSCRIBE` and a
+/// `PING` with a word of its own go out together, and replies are read and
+/// dropped until that word comes back: everything sent before has then been
+/// answered. False when the connection closed or never answered.
+fn unsubscribed(plain: &mut redis::Connection) -> bool {
+    for attempt in 0..UNSUBSCRIBE_TRIES {
+        if !plain.is_open() {
+            return false;
+        }
+        let word = format!("redmutex-unsubscribed-{attempt}");
+        let mut bytes = redis::cmd("UNSUBSCRIBE").get_packed_command();
+        bytes.extend(redis::cmd("PUNSUBSCRIBE").get_packed_command());
+        bytes.extend(redis::cmd("PING").arg(&word).get_packed_command());
+        if plain.send_packed_command(&bytes).is_err() {
+            continue;
+        }
+        loop {
+            match plain.recv_response() {
+                Ok(v) if is_echo(&v, &word) => return true,
+                Err(e) if e.is_timeout() => break,
+                Err(_) if !plain.is_open() => return false,
+                _ => {}
+            }
+        }
+    }
+    false
+}
+
+/// Whether `v` is the reply to `PING word`: the word, or `["pong", word]`
+/// on a connection still subscribed (RESP2).
+fn is_echo(v: &redis::Value, word: &str) -> bool {
+    let is_word =
+        |v: &redis::Value| matches!(v, redis::Value::BulkString(b) if b == word.as_bytes());
+    match v {
+        redis::Value::Array(a) => a.len() == 2 && a.get(1).is_some_and(is_word),
+        v => is_word(v),
+    }
+}
+
+/// [`subscribe`]'s loop, leaving the connection as it is.
+fn listen(plain: &mut redis::Connection, channel: &str, on: &mut dyn FnMut(Heard<'_>) -> bool) {
     if plain.set_read_timeout(Some(IDLE)).is_err() {
         on(Heard::Gone);
         return;
@@ -315,7 +374,7 @@ mod tests {
             heard.push(matches!(h, Heard::Gone));
             true
         };
-        let stop = std::thread::scope(|s| {
+        std::thread::scope(|s| {
             let t = s.spawn(|| {
                 // The server subscribes it; the confirmation stalls.
                 let until = Instant::now() + Duration::from_secs(10);
@@ -354,7 +413,6 @@ mod tests {
             subscribe(&mut plain, "chan", &mut on);
             t.join().unwrap();
         });
-        let () = stop;
         assert_eq!(
             heard,
             vec![true],
