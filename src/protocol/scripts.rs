@@ -77,10 +77,16 @@ impl Call {
     pub(crate) fn invoke<T: FromRedisValue>(&self, con: &mut dyn ConnectionLike) -> RedisResult<T> {
         match self.command("EVALSHA", &self.lua.sha).query(con) {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                self.command("EVAL", &self.lua.source).query(con)
+                self.eval().query(con)
             }
             other => other,
         }
+    }
+
+    /// This call as a plain `EVAL` of the script's source, which needs no
+    /// script cache.
+    fn eval(&self) -> Cmd {
+        self.command("EVAL", &self.lua.source)
     }
 
     fn command(&self, name: &str, script: &str) -> Cmd {
@@ -952,13 +958,10 @@ pub(crate) fn release(keys: &LockKeys, token: &str, channel: &str, queued: bool)
 /// hand-over): the clean-up after an acquire whose outcome is unknown, which
 /// must not depend on the script cache (a NOSCRIPT reply would silently
 /// skip it).
-pub(crate) fn release_by_eval(keys: &LockKeys, token: &str) -> redis::Cmd {
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(&RELEASE.source)
-        .arg(keys.locks.len())
-        .arg(&*keys.locks)
-        .arg(token);
-    cmd
+pub(crate) fn release_by_eval(keys: &LockKeys, token: &str) -> Cmd {
+    let mut call = RELEASE.call();
+    call.key(&*keys.locks).arg(token);
+    call.eval()
 }
 
 /// [`HOLDER`] of one lock key.

@@ -377,18 +377,7 @@ mod tests {
         std::thread::scope(|s| {
             let t = s.spawn(|| {
                 // The server subscribes it; the confirmation stalls.
-                let until = Instant::now() + Duration::from_secs(10);
-                loop {
-                    let n: Vec<(String, i64)> = redis::cmd("PUBSUB")
-                        .arg("NUMSUB")
-                        .arg("chan")
-                        .query(&mut direct)
-                        .unwrap();
-                    if n.first().is_some_and(|(_, n)| *n == 1) || Instant::now() > until {
-                        break;
-                    }
-                    std::thread::yield_now();
-                }
+                await_subscribers(&mut direct, "chan", 1);
                 let _: i64 = redis::cmd("PUBLISH")
                     .arg("chan")
                     .arg("-k")
@@ -396,18 +385,7 @@ mod tests {
                     .unwrap();
                 // The link heals once the listener gave up and unsubscribed
                 // (requests still pass), or after a while if it never does.
-                let until = Instant::now() + Duration::from_secs(10);
-                loop {
-                    let n: Vec<(String, i64)> = redis::cmd("PUBSUB")
-                        .arg("NUMSUB")
-                        .arg("chan")
-                        .query(&mut direct)
-                        .unwrap();
-                    if n.first().is_some_and(|(_, n)| *n == 0) || Instant::now() > until {
-                        break;
-                    }
-                    std::thread::yield_now();
-                }
+                await_subscribers(&mut direct, "chan", 0);
                 proxy.set(Mode::Pass);
             });
             subscribe(&mut plain, "chan", &mut on);
@@ -425,6 +403,23 @@ mod tests {
         let got: redis::RedisResult<Option<String>> =
             redis::cmd("GET").arg("nothing").query(&mut plain);
         assert!(matches!(got, Ok(None)), "{got:?}");
+    }
+
+    /// Until `channel` has `n` subscribers on the server, for at most 10 s.
+    #[allow(clippy::unwrap_used)]
+    fn await_subscribers(direct: &mut redis::Connection, channel: &str, n: i64) {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(channel)
+                .query(direct)
+                .unwrap();
+            if counts.first().is_some_and(|(_, c)| *c == n) || Instant::now() > until {
+                return;
+            }
+            std::thread::yield_now();
+        }
     }
 
     #[test]
