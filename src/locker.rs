@@ -9,11 +9,12 @@ use r2d2::{ManageConnection, Pool};
 use redis::ConnectionLike;
 
 use crate::backoff::jitter_seed;
-use crate::config::{validate_wait, Builder, Config};
+use crate::config::{validate_wait, Builder, Config, DEFAULT_IO_TIMEOUT};
 use crate::conn::{self, Connector};
 use crate::guard::Guard;
 use crate::info::LockInfo;
 use crate::lease::Lease;
+use crate::open;
 use crate::raw::{Acquisition, Outcome, Queue, RawLock};
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
@@ -107,12 +108,22 @@ impl Locker {
     }
 
     /// `Locker::new(redmutex::pool(url)?)`: default settings over a pool
-    /// made for locking.
+    /// made for locking, after one connection that checks the password.
+    ///
+    /// That connection (a `PING`, then closed) returns within the I/O
+    /// timeout, [`DEFAULT_IO_TIMEOUT`](crate::DEFAULT_IO_TIMEOUT); a server
+    /// that cannot be reached then does not fail the call (it may come up
+    /// later, and lock calls say so meanwhile), but a refused password does,
+    /// at once. For Sentinel use [`Locker::open_sentinel`], for a Cluster
+    /// [`Locker::open_cluster`], for several independent masters (Redlock)
+    /// [`Builder::instance`].
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when `url` is not a valid Redis URL. Nothing is sent
-    /// to the server yet.
+    /// [`Error::InvalidUrl`] when `url` is not a valid Redis URL (saying
+    /// which part is wrong), is TLS without the `tls` feature, or names
+    /// Sentinel or a Cluster; [`Error::Auth`] when the server refuses the
+    /// password, or requires one that `url` lacks.
     ///
     /// ```no_run
     /// let locker = redmutex::Locker::open("redis://127.0.0.1:6379/")?;
@@ -120,7 +131,66 @@ impl Locker {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn open(url: &str) -> Result<Locker, Error> {
-        Ok(Locker::new(conn::pool(url)?))
+        // The pool first: with the `tls` feature it installs the crypto
+        // provider the check's connection needs.
+        let client = open::client(url)?;
+        let pool = conn::pool_with(client.clone());
+        open::check_credentials(&client, DEFAULT_IO_TIMEOUT)?;
+        Ok(Locker::new(pool))
+    }
+
+    /// A locker with default settings on the master that the Redis
+    /// Sentinels at `sentinels` (their own URLs) name `master`:
+    /// `Locker::new(redmutex::sentinel_pool(sentinels, master)?)`. After a
+    /// failover new connections reach the new master; see the crate docs'
+    /// "Topologies and what they promise" for what a failover can cost, and
+    /// [`Builder::min_replicas`].
+    ///
+    /// # Errors
+    ///
+    /// As [`sentinel_pool`](crate::sentinel_pool). Nothing is sent yet.
+    ///
+    /// ```no_run
+    /// let locker = redmutex::Locker::open_sentinel(
+    ///     ["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/", "redis://10.0.0.3:26379/"],
+    ///     "mymaster",
+    /// )?;
+    /// let _guard = locker.lock("nightly-report")?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn open_sentinel<I>(sentinels: I, master: &str) -> Result<Locker, Error>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Ok(Locker::new(open::sentinel_pool(sentinels, master)?))
+    }
+
+    /// A locker with default settings on the Redis Cluster that `nodes`
+    /// (some of its nodes' URLs) belong to:
+    /// `Locker::new(redmutex::cluster_pool(nodes)?)`. The keys of one
+    /// [`lock_all`](Locker::lock_all) must share a hash slot (use hash
+    /// tags: `{order42}:a`, `{order42}:b`).
+    ///
+    /// # Errors
+    ///
+    /// As [`cluster_pool`](crate::cluster_pool). Nothing is sent yet.
+    ///
+    /// ```no_run
+    /// let locker = redmutex::Locker::open_cluster([
+    ///     "redis://10.0.0.1:7000/",
+    ///     "redis://10.0.0.2:7000/",
+    ///     "redis://10.0.0.3:7000/",
+    /// ])?;
+    /// let _guard = locker.lock_all(&["{order42}:stock", "{order42}:invoice"])?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn open_cluster<I>(nodes: I) -> Result<Locker, Error>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Ok(Locker::new(open::cluster_pool(nodes)?))
     }
 
     pub(crate) fn from_parts(instances: Vec<Arc<dyn Connector>>, config: Config) -> Locker {

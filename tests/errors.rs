@@ -21,6 +21,7 @@ fn everything(e: &Error) -> String {
     all
 }
 
+#[allow(clippy::panic)] // a helper of the tests: failing loudly is the point
 fn open_err(url: &str) -> Error {
     match Locker::open(url) {
         Ok(_) => panic!("{url}: opened"),

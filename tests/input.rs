@@ -74,9 +74,9 @@ fn bad_extend_is_refused() {
 }
 
 #[test]
-fn a_bad_url_is_a_redis_error() {
+fn a_bad_url_is_an_invalid_url() {
     let r = Locker::open("not a url");
-    assert!(matches!(r, Err(Error::Redis(_))), "{r:?}");
+    assert!(matches!(r, Err(Error::InvalidUrl { .. })), "{r:?}");
     assert!(redmutex::pool("http://example.com/").is_err());
 }
 
