@@ -21,11 +21,17 @@ use crate::semaphore::Semaphore;
 use crate::time;
 use crate::Error;
 
-/// Takes distributed locks on one Redis server.
+/// Takes distributed locks: on one Redis server, on the master a group of
+/// Sentinels names, on a Redis Cluster, or on several independent masters
+/// by majority (Redlock).
 ///
 /// Cheap to clone (an `Arc` inside); clones share the pool and settings.
 /// Lockers exclude each other when they use the same server and prefix,
 /// whether they live in one process or on many machines.
+///
+/// Keys are any string type (`&str`, `String`, `&String`, `Cow<str>`), and
+/// the multi-key calls take any list of them: a slice, a `Vec`, an array,
+/// an iterator.
 ///
 /// Locks are not reentrant: a second `try_lock` of a key this locker already
 /// holds returns `None`, and a second `lock` waits for the first guard, like
@@ -220,8 +226,9 @@ impl Locker {
     /// // held until `_guard` drops, renewed meanwhile by its watchdog
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn lock(&self, key: &str) -> Result<Guard, Error> {
-        self.acquire_waiting(&[key], self.shared.config.acquire_timeout, None)
+    #[must_use = "the lock is held only while the guard lives: dropping it releases the lock"]
+    pub fn lock(&self, key: impl AsRef<str>) -> Result<Guard, Error> {
+        self.acquire_waiting(&[key.as_ref()], self.shared.config.acquire_timeout, None)
     }
 
     /// Like [`lock`](Locker::lock), but waits at most `wait` for this call.
@@ -241,9 +248,10 @@ impl Locker {
     /// }
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn lock_timeout(&self, key: &str, wait: Duration) -> Result<Guard, Error> {
+    #[must_use = "the lock is held only while the guard lives: dropping it releases the lock"]
+    pub fn lock_timeout(&self, key: impl AsRef<str>, wait: Duration) -> Result<Guard, Error> {
         validate_wait("wait", wait)?;
-        self.acquire_waiting(&[key], Some(wait), None)
+        self.acquire_waiting(&[key.as_ref()], Some(wait), None)
     }
 
     /// Like [`lock`](Locker::lock) (waiting at most `wait` when given, else
@@ -270,19 +278,24 @@ impl Locker {
     /// }
     /// # Ok::<(), redmutex::Error>(())
     /// ```
+    #[must_use = "the lock is held only while the guard lives: dropping it releases the lock"]
     pub fn lock_or_stop(
         &self,
-        key: &str,
+        key: impl AsRef<str>,
         wait: Option<Duration>,
         stop: &AtomicBool,
     ) -> Result<Guard, Error> {
         let wait = self.wait_or_default(wait)?;
-        self.acquire_waiting(&[key], wait, Some(stop))
+        self.acquire_waiting(&[key.as_ref()], wait, Some(stop))
     }
 
     /// One attempt: the lock on `key` if it is free now, `None` if someone
     /// holds it (including this locker: locks are not reentrant). One round
     /// trip; never waits for the lock.
+    ///
+    /// Bind the guard: `locker.try_lock(key)?;` alone drops it, and so
+    /// releases the lock, at once, and no compiler warning can see a guard
+    /// inside an `Option`.
     ///
     /// # Errors
     ///
@@ -297,8 +310,9 @@ impl Locker {
     /// // run the report
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn try_lock(&self, key: &str) -> Result<Option<Guard>, Error> {
-        self.try_acquire(&[key])
+    #[must_use = "the lock is held only while the guard lives: dropping it releases the lock"]
+    pub fn try_lock(&self, key: impl AsRef<str>) -> Result<Option<Guard>, Error> {
+        self.try_acquire(&[key.as_ref()])
     }
 
     /// Blocks until every key in `keys` is ours at once, like
@@ -318,8 +332,15 @@ impl Locker {
     /// assert_eq!(guard.keys(), ["stock:berlin", "stock:lyon"]);
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn lock_all(&self, keys: &[&str]) -> Result<Guard, Error> {
-        self.acquire_waiting(keys, self.shared.config.acquire_timeout, None)
+    #[must_use = "the lock is held only while the guard lives: dropping it releases the lock"]
+    pub fn lock_all<I>(&self, keys: I) -> Result<Guard, Error>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        with_keys(keys, |keys| {
+            self.acquire_waiting(keys, self.shared.config.acquire_timeout, None)
+        })
     }
 
     /// Like [`lock_all`](Locker::lock_all), but waits at most `wait`.
@@ -335,9 +356,14 @@ impl Locker {
     /// # drop(guard);
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn lock_all_timeout(&self, keys: &[&str], wait: Duration) -> Result<Guard, Error> {
+    #[must_use = "the lock is held only while the guard lives: dropping it releases the lock"]
+    pub fn lock_all_timeout<I>(&self, keys: I, wait: Duration) -> Result<Guard, Error>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
         validate_wait("wait", wait)?;
-        self.acquire_waiting(keys, Some(wait), None)
+        with_keys(keys, |keys| self.acquire_waiting(keys, Some(wait), None))
     }
 
     /// One all-or-nothing attempt on every key in `keys`: `None` when any of
@@ -354,8 +380,13 @@ impl Locker {
     /// }
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn try_lock_all(&self, keys: &[&str]) -> Result<Option<Guard>, Error> {
-        self.try_acquire(keys)
+    #[must_use = "the lock is held only while the guard lives: dropping it releases the lock"]
+    pub fn try_lock_all<I>(&self, keys: I) -> Result<Option<Guard>, Error>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        with_keys(keys, |keys| self.try_acquire(keys))
     }
 
     /// A counting semaphore `name` of `permits` permits over this locker's
@@ -375,8 +406,8 @@ impl Locker {
     /// let _permit = exports.acquire()?;
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore, Error> {
-        Semaphore::new(self.clone(), name, permits)
+    pub fn semaphore(&self, name: impl AsRef<str>, permits: u32) -> Result<Semaphore, Error> {
+        Semaphore::new(self.clone(), name.as_ref(), permits)
     }
 
     /// A read-write lock `name` over this locker's server and prefix: many
@@ -395,8 +426,8 @@ impl Locker {
     /// let _read = config.read()?;
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn rwlock(&self, name: &str) -> Result<RwLock, Error> {
-        RwLock::new(self.clone(), name)
+    pub fn rwlock(&self, name: impl AsRef<str>) -> Result<RwLock, Error> {
+        RwLock::new(self.clone(), name.as_ref())
     }
 
     /// Refuses `what` (semaphores, read-write locks) on a Redlock locker:
@@ -427,8 +458,8 @@ impl Locker {
     /// }
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn holder(&self, key: &str) -> Result<Option<LockInfo>, Error> {
-        self.shared.holder(key)
+    pub fn holder(&self, key: impl AsRef<str>) -> Result<Option<LockInfo>, Error> {
+        self.shared.holder(key.as_ref())
     }
 
     fn try_acquire(&self, keys: &[&str]) -> Result<Option<Guard>, Error> {
@@ -601,6 +632,17 @@ impl Locker {
         }
         Guard::new(Arc::clone(&self.shared), a, fence, Arc::new(lease))
     }
+}
+
+/// Runs `f` on `keys` as `&str`s, whatever string type they come as.
+fn with_keys<I, R>(keys: I, f: impl FnOnce(&[&str]) -> R) -> R
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    let items: Vec<I::Item> = keys.into_iter().collect();
+    let keys: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+    f(&keys)
 }
 
 /// The log event of a lock had after waiting: `how` (acquired, or handed

@@ -53,8 +53,8 @@ fn bad_keys_are_refused() {
     invalid(locker.try_lock(""));
     invalid(locker.holder(""));
     invalid(locker.lock("__redmutex__:fence"));
-    invalid(locker.lock_all(&[]));
-    invalid(locker.try_lock_all(&[]));
+    invalid(locker.lock_all(&[] as &[&str]));
+    invalid(locker.try_lock_all(&[] as &[&str]));
     invalid(locker.try_lock_all(&["a", "b", "a"]));
     invalid(locker.lock_all(&["a", ""]));
     invalid(locker.lock_timeout("a", Duration::MAX));

@@ -43,7 +43,7 @@ fn key_lists_of_any_string_type() {
         .unwrap();
     drop(guard);
     let guard = locker
-        .try_lock_all(["c", "d"].map(|k| key(k)))
+        .try_lock_all(["c", "d"].map(key))
         .unwrap()
         .expect("free");
     drop(guard);
