@@ -342,6 +342,37 @@ pub use rwlock::RwLock;
 pub use semaphore::{Semaphore, MAX_PERMITS};
 pub use server::MIN_REDIS_VERSION;
 
+/// The redis-rs crate this one is built on, for its types in this API
+/// (`redis::Client`, `redis::cluster::ClusterClient`,
+/// `redis::sentinel::LockedSentinelClient`, `redis::RedisError`) without a
+/// matching `redis` dependency of your own.
+///
+/// ```no_run
+/// let client = redmutex::redis::Client::open("redis://127.0.0.1/")?;
+/// let locker = redmutex::Locker::new(redmutex::pool_with(client));
+/// # let _ = locker;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub use redis;
+
+/// The r2d2 crate whose pools a locker takes, for `r2d2::Pool::builder()`
+/// without a matching `r2d2` dependency of your own.
+///
+/// ```no_run
+/// use redmutex::{r2d2, redis};
+/// let pool = r2d2::Pool::builder()
+///     .max_size(32)
+///     .test_on_check_out(false)
+///     .connection_customizer(Box::new(redmutex::SocketTimeouts::new(
+///         std::time::Duration::from_secs(1),
+///     )))
+///     .build(redis::Client::open("redis://127.0.0.1/")?)?;
+/// let locker = redmutex::Locker::new(pool);
+/// # let _ = locker;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub use r2d2;
+
 /// The README's Rust examples, compiled as doctests so they stay true.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
