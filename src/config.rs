@@ -648,6 +648,28 @@ mod tests {
     }
 
     #[test]
+    fn host_name_without_proc_or_etc_hostname_asks_uname() {
+        // macOS, the BSDs, a Linux container without /proc: no files, no
+        // exported HOSTNAME.
+        let none = |_: &str| None;
+        let uname = || Some("mac-mini.local\n".to_owned());
+        assert_eq!(
+            host_name(&none, &none, &uname).as_deref(),
+            Some("mac-mini.local")
+        );
+        // Linux: the kernel's name first, without asking uname.
+        let proc = |p: &str| (p == "/proc/sys/kernel/hostname").then(|| "build-03\n".to_owned());
+        let never = || -> Option<String> { panic!("uname asked") };
+        assert_eq!(host_name(&proc, &none, &never).as_deref(), Some("build-03"));
+        // Windows: COMPUTERNAME.
+        let windows = |v: &str| (v == "COMPUTERNAME").then(|| "WIN-7".to_owned());
+        assert_eq!(host_name(&none, &windows, &never).as_deref(), Some("WIN-7"));
+        // Nothing anywhere, or only blanks.
+        let blank = |_: &str| Some(" \n".to_owned());
+        assert_eq!(host_name(&blank, &blank, &|| None), None);
+    }
+
+    #[test]
     fn metadata_names_host_and_pid() {
         let m = default_metadata();
         assert!(m.ends_with(&format!(":{}", std::process::id())), "{m}");
