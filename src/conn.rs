@@ -38,7 +38,8 @@ use crate::Error;
 ///
 /// # Errors
 ///
-/// [`Error::Redis`] when `url` is not a valid Redis URL.
+/// [`Error::InvalidUrl`] when `url` is not a valid Redis URL, saying which
+/// part is wrong.
 ///
 /// # Examples
 ///
@@ -49,7 +50,7 @@ use crate::Error;
 /// # Ok::<(), redmutex::Error>(())
 /// ```
 pub fn pool(url: &str) -> Result<Pool<redis::Client>, Error> {
-    Ok(pool_with(redis::Client::open(url)?))
+    Ok(pool_with(crate::open::client(url)?))
 }
 
 /// Builds a connection pool with the settings of [`pool`] around a client

@@ -113,6 +113,40 @@ pub enum Error {
         reason: String,
     },
 
+    /// A URL that cannot work, and why: which part is wrong (the scheme, the
+    /// host, the port, the database), that `rediss://` needs the `tls`
+    /// feature, or which constructor a Sentinel or Cluster URL needs. The
+    /// URL itself is never repeated (it may hold a password).
+    ///
+    /// Returned by [`Locker::open`](crate::Locker::open),
+    /// [`pool`](crate::pool()), [`sentinel_pool`](crate::sentinel_pool) and
+    /// [`cluster_pool`](crate::cluster_pool), before anything is sent.
+    #[error("invalid redis url: {reason}")]
+    InvalidUrl {
+        /// What is wrong, or what to use instead.
+        reason: String,
+        /// redis-rs's error, when it refused a URL found sound here.
+        #[source]
+        source: Option<redis::RedisError>,
+    },
+
+    /// The server refused the credentials: it requires a password and got
+    /// none, or the user name or password is wrong (or the user disabled).
+    ///
+    /// Returned by [`Locker::open`](crate::Locker::open) at once (it
+    /// connects once to check), and by every method that talks to Redis:
+    /// at once when the server asks for a password, after the checkout
+    /// timeout when connections fail to authenticate (the pool retries
+    /// them until then).
+    #[error("authentication failed: {reason}")]
+    Auth {
+        /// What the server said, in words (never the password).
+        reason: String,
+        /// The redis-rs or r2d2 error it was read from.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+
     /// Redis answered with an error, or the connection failed or timed out.
     ///
     /// Returned by every method that talks to Redis. The lock state is unknown
@@ -193,13 +227,26 @@ impl Error {
 
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
-        Error::Redis(e)
+        match crate::open::auth_reason(&e) {
+            Some(reason) => Error::Auth {
+                reason: reason.to_owned(),
+                source: Box::new(e),
+            },
+            None => Error::Redis(e),
+        }
     }
 }
 
 impl From<r2d2::Error> for Error {
     fn from(e: r2d2::Error) -> Self {
-        Error::Pool(e)
+        // r2d2 keeps only the text of the last failed connect.
+        match crate::open::auth_reason_in_text(&e.to_string()) {
+            Some(reason) => Error::Auth {
+                reason: reason.to_owned(),
+                source: Box::new(e),
+            },
+            None => Error::Pool(e),
+        }
     }
 }
 

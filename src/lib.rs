@@ -3,6 +3,22 @@
 //! A blocking call, an RAII guard, and a watchdog thread that keeps the lease
 //! alive while the guard lives. No async runtime.
 //!
+//! # Which type do I use
+//!
+//! | You want | Use |
+//! |---|---|
+//! | one holder of a name at a time, across threads, processes and hosts | [`Locker`]: [`lock`](Locker::lock), [`try_lock`](Locker::try_lock), [`lock_all`](Locker::lock_all) for several names at once |
+//! | at most N holders of a name at once | [`Semaphore`], from [`Locker::semaphore`] |
+//! | many readers of a name at once, or one writer | [`RwLock`], from [`Locker::rwlock`] |
+//! | a shell command or cron job under a lock, without writing Rust | the `redmutex` command (crate `redmutex-cli`, Unix) |
+//!
+//! | Your servers | Build the locker with | Read |
+//! |---|---|---|
+//! | one Redis or Valkey server (with replicas or not) | [`Locker::open`], or [`Locker::builder`] over [`pool()`] | [Guarantees and limits](#guarantees-and-limits) |
+//! | a master watched by Redis Sentinel (automatic failover) | [`Locker::open_sentinel`], or over [`sentinel_pool`] | [Topologies](#topologies-and-what-they-promise): a failover can hand a lock to a second holder; [`Builder::min_replicas`] narrows it |
+//! | a Redis Cluster | [`Locker::open_cluster`], or over [`cluster_pool`] | [Topologies](#topologies-and-what-they-promise): keys of one `lock_all` share a hash slot |
+//! | several independent masters, trusting no single one (Redlock) | [`Locker::builder`] and [`Builder::instance`] per master | [Redlock](#redlock): a majority decides; no semaphores or read-write locks |
+//!
 //! # Quick start
 //!
 //! ```no_run
@@ -241,6 +257,13 @@
 //! a bounded checkout. A pool built with r2d2's defaults works too, but pays
 //! a `PING` round trip on every operation, and its connections have no read
 //! timeout until this crate first uses them (it sets one then).
+//! [`sentinel_pool`] and [`cluster_pool`] do the same for Sentinel and
+//! Cluster. The [`redis`] and [`r2d2`] crates are re-exported, so a pool of
+//! your own needs no matching versions of them.
+//!
+//! A URL that cannot work is [`Error::InvalidUrl`], saying which part is
+//! wrong; [`Locker::open`] connects once to check the password, so a
+//! refused or missing one is [`Error::Auth`] at once.
 //!
 //! # Servers and TLS
 //!
@@ -272,6 +295,33 @@
 //! # fn main() {}
 //! ```
 
+//!
+//! # Logging
+//!
+//! Events go to the [`log`](https://docs.rs/log) facade (install any
+//! logger to see them). None carries an owner token.
+//!
+//! | Target | Level | When |
+//! |---|---|---|
+//! | `redmutex::lease` | `error` | a guard's lease is lost, and why (its deadline passed unrenewed, or Redis showed the key gone or someone else's) |
+//! | `redmutex::renew` | `warn` | a renewal failed (it is retried while the lease lasts), or a guard reached its [`Builder::max_hold`] |
+//! | `redmutex::release` | `warn` | a release on drop failed (the key stays until its TTL), or found the lock already lost |
+//! | `redmutex::acquire` | `debug` | a lock acquired or handed over after waiting, with the attempts and the time taken |
+//! | `redmutex::listen` | `warn` | the release listener could not start (tried again later), or the server refused its `SUBSCRIBE` (ACL): waiters poll |
+//! | `redmutex::listen` | `info` | the pool lends no connection to a release listener (a cluster, a small pool): waiters poll |
+//! | `redmutex::listen` | `debug` | the release listener started, or stopped with its connection |
+//!
+//! # Platforms
+//!
+//! The library is plain `std` with no platform-specific code of its own:
+//! it is built and tested on Linux, and its dependencies (redis-rs, r2d2,
+//! getrandom, parking_lot; ring with the `tls` feature, which needs a C
+//! compiler) support macOS and Windows; `unix://` URLs work only on Unix.
+//! The default [`Builder::metadata`] names the host from Linux's
+//! `/proc/sys/kernel/hostname` or `/etc/hostname`, else the `HOSTNAME` or
+//! `COMPUTERNAME` (Windows) variable, else `uname -n` (macOS, the BSDs),
+//! looked up once per process. The `redmutex` command is Unix-only.
+
 // The crate's layout, one line per home (API apart from mechanism):
 //
 // lib.rs              crate docs, modules, re-exports; no logic
@@ -282,6 +332,8 @@
 // info.rs             `LockInfo`, what `Locker::holder` reports
 // config.rs           `Builder`, the frozen `Config`, the `Topology` decided once, every default
 // error.rs            `Error`, with `is_timeout` / `is_connection`
+// open.rs             URLs checked and told in words, the password check of `open`,
+//                     the Sentinel and Cluster pools
 // backoff.rs          `Backoff`, retry delays as pure functions
 // raw.rs              the mechanism: acquire, renew, release, holder on every instance
 //                     (asked in parallel), decided by quorum.rs
@@ -314,6 +366,7 @@ mod guard;
 mod info;
 mod lease;
 mod locker;
+mod open;
 mod protocol;
 mod quorum;
 mod raw;
@@ -336,9 +389,41 @@ pub use guard::Guard;
 pub use info::LockInfo;
 pub use lease::workers::{watchdog_threads, WatchdogThreads};
 pub use locker::Locker;
+pub use open::{cluster_pool, sentinel_pool};
 pub use rwlock::RwLock;
 pub use semaphore::{Semaphore, MAX_PERMITS};
 pub use server::MIN_REDIS_VERSION;
+
+/// The redis-rs crate this one is built on, for its types in this API
+/// (`redis::Client`, `redis::cluster::ClusterClient`,
+/// `redis::sentinel::LockedSentinelClient`, `redis::RedisError`) without a
+/// matching `redis` dependency of your own.
+///
+/// ```no_run
+/// let client = redmutex::redis::Client::open("redis://127.0.0.1/")?;
+/// let locker = redmutex::Locker::new(redmutex::pool_with(client));
+/// # let _ = locker;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub use redis;
+
+/// The r2d2 crate whose pools a locker takes, for `r2d2::Pool::builder()`
+/// without a matching `r2d2` dependency of your own.
+///
+/// ```no_run
+/// use redmutex::{r2d2, redis};
+/// let pool = r2d2::Pool::builder()
+///     .max_size(32)
+///     .test_on_check_out(false)
+///     .connection_customizer(Box::new(redmutex::SocketTimeouts::new(
+///         std::time::Duration::from_secs(1),
+///     )))
+///     .build(redis::Client::open("redis://127.0.0.1/")?)?;
+/// let locker = redmutex::Locker::new(pool);
+/// # let _ = locker;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub use r2d2;
 
 /// The README's Rust examples, compiled as doctests so they stay true.
 #[cfg(doctest)]

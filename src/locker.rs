@@ -9,22 +9,29 @@ use r2d2::{ManageConnection, Pool};
 use redis::ConnectionLike;
 
 use crate::backoff::jitter_seed;
-use crate::config::{validate_wait, Builder, Config};
+use crate::config::{validate_wait, Builder, Config, DEFAULT_IO_TIMEOUT};
 use crate::conn::{self, Connector};
 use crate::guard::Guard;
 use crate::info::LockInfo;
 use crate::lease::Lease;
+use crate::open;
 use crate::raw::{Acquisition, Outcome, Queue, RawLock};
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
 use crate::time;
 use crate::Error;
 
-/// Takes distributed locks on one Redis server.
+/// Takes distributed locks: on one Redis server, on the master a group of
+/// Sentinels names, on a Redis Cluster, or on several independent masters
+/// by majority (Redlock).
 ///
 /// Cheap to clone (an `Arc` inside); clones share the pool and settings.
 /// Lockers exclude each other when they use the same server and prefix,
 /// whether they live in one process or on many machines.
+///
+/// Keys are any string type (`&str`, `String`, `&String`, `Cow<str>`), and
+/// the multi-key calls take any list of them: a slice, a `Vec`, an array,
+/// an iterator.
 ///
 /// Locks are not reentrant: a second `try_lock` of a key this locker already
 /// holds returns `None`, and a second `lock` waits for the first guard, like
@@ -107,12 +114,22 @@ impl Locker {
     }
 
     /// `Locker::new(redmutex::pool(url)?)`: default settings over a pool
-    /// made for locking.
+    /// made for locking, after one connection that checks the password.
+    ///
+    /// That connection (a `PING`, then closed) returns within the I/O
+    /// timeout, [`DEFAULT_IO_TIMEOUT`](crate::DEFAULT_IO_TIMEOUT); a server
+    /// that cannot be reached then does not fail the call (it may come up
+    /// later, and lock calls say so meanwhile), but a refused password does,
+    /// at once. For Sentinel use [`Locker::open_sentinel`], for a Cluster
+    /// [`Locker::open_cluster`], for several independent masters (Redlock)
+    /// [`Builder::instance`].
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when `url` is not a valid Redis URL. Nothing is sent
-    /// to the server yet.
+    /// [`Error::InvalidUrl`] when `url` is not a valid Redis URL (saying
+    /// which part is wrong), is TLS without the `tls` feature, or names
+    /// Sentinel or a Cluster; [`Error::Auth`] when the server refuses the
+    /// password, or requires one that `url` lacks.
     ///
     /// ```no_run
     /// let locker = redmutex::Locker::open("redis://127.0.0.1:6379/")?;
@@ -120,7 +137,66 @@ impl Locker {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn open(url: &str) -> Result<Locker, Error> {
-        Ok(Locker::new(conn::pool(url)?))
+        // The pool first: with the `tls` feature it installs the crypto
+        // provider the check's connection needs.
+        let client = open::client(url)?;
+        let pool = conn::pool_with(client.clone());
+        open::check_credentials(&client, DEFAULT_IO_TIMEOUT)?;
+        Ok(Locker::new(pool))
+    }
+
+    /// A locker with default settings on the master that the Redis
+    /// Sentinels at `sentinels` (their own URLs) name `master`:
+    /// `Locker::new(redmutex::sentinel_pool(sentinels, master)?)`. After a
+    /// failover new connections reach the new master; see the crate docs'
+    /// "Topologies and what they promise" for what a failover can cost, and
+    /// [`Builder::min_replicas`].
+    ///
+    /// # Errors
+    ///
+    /// As [`sentinel_pool`](crate::sentinel_pool). Nothing is sent yet.
+    ///
+    /// ```no_run
+    /// let locker = redmutex::Locker::open_sentinel(
+    ///     ["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/", "redis://10.0.0.3:26379/"],
+    ///     "mymaster",
+    /// )?;
+    /// let _guard = locker.lock("nightly-report")?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn open_sentinel<I>(sentinels: I, master: &str) -> Result<Locker, Error>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Ok(Locker::new(open::sentinel_pool(sentinels, master)?))
+    }
+
+    /// A locker with default settings on the Redis Cluster that `nodes`
+    /// (some of its nodes' URLs) belong to:
+    /// `Locker::new(redmutex::cluster_pool(nodes)?)`. The keys of one
+    /// [`lock_all`](Locker::lock_all) must share a hash slot (use hash
+    /// tags: `{order42}:a`, `{order42}:b`).
+    ///
+    /// # Errors
+    ///
+    /// As [`cluster_pool`](crate::cluster_pool). Nothing is sent yet.
+    ///
+    /// ```no_run
+    /// let locker = redmutex::Locker::open_cluster([
+    ///     "redis://10.0.0.1:7000/",
+    ///     "redis://10.0.0.2:7000/",
+    ///     "redis://10.0.0.3:7000/",
+    /// ])?;
+    /// let _guard = locker.lock_all(&["{order42}:stock", "{order42}:invoice"])?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn open_cluster<I>(nodes: I) -> Result<Locker, Error>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Ok(Locker::new(open::cluster_pool(nodes)?))
     }
 
     pub(crate) fn from_parts(instances: Vec<Arc<dyn Connector>>, config: Config) -> Locker {
@@ -150,8 +226,9 @@ impl Locker {
     /// // held until `_guard` drops, renewed meanwhile by its watchdog
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn lock(&self, key: &str) -> Result<Guard, Error> {
-        self.acquire_waiting(&[key], self.shared.config.acquire_timeout, None)
+    #[must_use = "the lock is held only while the guard lives: dropping it releases the lock"]
+    pub fn lock(&self, key: impl AsRef<str>) -> Result<Guard, Error> {
+        self.acquire_waiting(&[key.as_ref()], self.shared.config.acquire_timeout, None)
     }
 
     /// Like [`lock`](Locker::lock), but waits at most `wait` for this call.
@@ -171,9 +248,10 @@ impl Locker {
     /// }
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn lock_timeout(&self, key: &str, wait: Duration) -> Result<Guard, Error> {
+    #[must_use = "the lock is held only while the guard lives: dropping it releases the lock"]
+    pub fn lock_timeout(&self, key: impl AsRef<str>, wait: Duration) -> Result<Guard, Error> {
         validate_wait("wait", wait)?;
-        self.acquire_waiting(&[key], Some(wait), None)
+        self.acquire_waiting(&[key.as_ref()], Some(wait), None)
     }
 
     /// Like [`lock`](Locker::lock) (waiting at most `wait` when given, else
@@ -200,19 +278,24 @@ impl Locker {
     /// }
     /// # Ok::<(), redmutex::Error>(())
     /// ```
+    #[must_use = "the lock is held only while the guard lives: dropping it releases the lock"]
     pub fn lock_or_stop(
         &self,
-        key: &str,
+        key: impl AsRef<str>,
         wait: Option<Duration>,
         stop: &AtomicBool,
     ) -> Result<Guard, Error> {
         let wait = self.wait_or_default(wait)?;
-        self.acquire_waiting(&[key], wait, Some(stop))
+        self.acquire_waiting(&[key.as_ref()], wait, Some(stop))
     }
 
     /// One attempt: the lock on `key` if it is free now, `None` if someone
     /// holds it (including this locker: locks are not reentrant). One round
     /// trip; never waits for the lock.
+    ///
+    /// Bind the guard: `locker.try_lock(key)?;` alone drops it, and so
+    /// releases the lock, at once, and no compiler warning can see a guard
+    /// inside an `Option`.
     ///
     /// # Errors
     ///
@@ -227,8 +310,9 @@ impl Locker {
     /// // run the report
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn try_lock(&self, key: &str) -> Result<Option<Guard>, Error> {
-        self.try_acquire(&[key])
+    #[must_use = "the lock is held only while the guard lives: dropping it releases the lock"]
+    pub fn try_lock(&self, key: impl AsRef<str>) -> Result<Option<Guard>, Error> {
+        self.try_acquire(&[key.as_ref()])
     }
 
     /// Blocks until every key in `keys` is ours at once, like
@@ -248,8 +332,15 @@ impl Locker {
     /// assert_eq!(guard.keys(), ["stock:berlin", "stock:lyon"]);
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn lock_all(&self, keys: &[&str]) -> Result<Guard, Error> {
-        self.acquire_waiting(keys, self.shared.config.acquire_timeout, None)
+    #[must_use = "the lock is held only while the guard lives: dropping it releases the lock"]
+    pub fn lock_all<I>(&self, keys: I) -> Result<Guard, Error>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        with_keys(keys, |keys| {
+            self.acquire_waiting(keys, self.shared.config.acquire_timeout, None)
+        })
     }
 
     /// Like [`lock_all`](Locker::lock_all), but waits at most `wait`.
@@ -265,9 +356,14 @@ impl Locker {
     /// # drop(guard);
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn lock_all_timeout(&self, keys: &[&str], wait: Duration) -> Result<Guard, Error> {
+    #[must_use = "the lock is held only while the guard lives: dropping it releases the lock"]
+    pub fn lock_all_timeout<I>(&self, keys: I, wait: Duration) -> Result<Guard, Error>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
         validate_wait("wait", wait)?;
-        self.acquire_waiting(keys, Some(wait), None)
+        with_keys(keys, |keys| self.acquire_waiting(keys, Some(wait), None))
     }
 
     /// One all-or-nothing attempt on every key in `keys`: `None` when any of
@@ -284,8 +380,13 @@ impl Locker {
     /// }
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn try_lock_all(&self, keys: &[&str]) -> Result<Option<Guard>, Error> {
-        self.try_acquire(keys)
+    #[must_use = "the lock is held only while the guard lives: dropping it releases the lock"]
+    pub fn try_lock_all<I>(&self, keys: I) -> Result<Option<Guard>, Error>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        with_keys(keys, |keys| self.try_acquire(keys))
     }
 
     /// A counting semaphore `name` of `permits` permits over this locker's
@@ -305,8 +406,8 @@ impl Locker {
     /// let _permit = exports.acquire()?;
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore, Error> {
-        Semaphore::new(self.clone(), name, permits)
+    pub fn semaphore(&self, name: impl AsRef<str>, permits: u32) -> Result<Semaphore, Error> {
+        Semaphore::new(self.clone(), name.as_ref(), permits)
     }
 
     /// A read-write lock `name` over this locker's server and prefix: many
@@ -325,8 +426,8 @@ impl Locker {
     /// let _read = config.read()?;
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn rwlock(&self, name: &str) -> Result<RwLock, Error> {
-        RwLock::new(self.clone(), name)
+    pub fn rwlock(&self, name: impl AsRef<str>) -> Result<RwLock, Error> {
+        RwLock::new(self.clone(), name.as_ref())
     }
 
     /// Refuses `what` (semaphores, read-write locks) on a Redlock locker:
@@ -357,8 +458,8 @@ impl Locker {
     /// }
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn holder(&self, key: &str) -> Result<Option<LockInfo>, Error> {
-        self.shared.holder(key)
+    pub fn holder(&self, key: impl AsRef<str>) -> Result<Option<LockInfo>, Error> {
+        self.shared.holder(key.as_ref())
     }
 
     fn try_acquire(&self, keys: &[&str]) -> Result<Option<Guard>, Error> {
@@ -531,6 +632,17 @@ impl Locker {
         }
         Guard::new(Arc::clone(&self.shared), a, fence, Arc::new(lease))
     }
+}
+
+/// Runs `f` on `keys` as `&str`s, whatever string type they come as.
+fn with_keys<I, R>(keys: I, f: impl FnOnce(&[&str]) -> R) -> R
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    let items: Vec<I::Item> = keys.into_iter().collect();
+    let keys: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+    f(&keys)
 }
 
 /// The log event of a lock had after waiting: `how` (acquired, or handed

@@ -94,6 +94,7 @@ impl RwLock {
     /// # drop(read);
     /// # Ok::<(), redmutex::Error>(())
     /// ```
+    #[must_use = "the hold lasts only while the guard lives: dropping it releases it"]
     pub fn read(&self) -> Result<Guard, Error> {
         self.hold(true, self.default_wait(), None)
     }
@@ -115,6 +116,7 @@ impl RwLock {
     /// }
     /// # Ok::<(), redmutex::Error>(())
     /// ```
+    #[must_use = "the hold lasts only while the guard lives: dropping it releases it"]
     pub fn read_timeout(&self, wait: Duration) -> Result<Guard, Error> {
         validate_wait("wait", wait)?;
         self.hold(true, Some(wait), None)
@@ -136,6 +138,7 @@ impl RwLock {
     /// # drop(read);
     /// # Ok::<(), redmutex::Error>(())
     /// ```
+    #[must_use = "the hold lasts only while the guard lives: dropping it releases it"]
     pub fn read_or_stop(&self, wait: Option<Duration>, stop: &AtomicBool) -> Result<Guard, Error> {
         self.hold(true, self.locker.wait_or_default(wait)?, Some(stop))
     }
@@ -154,6 +157,7 @@ impl RwLock {
     /// }
     /// # Ok::<(), redmutex::Error>(())
     /// ```
+    #[must_use = "the hold lasts only while the guard lives: dropping it releases it"]
     pub fn try_read(&self) -> Result<Option<Guard>, Error> {
         self.try_hold(true)
     }
@@ -174,6 +178,7 @@ impl RwLock {
     /// # drop(write);
     /// # Ok::<(), redmutex::Error>(())
     /// ```
+    #[must_use = "the hold lasts only while the guard lives: dropping it releases it"]
     pub fn write(&self) -> Result<Guard, Error> {
         self.hold(false, self.default_wait(), None)
     }
@@ -192,6 +197,7 @@ impl RwLock {
     /// # drop(write);
     /// # Ok::<(), redmutex::Error>(())
     /// ```
+    #[must_use = "the hold lasts only while the guard lives: dropping it releases it"]
     pub fn write_timeout(&self, wait: Duration) -> Result<Guard, Error> {
         validate_wait("wait", wait)?;
         self.hold(false, Some(wait), None)
@@ -213,6 +219,7 @@ impl RwLock {
     /// # drop(write);
     /// # Ok::<(), redmutex::Error>(())
     /// ```
+    #[must_use = "the hold lasts only while the guard lives: dropping it releases it"]
     pub fn write_or_stop(&self, wait: Option<Duration>, stop: &AtomicBool) -> Result<Guard, Error> {
         self.hold(false, self.locker.wait_or_default(wait)?, Some(stop))
     }
@@ -231,6 +238,7 @@ impl RwLock {
     /// }
     /// # Ok::<(), redmutex::Error>(())
     /// ```
+    #[must_use = "the hold lasts only while the guard lives: dropping it releases it"]
     pub fn try_write(&self) -> Result<Option<Guard>, Error> {
         self.try_hold(false)
     }

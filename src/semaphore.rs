@@ -93,6 +93,7 @@ impl Semaphore {
     /// # drop(permit);
     /// # Ok::<(), redmutex::Error>(())
     /// ```
+    #[must_use = "the hold lasts only while the guard lives: dropping it releases it"]
     pub fn acquire(&self) -> Result<Guard, Error> {
         let wait = self.locker.shared().config.acquire_timeout;
         self.acquire_within(wait, None)
@@ -116,6 +117,7 @@ impl Semaphore {
     /// }
     /// # Ok::<(), redmutex::Error>(())
     /// ```
+    #[must_use = "the hold lasts only while the guard lives: dropping it releases it"]
     pub fn acquire_timeout(&self, wait: Duration) -> Result<Guard, Error> {
         validate_wait("wait", wait)?;
         self.acquire_within(Some(wait), None)
@@ -138,6 +140,7 @@ impl Semaphore {
     /// # drop(permit);
     /// # Ok::<(), redmutex::Error>(())
     /// ```
+    #[must_use = "the hold lasts only while the guard lives: dropping it releases it"]
     pub fn acquire_or_stop(
         &self,
         wait: Option<Duration>,
@@ -161,6 +164,7 @@ impl Semaphore {
     /// }
     /// # Ok::<(), redmutex::Error>(())
     /// ```
+    #[must_use = "the hold lasts only while the guard lives: dropping it releases it"]
     pub fn try_acquire(&self) -> Result<Option<Guard>, Error> {
         let acquisition = self
             .locker

@@ -9,7 +9,9 @@
 //!   every interleaving by `tests/model.rs` and run step by step against the
 //!   real scripts by the library's unit tests (`src/model_vs_redis.rs`).
 //!
-//! Not published: a dev-dependency only.
+//! Published with each release of redmutex, at the same version, only so
+//! that the packaged crates build their tests and examples: a dev-dependency
+//! with no API promise of its own.
 
 pub mod model;
 pub mod proxy;

@@ -1,0 +1,347 @@
+//! What a URL opens: the URL checked part by part and told in words, the
+//! password checked at once by `Locker::open`, and the pools for Sentinel
+//! and Cluster.
+
+use std::time::Duration;
+
+use r2d2::Pool;
+use redis::cluster::ClusterClient;
+use redis::sentinel::{LockedSentinelClient, SentinelClient, SentinelServerType};
+use redis::{ErrorKind, RedisError};
+
+use crate::config::{DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE};
+use crate::conn::SocketTimeouts;
+use crate::Error;
+
+/// The one-line reason a URL shows a Redis URL's form.
+const FORM: &str = "redis://[[user]:password@]host[:port][/db]";
+
+/// A client for `url`, or [`Error::InvalidUrl`] saying which part is wrong
+/// (or which constructor to use instead). The URL itself is never repeated:
+/// it may hold a password.
+pub(crate) fn client(url: &str) -> Result<redis::Client, Error> {
+    if let Some(reason) = url_problem(url, cfg!(feature = "tls")) {
+        return Err(Error::InvalidUrl {
+            reason,
+            source: None,
+        });
+    }
+    redis::Client::open(url).map_err(|e| Error::InvalidUrl {
+        reason: "redis-rs refused it".to_owned(),
+        source: Some(e),
+    })
+}
+
+/// What is wrong with `url`, in words, or `None` when nothing found here
+/// (redis-rs has the last word). `tls`: whether `rediss://` can work.
+fn url_problem(url: &str, tls: bool) -> Option<String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Some(format!("no scheme: a Redis URL looks like {FORM}"));
+    };
+    let lower = scheme.to_ascii_lowercase();
+    // The scheme is shown only when it cannot be anything else.
+    let shown = if !scheme.is_empty()
+        && scheme.len() <= 16
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    {
+        format!("`{scheme}`")
+    } else {
+        "the scheme".to_owned()
+    };
+    if lower.contains("sentinel") {
+        return Some(format!(
+            "{shown} is a Sentinel URL: use `Locker::open_sentinel` (or \
+             `redmutex::sentinel_pool`) with the sentinels' redis:// URLs and the \
+             master's name"
+        ));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if lower.contains("cluster") || authority.contains(',') {
+        return Some(
+            "a Cluster of several nodes: use `Locker::open_cluster` (or \
+             `redmutex::cluster_pool`) with one redis:// URL per node"
+                .to_owned(),
+        );
+    }
+    let tls_scheme = match lower.as_str() {
+        "redis" | "valkey" => false,
+        // Unix sockets: redis-rs reads the path and its query.
+        "unix" | "redis+unix" | "valkey+unix" => return None,
+        "rediss" | "valkeys" if !tls => {
+            return Some(format!(
+                "{shown} is TLS, which needs redmutex's `tls` feature: enable it \
+                 (`features = [\"tls\"]` in Cargo.toml)"
+            ));
+        }
+        "rediss" | "valkeys" => true,
+        _ => {
+            return Some(format!(
+                "scheme {shown} is not a Redis scheme: use redis://, rediss:// (TLS), \
+                 valkey://, valkeys:// or unix://"
+            ));
+        }
+    };
+    let parsed = match url::Url::parse(url) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            use url::ParseError as P;
+            let reason = match e {
+                P::InvalidPort => "the port is not a number from 0 to 65535".to_owned(),
+                P::EmptyHost => format!("no host: {FORM}"),
+                P::InvalidIpv4Address
+                | P::InvalidIpv6Address
+                | P::InvalidDomainCharacter
+                | P::IdnaError => "the host is not a valid name or address".to_owned(),
+                // The parser's own words never quote the input.
+                other => format!("not a URL ({other}): {FORM}"),
+            };
+            return Some(reason);
+        }
+    };
+    let host = parsed.host_str().unwrap_or("");
+    if host.is_empty() {
+        return Some(format!("no host: {FORM}"));
+    }
+    if host == "0.0.0.0" || host == "[::]" {
+        return Some("the host is a wildcard address (0.0.0.0 or ::): name the server".to_owned());
+    }
+    let db = parsed.path().trim_matches('/');
+    if !db.is_empty() && db.parse::<i64>().is_err() {
+        return Some("the database (the path after the host) is not a number".to_owned());
+    }
+    if tls_scheme && parsed.fragment().is_some_and(|f| f != "insecure") {
+        return Some("only `#insecure` may end a TLS URL".to_owned());
+    }
+    if let Some((_, p)) = parsed.query_pairs().find(|(k, _)| k == "protocol") {
+        if !["2", "resp2", "3", "resp3"].contains(&p.as_ref()) {
+            return Some("the `protocol` query parameter is not 2, resp2, 3 or resp3".to_owned());
+        }
+    }
+    None
+}
+
+/// Fails with [`Error::Auth`] when the server refuses `client`'s
+/// credentials (or lack of them): one connection, bounded by `timeout`, and
+/// a `PING`. A server that cannot be reached passes: it is told at first
+/// use, as before (it may come up later).
+pub(crate) fn check_credentials(client: &redis::Client, timeout: Duration) -> Result<(), Error> {
+    let mut conn = match client.get_connection_with_timeout(timeout) {
+        Ok(conn) => conn,
+        Err(e) if auth_reason(&e).is_some() => return Err(e.into()),
+        Err(_) => return Ok(()),
+    };
+    if conn.set_read_timeout(Some(timeout)).is_err()
+        || conn.set_write_timeout(Some(timeout)).is_err()
+    {
+        return Ok(());
+    }
+    match redis::cmd("PING").query::<redis::Value>(&mut conn) {
+        Err(e) if auth_reason(&e).is_some() => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Said when a server wants a password and got none.
+const REQUIRES: &str = "the server requires a password (redis://:password@host/, or \
+                        redis://user:password@host/ for an ACL user)";
+/// Said when a server refused the one it got.
+const REFUSED: &str = "wrong user name or password, or a disabled user";
+
+/// Why the server refused to authenticate, when `e` says it did.
+pub(crate) fn auth_reason(e: &RedisError) -> Option<&'static str> {
+    match e.code() {
+        Some("NOAUTH") => Some(REQUIRES),
+        Some("WRONGPASS") => Some(REFUSED),
+        _ if e.kind() == ErrorKind::AuthenticationFailed => Some(REFUSED),
+        // Redis's answer to a long command before AUTH (it then closes).
+        _ if e.detail().is_some_and(|d| d.contains("unauthenticated")) => Some(REQUIRES),
+        _ => None,
+    }
+}
+
+/// The same, from the text r2d2 keeps of the last connection error (the
+/// text of a redis-rs error; a password is never part of it).
+pub(crate) fn auth_reason_in_text(text: &str) -> Option<&'static str> {
+    if text.contains("NOAUTH") || text.contains("unauthenticated") {
+        Some(REQUIRES)
+    } else if text.contains("WRONGPASS") || text.contains("AuthenticationFailed") {
+        Some(REFUSED)
+    } else {
+        None
+    }
+}
+
+/// Builds a connection pool to the master a group of Redis Sentinels
+/// names `master`, with the settings of [`pool`](crate::pool()): socket
+/// timeouts of [`DEFAULT_IO_TIMEOUT`] on every connection, no `PING` at
+/// checkout, checkouts bounded by [`DEFAULT_CHECKOUT_TIMEOUT`], at most
+/// [`DEFAULT_POOL_SIZE`] connections. Each connection asks the sentinels
+/// for the current master, so after a failover new connections reach the
+/// new one (see the crate docs' "Topologies and what they promise").
+///
+/// `sentinels` are the sentinels' own URLs (`redis://host:26379/`). For a
+/// password or TLS on the master itself, build a
+/// `redis::sentinel::SentinelClient` with its `SentinelNodeConnectionInfo`
+/// and a pool around `LockedSentinelClient::new(client)` the same way.
+///
+/// # Errors
+///
+/// [`Error::InvalidUrl`] when a URL is not a valid Redis URL, or none is
+/// given. Nothing is sent to the sentinels yet.
+///
+/// # Examples
+///
+/// ```no_run
+/// let pool = redmutex::sentinel_pool(
+///     ["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/", "redis://10.0.0.3:26379/"],
+///     "mymaster",
+/// )?;
+/// let locker = redmutex::Locker::builder(pool).min_replicas(1).build()?;
+/// # let _ = locker;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+pub fn sentinel_pool<I>(sentinels: I, master: &str) -> Result<Pool<LockedSentinelClient>, Error>
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    let urls = checked_urls(sentinels)?;
+    // A `String`: redis-rs takes only that without its TLS feature.
+    let client =
+        SentinelClient::build(urls, String::from(master), None, SentinelServerType::Master)
+            .map_err(|e| Error::InvalidUrl {
+                reason: "redis-rs refused the sentinels' URLs".to_owned(),
+                source: Some(e),
+            })?;
+    Ok(Pool::builder()
+        .max_size(DEFAULT_POOL_SIZE)
+        .min_idle(Some(1))
+        .test_on_check_out(false)
+        .connection_timeout(DEFAULT_CHECKOUT_TIMEOUT)
+        .connection_customizer(Box::new(SocketTimeouts::new(DEFAULT_IO_TIMEOUT)))
+        .build_unchecked(LockedSentinelClient::new(client)))
+}
+
+/// Builds a connection pool to a Redis Cluster from the URLs of some of its
+/// nodes (the rest are found from them), with connect and response
+/// timeouts of [`DEFAULT_IO_TIMEOUT`], no `PING` at checkout, checkouts
+/// bounded by [`DEFAULT_CHECKOUT_TIMEOUT`], at most [`DEFAULT_POOL_SIZE`]
+/// connections (each a connection to every node). The keys of one
+/// [`Locker::lock_all`](crate::Locker::lock_all) must share a hash slot:
+/// use hash tags (`{order42}:a`, `{order42}:b`).
+///
+/// # Errors
+///
+/// [`Error::InvalidUrl`] when a URL is not a valid Redis URL, or none is
+/// given. Nothing is sent to the nodes yet.
+///
+/// # Examples
+///
+/// ```no_run
+/// let pool = redmutex::cluster_pool(["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"])?;
+/// let locker = redmutex::Locker::new(pool);
+/// # let _ = locker;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+pub fn cluster_pool<I>(nodes: I) -> Result<Pool<ClusterClient>, Error>
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    let urls = checked_urls(nodes)?;
+    let client = ClusterClient::builder(urls)
+        .connection_timeout(DEFAULT_IO_TIMEOUT)
+        .response_timeout(DEFAULT_IO_TIMEOUT)
+        .build()
+        .map_err(|e| Error::InvalidUrl {
+            reason: "redis-rs refused the nodes' URLs".to_owned(),
+            source: Some(e),
+        })?;
+    Ok(Pool::builder()
+        .max_size(DEFAULT_POOL_SIZE)
+        .min_idle(Some(1))
+        .test_on_check_out(false)
+        .connection_timeout(DEFAULT_CHECKOUT_TIMEOUT)
+        .build_unchecked(client))
+}
+
+/// Each of `urls` checked as [`client`] checks one; at least one.
+fn checked_urls<I>(urls: I) -> Result<Vec<String>, Error>
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    let urls: Vec<String> = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
+    if urls.is_empty() {
+        return Err(Error::InvalidUrl {
+            reason: "no URL given".to_owned(),
+            source: None,
+        });
+    }
+    for url in &urls {
+        if let Some(reason) = url_problem(url, cfg!(feature = "tls")) {
+            return Err(Error::InvalidUrl {
+                reason,
+                source: None,
+            });
+        }
+    }
+    Ok(urls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(url: &str) -> String {
+        url_problem(url, false).unwrap_or_default()
+    }
+
+    #[test]
+    fn good_urls_pass() {
+        for url in [
+            "redis://127.0.0.1/",
+            "redis://127.0.0.1:6379/3",
+            "redis://:pw@localhost:6379/",
+            "redis://user:pw@[::1]:6379/0?protocol=resp3",
+            "valkey://cache.internal",
+            "unix:///tmp/redis.sock",
+        ] {
+            assert_eq!(url_problem(url, false), None, "{url}");
+        }
+        assert_eq!(url_problem("rediss://h:6380/#insecure", true), None);
+    }
+
+    #[test]
+    fn each_bad_part_is_named() {
+        assert!(problem("http://h/").contains("`http` is not a Redis scheme"));
+        assert!(problem("h:6379").contains("no scheme"));
+        assert!(problem("redis://h:70000/").contains("port"));
+        assert!(problem("redis://h/x").contains("database"));
+        assert!(problem("redis://0.0.0.0/").contains("wildcard"));
+        assert!(problem("redis://h/?protocol=9").contains("protocol"));
+        assert!(url_problem("rediss://h/#x", true).is_some_and(|p| p.contains("#insecure")));
+        assert!(problem("rediss://h/").contains("`tls` feature"));
+        assert!(problem("redis+sentinel://h/m").contains("Locker::open_sentinel"));
+        assert!(problem("redis://a:1,b:2/").contains("Locker::open_cluster"));
+    }
+
+    #[test]
+    fn no_password_is_repeated() {
+        for url in [
+            "http://u:hunter2@h/",
+            "redis://u:hunter2@h:99999/",
+            "redis://u:hunter2@h/x",
+            "rediss://u:hunter2@h/",
+            "hunter2@h:6379",
+            "redis+sentinel://u:hunter2@h/m",
+            "redis://u:hunter2@a,b/",
+            "pass:hunter2://h/",
+        ] {
+            let p = problem(url);
+            assert!(!p.is_empty() && !p.contains("hunter2"), "{url}: {p}");
+        }
+    }
+}

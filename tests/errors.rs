@@ -1,0 +1,153 @@
+//! Errors say what went wrong in their `Display` (the cause stays in
+//! `source()`), and never show a password.
+
+mod common;
+
+use std::error::Error as _;
+use std::time::{Duration, Instant};
+
+use common::Server;
+use redmutex::{Error, Locker};
+
+/// The error's text, its `Debug`, and every source's text, for checks that
+/// nothing secret shows anywhere.
+fn everything(e: &Error) -> String {
+    let mut all = format!("{e}\n{e:?}");
+    let mut source = e.source();
+    while let Some(s) = source {
+        all.push_str(&format!("\n{s}\n{s:?}"));
+        source = s.source();
+    }
+    all
+}
+
+#[allow(clippy::panic)] // a helper of the tests: failing loudly is the point
+fn open_err(url: &str) -> Error {
+    match Locker::open(url) {
+        Ok(_) => panic!("{url}: opened"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn an_invalid_url_says_which_part() {
+    for (url, words) in [
+        ("http://127.0.0.1:6379/", &["scheme", "http"][..]),
+        ("127.0.0.1:6379", &["scheme"][..]),
+        ("not a url", &["redis://"][..]),
+        ("redis://127.0.0.1:99999/", &["port"][..]),
+        ("redis://127.0.0.1:6379/first", &["database"][..]),
+        ("redis://:6379/", &["host"][..]),
+    ] {
+        let e = open_err(url);
+        let text = e.to_string();
+        for w in words {
+            assert!(text.contains(w), "{url}: {text:?} lacks {w:?}");
+        }
+        // The pool constructor says the same.
+        let p = redmutex::pool(url).map(|_| ()).unwrap_err();
+        assert_eq!(p.to_string(), text, "{url}");
+    }
+}
+
+#[cfg(not(feature = "tls"))]
+#[test]
+fn a_tls_url_without_the_feature_says_to_enable_tls() {
+    let text = open_err("rediss://127.0.0.1:6380/").to_string();
+    assert!(text.contains("`tls` feature"), "{text}");
+}
+
+#[cfg(feature = "tls")]
+#[test]
+fn a_tls_url_with_the_feature_opens() {
+    // Nothing answers there: the locker opens all the same (the server is
+    // asked at first use).
+    assert!(redmutex::pool("rediss://127.0.0.1:1/").is_ok());
+}
+
+#[test]
+fn a_sentinel_or_cluster_url_names_the_constructor_to_use() {
+    for url in [
+        "redis+sentinel://127.0.0.1:26379/mymaster",
+        "rediss+sentinel://127.0.0.1:26379/mymaster",
+        "valkey+sentinel://127.0.0.1:26379/mymaster",
+    ] {
+        let text = open_err(url).to_string();
+        assert!(text.contains("Locker::open_sentinel"), "{url}: {text}");
+    }
+    for url in [
+        "redis+cluster://127.0.0.1:7000,127.0.0.1:7001/",
+        "redis://127.0.0.1:7000,127.0.0.1:7001/",
+    ] {
+        let text = open_err(url).to_string();
+        assert!(text.contains("Locker::open_cluster"), "{url}: {text}");
+    }
+}
+
+const PASSWORD: &str = "pw-0f9e8d7c6b5a";
+
+#[test]
+fn a_wrong_password_is_told_at_once() {
+    let server = Server::start_with(&["--requirepass", PASSWORD]);
+    let url = format!("redis://:wrong-{PASSWORD}@127.0.0.1:{}/", server.port());
+    let start = Instant::now();
+    let e = Locker::open(&url)
+        .and_then(|l| l.try_lock("errors:wrong-password").map(drop))
+        .unwrap_err();
+    let took = start.elapsed();
+    let text = e.to_string();
+    assert!(text.contains("authentication failed"), "{text}");
+    // Not after the checkout timeout: the first connection says it.
+    assert!(took < redmutex::DEFAULT_CHECKOUT_TIMEOUT, "{took:?}");
+    assert!(!everything(&e).contains(PASSWORD), "{e:?}");
+}
+
+#[test]
+fn a_missing_password_is_told_at_once() {
+    let server = Server::start_with(&["--requirepass", PASSWORD]);
+    let start = Instant::now();
+    let e = Locker::open(&server.url())
+        .and_then(|l| l.try_lock("errors:no-password").map(drop))
+        .unwrap_err();
+    let took = start.elapsed();
+    let text = e.to_string();
+    assert!(text.contains("requires a password"), "{text}");
+    assert!(took < redmutex::DEFAULT_CHECKOUT_TIMEOUT, "{took:?}");
+}
+
+#[test]
+fn a_pool_without_the_password_says_so_on_first_use() {
+    let server = Server::start_with(&["--requirepass", PASSWORD]);
+    let locker = Locker::new(redmutex::pool(&server.url()).unwrap());
+    let e = locker.try_lock("errors:pool-no-password").unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("requires a password"), "{text}");
+    assert!(!e.is_connection(), "{e:?}");
+}
+
+#[test]
+fn a_pool_with_a_wrong_password_says_so_after_the_checkout_timeout() {
+    let server = Server::start_with(&["--requirepass", PASSWORD]);
+    let url = format!("redis://:wrong-{PASSWORD}@127.0.0.1:{}/", server.port());
+    // r2d2 retries a failing connect until the checkout timeout: a pool of
+    // one's own is told then, with the reason.
+    let locker = Locker::builder(redmutex::pool(&url).unwrap())
+        .checkout_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let e = locker.try_lock("errors:pool-wrong-password").unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("authentication failed"), "{text}");
+    assert!(!everything(&e).contains(PASSWORD), "{e:?}");
+}
+
+#[test]
+fn the_right_password_works() {
+    let server = Server::start_with(&["--requirepass", PASSWORD]);
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{}/", server.port());
+    let locker = Locker::open(&url).unwrap();
+    let guard = locker.try_lock("errors:right-password").unwrap();
+    assert!(guard.is_some());
+    // Even a Debug of the locker does not show the password.
+    assert!(!format!("{locker:?}").contains(PASSWORD));
+}

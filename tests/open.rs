@@ -1,0 +1,48 @@
+//! The constructors next to `Locker::open`: Sentinel and Cluster from
+//! their URLs, with the settings of `redmutex::pool`.
+
+mod common;
+
+use common::{key, Cluster, Sentinels, Server};
+use redmutex::Locker;
+
+#[test]
+fn open_sentinel_locks_on_the_master_the_sentinels_name() {
+    let master = Server::start();
+    let _replica = Server::replica_of(&master);
+    let sentinels = Sentinels::watch(&master);
+    let locker = Locker::open_sentinel(sentinels.urls(), "mymaster").unwrap();
+    let k = key("open-sentinel");
+    let guard = locker.lock(&k).unwrap();
+    let on_master: bool = redis::cmd("EXISTS")
+        .arg(&k)
+        .query(&mut master.conn())
+        .unwrap();
+    assert!(on_master);
+    guard.unlock().unwrap();
+}
+
+#[test]
+fn open_cluster_locks_on_the_shard_of_the_key() {
+    let cluster = Cluster::start();
+    let locker = Locker::open_cluster(cluster.urls()).unwrap();
+    let guard = locker
+        .lock_all(["{open-cluster}:a", "{open-cluster}:b"])
+        .unwrap();
+    let keys = cluster.all_keys();
+    assert!(keys.contains(&"{open-cluster}:a".to_owned()), "{keys:?}");
+    guard.unlock().unwrap();
+}
+
+#[test]
+fn sentinel_and_cluster_pools_need_a_url() {
+    let none: [&str; 0] = [];
+    assert!(matches!(
+        redmutex::cluster_pool(none),
+        Err(redmutex::Error::InvalidUrl { .. })
+    ));
+    assert!(matches!(
+        redmutex::sentinel_pool(["http://127.0.0.1:26379/"], "mymaster"),
+        Err(redmutex::Error::InvalidUrl { .. })
+    ));
+}
