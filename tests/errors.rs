@@ -151,3 +151,35 @@ fn the_right_password_works() {
     // Even a Debug of the locker does not show the password.
     assert!(!format!("{locker:?}").contains(PASSWORD));
 }
+
+#[test]
+fn a_url_redis_rs_accepts_is_not_refused() {
+    // The check names what is wrong; it must not refuse what works.
+    for url in [
+        // A comma in a password or a user name is not a node list.
+        "redis://:pa,ss@127.0.0.1:6379/",
+        "redis://us,er:pa,ss@127.0.0.1:6379/",
+        // Unix sockets written without the empty authority.
+        "unix:/tmp/redis.sock",
+        "redis+unix:/tmp/redis.sock?db=1",
+        // Spaces around it, as read from a file or a variable.
+        " redis://127.0.0.1:6379/",
+        "redis://127.0.0.1:6379/\n",
+    ] {
+        let theirs = redis::Client::open(url)
+            .map(drop)
+            .map_err(|e| e.to_string());
+        let ours = redmutex::pool(url).map(drop).map_err(|e| e.to_string());
+        assert_eq!(
+            ours.is_ok(),
+            theirs.is_ok(),
+            "{url:?}: ours {ours:?}, redis-rs {theirs:?}"
+        );
+    }
+    // And on a server whose password has a comma, a lock is taken.
+    let password = "pa,ss-1b2c";
+    let server = Server::start_with(&["--requirepass", password]);
+    let url = format!("redis://:{password}@127.0.0.1:{}/", server.port());
+    let locker = Locker::open(&url).unwrap();
+    assert!(locker.try_lock("errors:comma-password").unwrap().is_some());
+}
