@@ -35,6 +35,18 @@ pub(crate) fn client(url: &str) -> Result<redis::Client, Error> {
 /// What is wrong with `url`, in words, or `None` when nothing found here
 /// (redis-rs has the last word). `tls`: whether `rediss://` can work.
 fn url_problem(url: &str, tls: bool) -> Option<String> {
+    // As the URL parser does: spaces and control characters around the URL
+    // (a line read from a file) are not part of it.
+    let url = url.trim_matches(|c: char| c <= ' ');
+    // Unix sockets (`unix:///path`, also `unix:/path`): redis-rs reads the
+    // path and its query.
+    if url.split_once(':').is_some_and(|(scheme, _)| {
+        ["unix", "redis+unix", "valkey+unix"]
+            .iter()
+            .any(|unix| scheme.eq_ignore_ascii_case(unix))
+    }) {
+        return None;
+    }
     let Some((scheme, rest)) = url.split_once("://") else {
         return Some(format!("no scheme: a Redis URL looks like {FORM}"));
     };
@@ -58,7 +70,9 @@ fn url_problem(url: &str, tls: bool) -> Option<String> {
         ));
     }
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if lower.contains("cluster") || authority.contains(',') {
+    // The hosts: after the user name and password, which may hold commas.
+    let hosts = authority.rsplit('@').next().unwrap_or("");
+    if lower.contains("cluster") || hosts.contains(',') {
         return Some(
             "a Cluster of several nodes: use `Locker::open_cluster` (or \
              `redmutex::cluster_pool`) with one redis:// URL per node"
@@ -67,8 +81,6 @@ fn url_problem(url: &str, tls: bool) -> Option<String> {
     }
     let tls_scheme = match lower.as_str() {
         "redis" | "valkey" => false,
-        // Unix sockets: redis-rs reads the path and its query.
-        "unix" | "redis+unix" | "valkey+unix" => return None,
         "rediss" | "valkeys" if !tls => {
             return Some(format!(
                 "{shown} is TLS, which needs redmutex's `tls` feature: enable it \
