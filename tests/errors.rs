@@ -183,3 +183,25 @@ fn a_url_redis_rs_accepts_is_not_refused() {
     let locker = Locker::open(&url).unwrap();
     assert!(locker.try_lock("errors:comma-password").unwrap().is_some());
 }
+
+#[test]
+fn a_missing_password_is_told_at_once_with_a_database_in_the_url() {
+    // redis-rs sends SELECT with the handshake: the server's NOAUTH comes
+    // back as "refused to switch database".
+    let server = Server::start_with(&["--requirepass", PASSWORD]);
+    let url = format!("{}2", server.url());
+    let e = Locker::open(&url)
+        .and_then(|l| l.try_lock("errors:no-password-db").map(drop))
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("requires a password"), "{text}");
+    // A pool of one's own says the same on first use.
+    let locker = Locker::builder(redmutex::pool(&url).unwrap())
+        .checkout_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let e = locker.try_lock("errors:pool-no-password-db").unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("requires a password"), "{text}");
+    assert!(!e.is_connection(), "{e:?}");
+}
