@@ -161,6 +161,9 @@ const REQUIRES: &str = "the server requires a password (redis://:password@host/,
 /// Said when a server refused the one it got.
 const REFUSED: &str = "wrong user name or password, or a disabled user";
 
+/// What Redis (and Valkey) say after `NOAUTH`.
+const NOAUTH_WORDS: &str = "Authentication required";
+
 /// Why the server refused to authenticate, when `e` says it did.
 pub(crate) fn auth_reason(e: &RedisError) -> Option<&'static str> {
     match e.code() {
@@ -169,6 +172,9 @@ pub(crate) fn auth_reason(e: &RedisError) -> Option<&'static str> {
         _ if e.kind() == ErrorKind::AuthenticationFailed => Some(REFUSED),
         // Redis's answer to a long command before AUTH (it then closes).
         _ if e.detail().is_some_and(|d| d.contains("unauthenticated")) => Some(REQUIRES),
+        // NOAUTH's words without its code: redis-rs's "refused to switch
+        // database" when the URL names one.
+        _ if e.detail().is_some_and(|d| d.contains(NOAUTH_WORDS)) => Some(REQUIRES),
         _ => None,
     }
 }
@@ -176,7 +182,7 @@ pub(crate) fn auth_reason(e: &RedisError) -> Option<&'static str> {
 /// The same, from the text r2d2 keeps of the last connection error (the
 /// text of a redis-rs error; a password is never part of it).
 pub(crate) fn auth_reason_in_text(text: &str) -> Option<&'static str> {
-    if text.contains("NOAUTH") || text.contains("unauthenticated") {
+    if text.contains("NOAUTH") || text.contains("unauthenticated") || text.contains(NOAUTH_WORDS) {
         Some(REQUIRES)
     } else if text.contains("WRONGPASS") || text.contains("AuthenticationFailed") {
         Some(REFUSED)
