@@ -116,6 +116,7 @@
 //! runs 10,000 watchdog threads, each with a 128 KiB stack of which a few
 //! pages are touched ([`watchdog_threads`] counts them). A locker whose
 //! waiters wait also keeps one listener thread with one pooled connection.
+//! [`Locker::open`] checks the password on a short-lived thread of its own.
 //!
 //! # Dropping a guard
 //!

@@ -2,7 +2,7 @@
 //! password checked at once by `Locker::open`, and the pools for Sentinel
 //! and Cluster.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use r2d2::Pool;
 use redis::cluster::ClusterClient;
@@ -11,6 +11,7 @@ use redis::{ErrorKind, RedisError};
 
 use crate::config::{DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE};
 use crate::conn::SocketTimeouts;
+use crate::time;
 use crate::Error;
 
 /// The one-line reason a URL shows a Redis URL's form.
@@ -135,17 +136,46 @@ fn url_problem(url: &str, tls: bool) -> Option<String> {
 }
 
 /// Fails with [`Error::Auth`] when the server refuses `client`'s
-/// credentials (or lack of them): one connection, bounded by `timeout`, and
-/// a `PING`. A server that cannot be reached passes: it is told at first
-/// use, as before (it may come up later).
+/// credentials (or lack of them): one connection and a `PING`, waited for
+/// at most `timeout` in all. A server that cannot be reached, or does not
+/// answer in time, passes: it is told at first use, as before (it may come
+/// up later).
+///
+/// The connection is made on a thread of its own, because redis-rs bounds
+/// neither the host name's lookup nor its handshake as a whole (it waits
+/// the timeout again for each handshake reply it misses, up to four): a
+/// silent server held the caller twice the timeout or more. The thread ends
+/// by itself when those end. No thread, no check.
 pub(crate) fn check_credentials(client: &redis::Client, timeout: Duration) -> Result<(), Error> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let client = client.clone();
+    let spawned = std::thread::Builder::new()
+        .name("redmutex-open".into())
+        .spawn(move || {
+            let _ = tx.send(ask_credentials(&client, timeout));
+        });
+    if spawned.is_err() {
+        return Ok(());
+    }
+    // Not told in time (or the thread died): as a server not reached.
+    rx.recv_timeout(timeout).unwrap_or(Ok(()))
+}
+
+/// The check itself: connect, then `PING` with what the handshake left of
+/// `timeout`.
+fn ask_credentials(client: &redis::Client, timeout: Duration) -> Result<(), Error> {
+    let Some(deadline) = time::deadline(Instant::now(), timeout) else {
+        return Ok(());
+    };
     let mut conn = match client.get_connection_with_timeout(timeout) {
         Ok(conn) => conn,
         Err(e) if auth_reason(&e).is_some() => return Err(e.into()),
         Err(_) => return Ok(()),
     };
-    if conn.set_read_timeout(Some(timeout)).is_err()
-        || conn.set_write_timeout(Some(timeout)).is_err()
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero()
+        || conn.set_read_timeout(Some(left)).is_err()
+        || conn.set_write_timeout(Some(left)).is_err()
     {
         return Ok(());
     }
