@@ -205,3 +205,36 @@ fn a_missing_password_is_told_at_once_with_a_database_in_the_url() {
     assert!(text.contains("requires a password"), "{text}");
     assert!(!e.is_connection(), "{e:?}");
 }
+
+#[test]
+fn a_server_that_does_not_know_hello_never_shows_the_password() {
+    // `protocol=resp3` sends the password with HELLO; a server that does
+    // not know HELLO (before Redis 6, or the command renamed) answers
+    // "unknown command 'HELLO', with args beginning with: '3' 'AUTH'
+    // 'default' '<password>'".
+    let server = Server::start_with(&[
+        "--requirepass",
+        PASSWORD,
+        "--rename-command",
+        "HELLO",
+        "HELLO-renamed",
+    ]);
+    let url = format!(
+        "redis://:{PASSWORD}@127.0.0.1:{}/?protocol=resp3",
+        server.port()
+    );
+    let e = Locker::open(&url)
+        .and_then(|l| l.try_lock("errors:no-hello").map(drop))
+        .unwrap_err();
+    assert!(!everything(&e).contains(PASSWORD), "{e:?}");
+    let text = e.to_string();
+    assert!(text.contains("HELLO") && text.contains("resp3"), "{text}");
+    // A pool of one's own: its checkout error keeps the last connect
+    // error's text.
+    let locker = Locker::builder(redmutex::pool(&url).unwrap())
+        .checkout_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let e = locker.try_lock("errors:pool-no-hello").unwrap_err();
+    assert!(!everything(&e).contains(PASSWORD), "{e:?}");
+}
