@@ -106,7 +106,9 @@ pub enum Error {
     /// Returned by the `lock*` and `try_lock*` methods (and a semaphore's
     /// `acquire*`), which read the version before a locker's first
     /// acquisition on a server, and by any method whose script the server
-    /// refuses to run.
+    /// refuses to run. Also by [`Locker::open`](crate::Locker::open) and any
+    /// method that connects, when the server does not know a command of the
+    /// connection's handshake (`HELLO` for `protocol=resp3`, `AUTH`).
     #[error("unsupported server: {reason}")]
     Unsupported {
         /// What the server lacks, and what would fix it.
@@ -227,6 +229,9 @@ impl Error {
 
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
+        if let Some(unknown) = crate::open::handshake_unknown(&e.to_string()) {
+            return unknown;
+        }
         match crate::open::auth_reason(&e) {
             Some(reason) => Error::Auth {
                 reason: reason.to_owned(),
@@ -240,7 +245,11 @@ impl From<redis::RedisError> for Error {
 impl From<r2d2::Error> for Error {
     fn from(e: r2d2::Error) -> Self {
         // r2d2 keeps only the text of the last failed connect.
-        match crate::open::auth_reason_in_text(&e.to_string()) {
+        let text = e.to_string();
+        if let Some(unknown) = crate::open::handshake_unknown(&text) {
+            return unknown;
+        }
+        match crate::open::auth_reason_in_text(&text) {
             Some(reason) => Error::Auth {
                 reason: reason.to_owned(),
                 source: Box::new(e),

@@ -131,7 +131,8 @@ impl Locker {
     /// [`Error::InvalidUrl`] when `url` is not a valid Redis URL (saying
     /// which part is wrong), is TLS without the `tls` feature, or names
     /// Sentinel or a Cluster; [`Error::Auth`] when the server refuses the
-    /// password, or requires one that `url` lacks.
+    /// password, or requires one that `url` lacks; [`Error::Unsupported`]
+    /// when it does not know `HELLO` (which `protocol=resp3` needs).
     ///
     /// ```no_run
     /// let locker = redmutex::Locker::open("redis://127.0.0.1:6379/")?;

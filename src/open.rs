@@ -169,8 +169,12 @@ fn ask_credentials(client: &redis::Client, timeout: Duration) -> Result<(), Erro
     };
     let mut conn = match client.get_connection_with_timeout(timeout) {
         Ok(conn) => conn,
-        Err(e) if auth_reason(&e).is_some() => return Err(e.into()),
-        Err(_) => return Ok(()),
+        Err(e) => {
+            return match Error::from(e) {
+                e @ (Error::Auth { .. } | Error::Unsupported { .. }) => Err(e),
+                _ => Ok(()),
+            }
+        }
     };
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero()
@@ -183,6 +187,27 @@ fn ask_credentials(client: &redis::Client, timeout: Duration) -> Result<(), Erro
         Err(e) if auth_reason(&e).is_some() => Err(e.into()),
         _ => Ok(()),
     }
+}
+
+/// [`Error::Unsupported`] when `text` (a redis-rs error's, or the one r2d2
+/// keeps) is the server's "unknown command" for a command of the
+/// connection's handshake. Redis quotes that command's first arguments, the
+/// password among them, so the text itself must go nowhere.
+pub(crate) fn handshake_unknown(text: &str) -> Option<Error> {
+    let lower = text.to_ascii_lowercase();
+    let (_, after) = lower.split_once("unknown command")?;
+    // Redis 7 and Valkey quote with `'`, Redis 6 with backticks.
+    let reason = match after.split(['\'', '`']).nth(1)? {
+        "hello" => {
+            "it does not know HELLO, which `protocol=resp3` in the URL needs \
+             (a server before Redis 6, or the command renamed): leave that out"
+        }
+        "auth" => "it does not know AUTH (the command renamed), which a password needs",
+        _ => return None,
+    };
+    Some(Error::Unsupported {
+        reason: reason.to_owned(),
+    })
 }
 
 /// Said when a server wants a password and got none.
@@ -374,6 +399,23 @@ mod tests {
         assert!(problem("rediss://h/").contains("`tls` feature"));
         assert!(problem("redis+sentinel://h/m").contains("Locker::open_sentinel"));
         assert!(problem("redis://a:1,b:2/").contains("Locker::open_cluster"));
+    }
+
+    #[test]
+    fn an_unknown_handshake_command_is_told_without_its_arguments() {
+        for text in [
+            "ResponseError: unknown command 'HELLO', with args beginning with: '3' 'AUTH' 'u' 'hunter2' ",
+            "timed out waiting for connection: ERR unknown command `HELLO`, with args beginning with: `3`, `AUTH`, `u`, `hunter2`, ",
+            "unknown command 'AUTH', with args beginning with: 'hunter2' ",
+        ] {
+            let e = handshake_unknown(text).map(|e| format!("{e} {e:?}"));
+            assert!(e.as_ref().is_some_and(|e| !e.contains("hunter2")), "{text}: {e:?}");
+        }
+        assert!(
+            handshake_unknown("unknown command 'EVALSHA', with args beginning with: 'x' ")
+                .is_none()
+        );
+        assert!(handshake_unknown("Connection refused (os error 111)").is_none());
     }
 
     #[test]
