@@ -238,3 +238,17 @@ fn a_server_that_does_not_know_hello_never_shows_the_password() {
     let e = locker.try_lock("errors:pool-no-hello").unwrap_err();
     assert!(!everything(&e).contains(PASSWORD), "{e:?}");
 }
+
+#[test]
+fn a_password_for_a_server_without_one_says_so() {
+    // `AUTH <password>` to a server with no password is refused ("called
+    // without any password configured"), and redis-rs keeps only "Password
+    // authentication failed": the reason must name this case too.
+    let server = Server::start();
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{}/", server.port());
+    let e = Locker::open(&url).map(drop).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("authentication failed"), "{text}");
+    assert!(text.contains("server without one"), "{text}");
+    assert!(!everything(&e).contains(PASSWORD), "{e:?}");
+}
