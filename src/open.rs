@@ -215,6 +215,11 @@ const REQUIRES: &str = "the server requires a password (redis://:password@host/,
                         redis://user:password@host/ for an ACL user)";
 /// Said when a server refused the one it got.
 const REFUSED: &str = "wrong user name or password, or a disabled user";
+/// Said when redis-rs reports a refused `AUTH` without the server's words:
+/// the server may also have no password at all ("AUTH called without any
+/// password configured").
+const REFUSED_OR_NONE: &str = "wrong user name or password, a disabled user, or a password \
+                               sent to a server without one";
 
 /// What Redis (and Valkey) say after `NOAUTH`.
 const NOAUTH_WORDS: &str = "Authentication required";
@@ -224,7 +229,7 @@ pub(crate) fn auth_reason(e: &RedisError) -> Option<&'static str> {
     match e.code() {
         Some("NOAUTH") => Some(REQUIRES),
         Some("WRONGPASS") => Some(REFUSED),
-        _ if e.kind() == ErrorKind::AuthenticationFailed => Some(REFUSED),
+        _ if e.kind() == ErrorKind::AuthenticationFailed => Some(REFUSED_OR_NONE),
         // Redis's answer to a long command before AUTH (it then closes).
         _ if e.detail().is_some_and(|d| d.contains("unauthenticated")) => Some(REQUIRES),
         // NOAUTH's words without its code: redis-rs's "refused to switch
@@ -239,8 +244,10 @@ pub(crate) fn auth_reason(e: &RedisError) -> Option<&'static str> {
 pub(crate) fn auth_reason_in_text(text: &str) -> Option<&'static str> {
     if text.contains("NOAUTH") || text.contains("unauthenticated") || text.contains(NOAUTH_WORDS) {
         Some(REQUIRES)
-    } else if text.contains("WRONGPASS") || text.contains("AuthenticationFailed") {
+    } else if text.contains("WRONGPASS") {
         Some(REFUSED)
+    } else if text.contains("AuthenticationFailed") {
+        Some(REFUSED_OR_NONE)
     } else {
         None
     }
