@@ -252,3 +252,29 @@ fn a_password_for_a_server_without_one_says_so() {
     assert!(text.contains("server without one"), "{text}");
     assert!(!everything(&e).contains(PASSWORD), "{e:?}");
 }
+
+#[test]
+fn a_database_the_server_lacks_is_told_at_once() {
+    // The URL's database is checked as a number; whether the server has it
+    // only the server can say (SELECT, in redis-rs's handshake).
+    let server = Server::start_with(&["--databases", "4"]);
+    let url = format!("{}9", server.url());
+    let start = Instant::now();
+    let e = Locker::open(&url)
+        .and_then(|l| l.try_lock("errors:no-such-db").map(drop))
+        .unwrap_err();
+    let took = start.elapsed();
+    let text = e.to_string();
+    assert!(text.contains("database"), "{text}");
+    assert!(took < redmutex::DEFAULT_CHECKOUT_TIMEOUT, "{took:?}");
+    // A pool of one's own says it on first use.
+    let locker = Locker::builder(redmutex::pool(&url).unwrap())
+        .checkout_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let text = locker
+        .try_lock("errors:pool-no-such-db")
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("database"), "{text}");
+}
