@@ -122,7 +122,9 @@ pub enum Error {
     ///
     /// Returned by [`Locker::open`](crate::Locker::open),
     /// [`pool`](crate::pool()), [`sentinel_pool`](crate::sentinel_pool) and
-    /// [`cluster_pool`](crate::cluster_pool), before anything is sent.
+    /// [`cluster_pool`](crate::cluster_pool), before anything is sent. A
+    /// database the server does not have is told by `Locker::open` (which
+    /// connects) and by any method that connects.
     #[error("invalid redis url: {reason}")]
     InvalidUrl {
         /// What is wrong, or what to use instead.
@@ -237,7 +239,13 @@ impl From<redis::RedisError> for Error {
                 reason: reason.to_owned(),
                 source: Box::new(e),
             },
-            None => Error::Redis(e),
+            None => match crate::open::database_refused(&e.to_string()) {
+                Some(reason) => Error::InvalidUrl {
+                    reason: reason.to_owned(),
+                    source: Some(e),
+                },
+                None => Error::Redis(e),
+            },
         }
     }
 }
@@ -254,7 +262,13 @@ impl From<r2d2::Error> for Error {
                 reason: reason.to_owned(),
                 source: Box::new(e),
             },
-            None => Error::Pool(e),
+            None => match crate::open::database_refused(&text) {
+                Some(reason) => Error::InvalidUrl {
+                    reason: reason.to_owned(),
+                    source: None,
+                },
+                None => Error::Pool(e),
+            },
         }
     }
 }

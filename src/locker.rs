@@ -122,17 +122,18 @@ impl Locker {
     /// that does not answer may keep a few timeouts longer); a server
     /// that cannot be reached or does not answer within it does not fail
     /// the call (it may come up later, and lock calls say so meanwhile), but
-    /// a refused password does, at once. For Sentinel use [`Locker::open_sentinel`], for a Cluster
-    /// [`Locker::open_cluster`], for several independent masters (Redlock)
-    /// [`Builder::instance`].
+    /// a refused password does, at once. For Sentinel use
+    /// [`Locker::open_sentinel`], for a Cluster [`Locker::open_cluster`],
+    /// for several independent masters (Redlock) [`Builder::instance`].
     ///
     /// # Errors
     ///
     /// [`Error::InvalidUrl`] when `url` is not a valid Redis URL (saying
-    /// which part is wrong), is TLS without the `tls` feature, or names
-    /// Sentinel or a Cluster; [`Error::Auth`] when the server refuses the
-    /// password, or requires one that `url` lacks; [`Error::Unsupported`]
-    /// when it does not know `HELLO` (which `protocol=resp3` needs).
+    /// which part is wrong), is TLS without the `tls` feature, names
+    /// Sentinel or a Cluster, or a database the server does not have;
+    /// [`Error::Auth`] when the server refuses the password, or requires
+    /// one that `url` lacks; [`Error::Unsupported`] when it does not know
+    /// `HELLO` (which `protocol=resp3` needs).
     ///
     /// ```no_run
     /// let locker = redmutex::Locker::open("redis://127.0.0.1:6379/")?;

@@ -171,7 +171,9 @@ fn ask_credentials(client: &redis::Client, timeout: Duration) -> Result<(), Erro
         Ok(conn) => conn,
         Err(e) => {
             return match Error::from(e) {
-                e @ (Error::Auth { .. } | Error::Unsupported { .. }) => Err(e),
+                e @ (Error::Auth { .. } | Error::Unsupported { .. } | Error::InvalidUrl { .. }) => {
+                    Err(e)
+                }
                 _ => Ok(()),
             }
         }
@@ -208,6 +210,19 @@ pub(crate) fn handshake_unknown(text: &str) -> Option<Error> {
     Some(Error::Unsupported {
         reason: reason.to_owned(),
     })
+}
+
+/// Said when the server refused the URL's database: redis-rs's words for a
+/// refused `SELECT` in the handshake, and the reason given.
+const SELECT_REFUSED: &str = "refused to switch database";
+const NO_DATABASE: &str = "the server refused the database (the path after the host): it has \
+                           fewer (`databases` in its configuration), or it is a Cluster node \
+                           (use `Locker::open_cluster`, without a database)";
+
+/// Why the URL cannot work, when `text` (a redis-rs error's, or the one
+/// r2d2 keeps) says the server refused its database.
+pub(crate) fn database_refused(text: &str) -> Option<&'static str> {
+    text.contains(SELECT_REFUSED).then_some(NO_DATABASE)
 }
 
 /// Said when a server wants a password and got none.
