@@ -264,7 +264,8 @@
 //!
 //! A URL that cannot work is [`Error::InvalidUrl`], saying which part is
 //! wrong; [`Locker::open`] connects once to check the password, so a
-//! refused or missing one is [`Error::Auth`] at once.
+//! refused or missing one is [`Error::Auth`] at once (and a database the
+//! server lacks [`Error::InvalidUrl`]), waiting at most the I/O timeout.
 //!
 //! # Servers and TLS
 //!
