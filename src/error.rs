@@ -106,7 +106,9 @@ pub enum Error {
     /// Returned by the `lock*` and `try_lock*` methods (and a semaphore's
     /// `acquire*`), which read the version before a locker's first
     /// acquisition on a server, and by any method whose script the server
-    /// refuses to run.
+    /// refuses to run. Also by [`Locker::open`](crate::Locker::open) and any
+    /// method that connects, when the server does not know a command of the
+    /// connection's handshake (`HELLO` for `protocol=resp3`, `AUTH`).
     #[error("unsupported server: {reason}")]
     Unsupported {
         /// What the server lacks, and what would fix it.
@@ -120,7 +122,9 @@ pub enum Error {
     ///
     /// Returned by [`Locker::open`](crate::Locker::open),
     /// [`pool`](crate::pool()), [`sentinel_pool`](crate::sentinel_pool) and
-    /// [`cluster_pool`](crate::cluster_pool), before anything is sent.
+    /// [`cluster_pool`](crate::cluster_pool), before anything is sent. A
+    /// database the server does not have is told by `Locker::open` (which
+    /// connects) and by any method that connects.
     #[error("invalid redis url: {reason}")]
     InvalidUrl {
         /// What is wrong, or what to use instead.
@@ -227,12 +231,21 @@ impl Error {
 
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
+        if let Some(unknown) = crate::open::handshake_unknown(&e.to_string()) {
+            return unknown;
+        }
         match crate::open::auth_reason(&e) {
             Some(reason) => Error::Auth {
                 reason: reason.to_owned(),
                 source: Box::new(e),
             },
-            None => Error::Redis(e),
+            None => match crate::open::database_refused(&e.to_string()) {
+                Some(reason) => Error::InvalidUrl {
+                    reason: reason.to_owned(),
+                    source: Some(e),
+                },
+                None => Error::Redis(e),
+            },
         }
     }
 }
@@ -240,12 +253,22 @@ impl From<redis::RedisError> for Error {
 impl From<r2d2::Error> for Error {
     fn from(e: r2d2::Error) -> Self {
         // r2d2 keeps only the text of the last failed connect.
-        match crate::open::auth_reason_in_text(&e.to_string()) {
+        let text = e.to_string();
+        if let Some(unknown) = crate::open::handshake_unknown(&text) {
+            return unknown;
+        }
+        match crate::open::auth_reason_in_text(&text) {
             Some(reason) => Error::Auth {
                 reason: reason.to_owned(),
                 source: Box::new(e),
             },
-            None => Error::Pool(e),
+            None => match crate::open::database_refused(&text) {
+                Some(reason) => Error::InvalidUrl {
+                    reason: reason.to_owned(),
+                    source: None,
+                },
+                None => Error::Pool(e),
+            },
         }
     }
 }

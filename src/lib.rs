@@ -116,6 +116,7 @@
 //! runs 10,000 watchdog threads, each with a 128 KiB stack of which a few
 //! pages are touched ([`watchdog_threads`] counts them). A locker whose
 //! waiters wait also keeps one listener thread with one pooled connection.
+//! [`Locker::open`] checks the password on a short-lived thread of its own.
 //!
 //! # Dropping a guard
 //!
@@ -263,7 +264,8 @@
 //!
 //! A URL that cannot work is [`Error::InvalidUrl`], saying which part is
 //! wrong; [`Locker::open`] connects once to check the password, so a
-//! refused or missing one is [`Error::Auth`] at once.
+//! refused or missing one is [`Error::Auth`] at once (and a database the
+//! server lacks [`Error::InvalidUrl`]), waiting at most the I/O timeout.
 //!
 //! # Servers and TLS
 //!

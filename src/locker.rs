@@ -117,19 +117,23 @@ impl Locker {
     /// made for locking, after one connection that checks the password.
     ///
     /// That connection (a `PING`, then closed) returns within the I/O
-    /// timeout, [`DEFAULT_IO_TIMEOUT`](crate::DEFAULT_IO_TIMEOUT); a server
-    /// that cannot be reached then does not fail the call (it may come up
-    /// later, and lock calls say so meanwhile), but a refused password does,
-    /// at once. For Sentinel use [`Locker::open_sentinel`], for a Cluster
-    /// [`Locker::open_cluster`], for several independent masters (Redlock)
-    /// [`Builder::instance`].
+    /// timeout, [`DEFAULT_IO_TIMEOUT`](crate::DEFAULT_IO_TIMEOUT), host
+    /// name lookup included (it runs on a thread of its own, which a server
+    /// that does not answer may keep a few timeouts longer); a server
+    /// that cannot be reached or does not answer within it does not fail
+    /// the call (it may come up later, and lock calls say so meanwhile), but
+    /// a refused password does, at once. For Sentinel use
+    /// [`Locker::open_sentinel`], for a Cluster [`Locker::open_cluster`],
+    /// for several independent masters (Redlock) [`Builder::instance`].
     ///
     /// # Errors
     ///
     /// [`Error::InvalidUrl`] when `url` is not a valid Redis URL (saying
-    /// which part is wrong), is TLS without the `tls` feature, or names
-    /// Sentinel or a Cluster; [`Error::Auth`] when the server refuses the
-    /// password, or requires one that `url` lacks.
+    /// which part is wrong), is TLS without the `tls` feature, names
+    /// Sentinel or a Cluster, or a database the server does not have;
+    /// [`Error::Auth`] when the server refuses the password, or requires
+    /// one that `url` lacks; [`Error::Unsupported`] when it does not know
+    /// `HELLO` (which `protocol=resp3` needs).
     ///
     /// ```no_run
     /// let locker = redmutex::Locker::open("redis://127.0.0.1:6379/")?;

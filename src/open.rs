@@ -2,7 +2,7 @@
 //! password checked at once by `Locker::open`, and the pools for Sentinel
 //! and Cluster.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use r2d2::Pool;
 use redis::cluster::ClusterClient;
@@ -11,6 +11,7 @@ use redis::{ErrorKind, RedisError};
 
 use crate::config::{DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE};
 use crate::conn::SocketTimeouts;
+use crate::time;
 use crate::Error;
 
 /// The one-line reason a URL shows a Redis URL's form.
@@ -35,6 +36,18 @@ pub(crate) fn client(url: &str) -> Result<redis::Client, Error> {
 /// What is wrong with `url`, in words, or `None` when nothing found here
 /// (redis-rs has the last word). `tls`: whether `rediss://` can work.
 fn url_problem(url: &str, tls: bool) -> Option<String> {
+    // As the URL parser does: spaces and control characters around the URL
+    // (a line read from a file) are not part of it.
+    let url = url.trim_matches(|c: char| c <= ' ');
+    // Unix sockets (`unix:///path`, also `unix:/path`): redis-rs reads the
+    // path and its query.
+    if url.split_once(':').is_some_and(|(scheme, _)| {
+        ["unix", "redis+unix", "valkey+unix"]
+            .iter()
+            .any(|unix| scheme.eq_ignore_ascii_case(unix))
+    }) {
+        return None;
+    }
     let Some((scheme, rest)) = url.split_once("://") else {
         return Some(format!("no scheme: a Redis URL looks like {FORM}"));
     };
@@ -58,7 +71,9 @@ fn url_problem(url: &str, tls: bool) -> Option<String> {
         ));
     }
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if lower.contains("cluster") || authority.contains(',') {
+    // The hosts: after the user name and password, which may hold commas.
+    let hosts = authority.rsplit('@').next().unwrap_or("");
+    if lower.contains("cluster") || hosts.contains(',') {
         return Some(
             "a Cluster of several nodes: use `Locker::open_cluster` (or \
              `redmutex::cluster_pool`) with one redis:// URL per node"
@@ -67,8 +82,6 @@ fn url_problem(url: &str, tls: bool) -> Option<String> {
     }
     let tls_scheme = match lower.as_str() {
         "redis" | "valkey" => false,
-        // Unix sockets: redis-rs reads the path and its query.
-        "unix" | "redis+unix" | "valkey+unix" => return None,
         "rediss" | "valkeys" if !tls => {
             return Some(format!(
                 "{shown} is TLS, which needs redmutex's `tls` feature: enable it \
@@ -123,17 +136,52 @@ fn url_problem(url: &str, tls: bool) -> Option<String> {
 }
 
 /// Fails with [`Error::Auth`] when the server refuses `client`'s
-/// credentials (or lack of them): one connection, bounded by `timeout`, and
-/// a `PING`. A server that cannot be reached passes: it is told at first
-/// use, as before (it may come up later).
+/// credentials (or lack of them): one connection and a `PING`, waited for
+/// at most `timeout` in all. A server that cannot be reached, or does not
+/// answer in time, passes: it is told at first use, as before (it may come
+/// up later).
+///
+/// The connection is made on a thread of its own, because redis-rs bounds
+/// neither the host name's lookup nor its handshake as a whole (it waits
+/// the timeout again for each handshake reply it misses, up to four): a
+/// silent server held the caller twice the timeout or more. The thread ends
+/// by itself when those end. No thread, no check.
 pub(crate) fn check_credentials(client: &redis::Client, timeout: Duration) -> Result<(), Error> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let client = client.clone();
+    let spawned = std::thread::Builder::new()
+        .name("redmutex-open".into())
+        .spawn(move || {
+            let _ = tx.send(ask_credentials(&client, timeout));
+        });
+    if spawned.is_err() {
+        return Ok(());
+    }
+    // Not told in time (or the thread died): as a server not reached.
+    rx.recv_timeout(timeout).unwrap_or(Ok(()))
+}
+
+/// The check itself: connect, then `PING` with what the handshake left of
+/// `timeout`.
+fn ask_credentials(client: &redis::Client, timeout: Duration) -> Result<(), Error> {
+    let Some(deadline) = time::deadline(Instant::now(), timeout) else {
+        return Ok(());
+    };
     let mut conn = match client.get_connection_with_timeout(timeout) {
         Ok(conn) => conn,
-        Err(e) if auth_reason(&e).is_some() => return Err(e.into()),
-        Err(_) => return Ok(()),
+        Err(e) => {
+            return match Error::from(e) {
+                e @ (Error::Auth { .. } | Error::Unsupported { .. } | Error::InvalidUrl { .. }) => {
+                    Err(e)
+                }
+                _ => Ok(()),
+            }
+        }
     };
-    if conn.set_read_timeout(Some(timeout)).is_err()
-        || conn.set_write_timeout(Some(timeout)).is_err()
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero()
+        || conn.set_read_timeout(Some(left)).is_err()
+        || conn.set_write_timeout(Some(left)).is_err()
     {
         return Ok(());
     }
@@ -143,20 +191,71 @@ pub(crate) fn check_credentials(client: &redis::Client, timeout: Duration) -> Re
     }
 }
 
+/// [`Error::Unsupported`] when `text` (a redis-rs error's, or the one r2d2
+/// keeps) is the server's "unknown command" for a command of the
+/// connection's handshake. Redis quotes that command's first arguments, the
+/// password among them, so the text itself must go nowhere.
+pub(crate) fn handshake_unknown(text: &str) -> Option<Error> {
+    // redis-rs says it in its own words for Redis 6's form of the error
+    // (but not for Redis 7's, whose text quotes the password).
+    let lower = if text.contains("RESP3NotSupported") {
+        "unknown command 'hello'".to_owned()
+    } else {
+        text.to_ascii_lowercase()
+    };
+    let (_, after) = lower.split_once("unknown command")?;
+    // Redis 7 and Valkey quote with `'`, Redis 6 with backticks.
+    let reason = match after.split(['\'', '`']).nth(1)? {
+        "hello" => {
+            "it does not know HELLO, which `protocol=resp3` in the URL needs \
+             (a server before Redis 6, or the command renamed): leave that out"
+        }
+        "auth" => "it does not know AUTH (the command renamed), which a password needs",
+        _ => return None,
+    };
+    Some(Error::Unsupported {
+        reason: reason.to_owned(),
+    })
+}
+
+/// Said when the server refused the URL's database: redis-rs's words for a
+/// refused `SELECT` in the handshake, and the reason given.
+const SELECT_REFUSED: &str = "refused to switch database";
+const NO_DATABASE: &str = "the server refused the database (the path after the host): it has \
+                           fewer (`databases` in its configuration), or it is a Cluster node \
+                           (use `Locker::open_cluster`, without a database)";
+
+/// Why the URL cannot work, when `text` (a redis-rs error's, or the one
+/// r2d2 keeps) says the server refused its database.
+pub(crate) fn database_refused(text: &str) -> Option<&'static str> {
+    text.contains(SELECT_REFUSED).then_some(NO_DATABASE)
+}
+
 /// Said when a server wants a password and got none.
 const REQUIRES: &str = "the server requires a password (redis://:password@host/, or \
                         redis://user:password@host/ for an ACL user)";
 /// Said when a server refused the one it got.
 const REFUSED: &str = "wrong user name or password, or a disabled user";
+/// Said when redis-rs reports a refused `AUTH` without the server's words:
+/// the server may also have no password at all ("AUTH called without any
+/// password configured").
+const REFUSED_OR_NONE: &str = "wrong user name or password, a disabled user, or a password \
+                               sent to a server without one";
+
+/// What Redis (and Valkey) say after `NOAUTH`.
+const NOAUTH_WORDS: &str = "Authentication required";
 
 /// Why the server refused to authenticate, when `e` says it did.
 pub(crate) fn auth_reason(e: &RedisError) -> Option<&'static str> {
     match e.code() {
         Some("NOAUTH") => Some(REQUIRES),
         Some("WRONGPASS") => Some(REFUSED),
-        _ if e.kind() == ErrorKind::AuthenticationFailed => Some(REFUSED),
+        _ if e.kind() == ErrorKind::AuthenticationFailed => Some(REFUSED_OR_NONE),
         // Redis's answer to a long command before AUTH (it then closes).
         _ if e.detail().is_some_and(|d| d.contains("unauthenticated")) => Some(REQUIRES),
+        // NOAUTH's words without its code: redis-rs's "refused to switch
+        // database" when the URL names one.
+        _ if e.detail().is_some_and(|d| d.contains(NOAUTH_WORDS)) => Some(REQUIRES),
         _ => None,
     }
 }
@@ -164,10 +263,12 @@ pub(crate) fn auth_reason(e: &RedisError) -> Option<&'static str> {
 /// The same, from the text r2d2 keeps of the last connection error (the
 /// text of a redis-rs error; a password is never part of it).
 pub(crate) fn auth_reason_in_text(text: &str) -> Option<&'static str> {
-    if text.contains("NOAUTH") || text.contains("unauthenticated") {
+    if text.contains("NOAUTH") || text.contains("unauthenticated") || text.contains(NOAUTH_WORDS) {
         Some(REQUIRES)
-    } else if text.contains("WRONGPASS") || text.contains("AuthenticationFailed") {
+    } else if text.contains("WRONGPASS") {
         Some(REFUSED)
+    } else if text.contains("AuthenticationFailed") {
+        Some(REFUSED_OR_NONE)
     } else {
         None
     }
@@ -326,6 +427,24 @@ mod tests {
         assert!(problem("rediss://h/").contains("`tls` feature"));
         assert!(problem("redis+sentinel://h/m").contains("Locker::open_sentinel"));
         assert!(problem("redis://a:1,b:2/").contains("Locker::open_cluster"));
+    }
+
+    #[test]
+    fn an_unknown_handshake_command_is_told_without_its_arguments() {
+        for text in [
+            "ResponseError: unknown command 'HELLO', with args beginning with: '3' 'AUTH' 'u' 'hunter2' ",
+            "timed out waiting for connection: ERR unknown command `HELLO`, with args beginning with: `3`, `AUTH`, `u`, `hunter2`, ",
+            "unknown command 'AUTH', with args beginning with: 'hunter2' ",
+            "Redis Server doesn't support HELLO command therefore resp3 cannot be used - RESP3NotSupported",
+        ] {
+            let e = handshake_unknown(text).map(|e| format!("{e} {e:?}"));
+            assert!(e.as_ref().is_some_and(|e| !e.contains("hunter2")), "{text}: {e:?}");
+        }
+        assert!(
+            handshake_unknown("unknown command 'EVALSHA', with args beginning with: 'x' ")
+                .is_none()
+        );
+        assert!(handshake_unknown("Connection refused (os error 111)").is_none());
     }
 
     #[test]

@@ -151,3 +151,136 @@ fn the_right_password_works() {
     // Even a Debug of the locker does not show the password.
     assert!(!format!("{locker:?}").contains(PASSWORD));
 }
+
+#[test]
+fn a_url_redis_rs_accepts_is_not_refused() {
+    // The check names what is wrong; it must not refuse what works.
+    for url in [
+        // A comma in a password or a user name is not a node list.
+        "redis://:pa,ss@127.0.0.1:1/",
+        "redis://us,er:pa,ss@127.0.0.1:1/",
+        // Unix sockets written without the empty authority.
+        "unix:/nonexistent/redmutex.sock",
+        "redis+unix:/nonexistent/redmutex.sock?db=1",
+        // Spaces around it, as read from a file or a variable.
+        " redis://127.0.0.1:1/",
+        "redis://127.0.0.1:1/\n",
+    ] {
+        let theirs = redis::Client::open(url)
+            .map(drop)
+            .map_err(|e| e.to_string());
+        let ours = redmutex::pool(url).map(drop).map_err(|e| e.to_string());
+        assert_eq!(
+            ours.is_ok(),
+            theirs.is_ok(),
+            "{url:?}: ours {ours:?}, redis-rs {theirs:?}"
+        );
+    }
+    // And on a server whose password has a comma, a lock is taken.
+    let password = "pa,ss-1b2c";
+    let server = Server::start_with(&["--requirepass", password]);
+    let url = format!("redis://:{password}@127.0.0.1:{}/", server.port());
+    let locker = Locker::open(&url).unwrap();
+    assert!(locker.try_lock("errors:comma-password").unwrap().is_some());
+}
+
+#[test]
+fn a_missing_password_is_told_at_once_with_a_database_in_the_url() {
+    // redis-rs sends SELECT with the handshake: the server's NOAUTH comes
+    // back as "refused to switch database".
+    let server = Server::start_with(&["--requirepass", PASSWORD]);
+    let url = format!("{}2", server.url());
+    let e = Locker::open(&url)
+        .and_then(|l| l.try_lock("errors:no-password-db").map(drop))
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("requires a password"), "{text}");
+    // A pool of one's own says the same on first use.
+    let locker = Locker::builder(redmutex::pool(&url).unwrap())
+        .checkout_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let e = locker.try_lock("errors:pool-no-password-db").unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("requires a password"), "{text}");
+    assert!(!e.is_connection(), "{e:?}");
+}
+
+#[test]
+fn a_server_that_does_not_know_hello_never_shows_the_password() {
+    // `protocol=resp3` sends the password with HELLO; a server that does
+    // not know HELLO (before Redis 6, or the command renamed) answers
+    // "unknown command 'HELLO', with args beginning with: '3' 'AUTH'
+    // 'default' '<password>'".
+    let server = Server::start_with(&[
+        "--requirepass",
+        PASSWORD,
+        "--rename-command",
+        "HELLO",
+        "HELLO-renamed",
+    ]);
+    let url = format!(
+        "redis://:{PASSWORD}@127.0.0.1:{}/?protocol=resp3",
+        server.port()
+    );
+    let e = Locker::open(&url)
+        .and_then(|l| l.try_lock("errors:no-hello").map(drop))
+        .unwrap_err();
+    assert!(!everything(&e).contains(PASSWORD), "{e:?}");
+    // Told at once, in words: Redis says HELLO is unknown; Valkey answers
+    // NOAUTH to any unknown command before AUTH, so the password it did not
+    // get is what it says.
+    let text = e.to_string();
+    assert!(
+        (text.contains("HELLO") && text.contains("resp3")) || text.contains("requires a password"),
+        "{text}"
+    );
+    // A pool of one's own: its checkout error keeps the last connect
+    // error's text.
+    let locker = Locker::builder(redmutex::pool(&url).unwrap())
+        .checkout_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let e = locker.try_lock("errors:pool-no-hello").unwrap_err();
+    assert!(!everything(&e).contains(PASSWORD), "{e:?}");
+}
+
+#[test]
+fn a_password_for_a_server_without_one_says_so() {
+    // `AUTH <password>` to a server with no password is refused ("called
+    // without any password configured"), and redis-rs keeps only "Password
+    // authentication failed": the reason must name this case too.
+    let server = Server::start();
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{}/", server.port());
+    let e = Locker::open(&url).map(drop).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("authentication failed"), "{text}");
+    assert!(text.contains("server without one"), "{text}");
+    assert!(!everything(&e).contains(PASSWORD), "{e:?}");
+}
+
+#[test]
+fn a_database_the_server_lacks_is_told_at_once() {
+    // The URL's database is checked as a number; whether the server has it
+    // only the server can say (SELECT, in redis-rs's handshake).
+    let server = Server::start_with(&["--databases", "4"]);
+    let url = format!("{}9", server.url());
+    let start = Instant::now();
+    let e = Locker::open(&url)
+        .and_then(|l| l.try_lock("errors:no-such-db").map(drop))
+        .unwrap_err();
+    let took = start.elapsed();
+    let text = e.to_string();
+    assert!(text.contains("database"), "{text}");
+    assert!(took < redmutex::DEFAULT_CHECKOUT_TIMEOUT, "{took:?}");
+    // A pool of one's own says it on first use.
+    let locker = Locker::builder(redmutex::pool(&url).unwrap())
+        .checkout_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let text = locker
+        .try_lock("errors:pool-no-such-db")
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("database"), "{text}");
+}

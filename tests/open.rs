@@ -3,8 +3,11 @@
 
 mod common;
 
-use common::{key, Cluster, Sentinels, Server};
+use std::time::Duration;
+
+use common::{key, timed, Cluster, Sentinels, Server};
 use redmutex::Locker;
+use redmutex_testkit::proxy::{Mode, Proxy};
 
 #[test]
 fn open_sentinel_locks_on_the_master_the_sentinels_name() {
@@ -45,4 +48,25 @@ fn sentinel_and_cluster_pools_need_a_url() {
         redmutex::sentinel_pool(["http://127.0.0.1:26379/"], "mymaster"),
         Err(redmutex::Error::InvalidUrl { .. })
     ));
+}
+
+#[test]
+fn open_returns_within_the_io_timeout_from_a_server_that_never_answers() {
+    // `Locker::open` connects once to check the password; a server that
+    // accepts connections and then says nothing, or answers slowly, must
+    // not hold it past the documented bound (the I/O timeout), which the
+    // handshake and the PING share.
+    let server = Server::start();
+    let bound = redmutex::DEFAULT_IO_TIMEOUT + Duration::from_secs(1);
+    let silent = Proxy::start(server.port());
+    silent.set(Mode::Blackhole);
+    let (opened, took) = timed(|| Locker::open(&silent.url()));
+    assert!(opened.is_ok(), "{opened:?}");
+    assert!(took < bound, "silent server: {took:?}");
+    // Each way 0.8 s: the handshake (1.6 s) fits in the I/O timeout, the
+    // PING after it must get only what is left.
+    let slow = Proxy::with_delay(server.port(), Duration::from_millis(800));
+    let (opened, took) = timed(|| Locker::open(&slow.url()));
+    assert!(opened.is_ok(), "{opened:?}");
+    assert!(took < bound, "slow server: {took:?}");
 }
