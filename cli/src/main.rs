@@ -74,9 +74,11 @@ pub struct RunArgs {
     #[arg(short = 'w', long, value_parser = duration)]
     pub wait: Option<Duration>,
     /// After a lost lease (or --max-hold), SIGKILL the command's process
-    /// group this long after SIGTERM. At most half the TTL.
-    #[arg(long, default_value = "10s", value_parser = duration)]
-    pub kill_grace: Duration,
+    /// group this long after SIGTERM [default: a third of the TTL, at most
+    /// 10s]. With the kill margin (a tenth of the TTL, from 50ms to 1s), at
+    /// most half the TTL.
+    #[arg(long, value_parser = duration)]
+    pub kill_grace: Option<Duration>,
     /// Do not hold the lock (nor run the command) longer than this: the
     /// lock is not renewed past it, and the command is stopped as on a loss.
     #[arg(long, value_parser = duration)]
@@ -219,12 +221,16 @@ fn main() -> ExitCode {
             if args.verbose && log::set_logger(&STDERR).is_ok() {
                 log::set_max_level(log::LevelFilter::Debug);
             }
-            if args.kill_grace > args.ttl / 2 {
-                return usage(&format!(
-                    "--kill-grace {:?} must be at most half the TTL ({:?}), so that the command \
-                     is stopped before the lease could run out",
-                    args.kill_grace, args.ttl
-                ));
+            if let Some(grace) = args.kill_grace {
+                let margin = run::kill_margin(args.ttl);
+                if grace.saturating_add(margin) > args.ttl / 2 {
+                    return usage(&format!(
+                        "--kill-grace {grace:?} plus the kill margin ({margin:?}) must be at most \
+                         half the TTL ({:?}), so that the command is stopped before the lease \
+                         could run out",
+                        args.ttl
+                    ));
+                }
             }
             match locker(&args.server, Some(args.ttl), args.max_hold) {
                 Ok(locker) => run::run(&locker, &args),

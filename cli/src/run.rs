@@ -18,6 +18,20 @@ use crate::{source, RunArgs, LOST, UNAVAILABLE, USAGE};
 /// How often the supervisor looks at the child (a loss wakes it at once).
 const TICK: Duration = Duration::from_millis(50);
 
+/// How long before the lease's local deadline the SIGKILL lands at the
+/// latest: a tenth of the TTL, from 50 ms to 1 s. It covers the kernel's
+/// delivery and the gap between this host's clock and the server's, beyond
+/// the library's own drift allowance.
+pub fn kill_margin(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
+}
+
+/// The kill grace: `--kill-grace`, or a third of the TTL, at most 10 s.
+pub fn kill_grace(args: &RunArgs) -> Duration {
+    args.kill_grace
+        .unwrap_or_else(|| (args.ttl / 3).min(Duration::from_secs(10)))
+}
+
 pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
     // From here on TERM, INT and HUP are ours: they call off a wait, and
     // are forwarded to the command once it runs.
@@ -86,7 +100,7 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         Ok(status) => finish(guard, status, args, taken_at),
         Err(why) => {
             eprintln!("redmutex: {why}: stopping the command");
-            stop_group(&mut child, group, args.kill_grace, &signals);
+            stop_group(&mut child, group, kill_grace(args), &signals);
             drop(guard);
             ExitCode::from(LOST)
         }
@@ -141,7 +155,7 @@ fn supervise(
         if guard.is_lost() {
             return Err(format!("the lease of lock {:?} is lost", args.key));
         }
-        if guard.valid_until() <= now + args.kill_grace {
+        if guard.valid_until() <= now + kill_grace(args) + kill_margin(args.ttl) {
             return Err(format!(
                 "the lease of lock {:?} could not be renewed and ends within the kill grace",
                 args.key

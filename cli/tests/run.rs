@@ -85,7 +85,7 @@ fn a_deleted_key_stops_the_child_with_term_and_exits_70() {
         "--ttl",
         "1s",
         "--kill-grace",
-        "500ms",
+        "400ms",
         "lostkey",
         "--",
         "sh",
