@@ -32,3 +32,35 @@ fn a_short_ttl_alone_works_and_only_an_explicit_grace_is_refused() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("--kill-grace"), "{err}");
 }
+
+/// `--help` with a password in `REDIS_URL` does not print it; it shows
+/// each default once, and its usage line does not make `--url` look
+/// required.
+#[test]
+fn help_hides_the_url_from_the_environment() {
+    let secret = "redis://:s3cret@127.0.0.1:1/";
+    for args in [
+        &["run", "--help"][..],
+        &["holder", "--help"],
+        &["help", "run"],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_redmutex"))
+            .args(args)
+            .env("REDIS_URL", secret)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{out:?}");
+        let help = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            !help.contains("s3cret"),
+            "{args:?} shows the password:\n{help}"
+        );
+        assert_eq!(
+            help.matches("127.0.0.1:6379").count(),
+            1,
+            "{args:?}: the default URL shown once:\n{help}"
+        );
+        let usage = help.lines().find(|l| l.starts_with("Usage:")).unwrap();
+        assert!(!usage.contains("--url"), "{usage}");
+    }
+}
