@@ -52,7 +52,14 @@ enum Command {
 #[derive(Args, Debug, Clone)]
 struct Server {
     /// The Redis server [default: $REDIS_URL, else redis://127.0.0.1:6379/]
-    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379/")]
+    // The environment's value is never printed: a URL may hold a password.
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        hide_env_values = true,
+        hide_default_value = true,
+        default_value = "redis://127.0.0.1:6379/"
+    )]
     url: String,
     /// A prefix for the key in Redis [default: none: the key as given]
     #[arg(long)]
