@@ -32,6 +32,7 @@ impl Setup {
             .env("REDIS_URL", self.server.url())
             .env("OUT", self.dir.join("out"))
             .env("READY", self.dir.join("ready"))
+            .env("PID", self.dir.join("pid"))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         c
@@ -86,12 +87,57 @@ pub fn finish(child: Child) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// Waits (up to 30 s) for a spawned `redmutex` whose output is not piped,
+/// or is read elsewhere; kills it and panics when it does not end.
+pub fn finish_within(mut child: Child) -> std::process::ExitStatus {
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("redmutex did not end within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether process `pid` is alive (a zombie counts as gone).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
+}
+
+/// The pid a job wrote to `$PID` (see `RUNS`).
+pub fn job_pid(s: &Setup) -> u32 {
+    std::fs::read_to_string(s.file("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+impl Drop for Setup {
+    /// Kills what a failed test may have left running: the process group
+    /// of the job that wrote `$PID`.
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.file("pid")) {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", pid.trim())])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
 pub fn code(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)
 }
 
 /// A child that says it started, then runs until stopped.
-pub const RUNS: &str = "echo started > \"$READY\"; while true; do sleep 0.05; done";
+pub const RUNS: &str =
+    "echo $$ > \"$PID\"; echo started > \"$READY\"; while true; do sleep 0.05; done";
 
 /// SIGTERM to a process (the command forwards it to its child's group).
 pub fn nix_term(child: &Child) {

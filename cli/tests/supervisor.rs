@@ -1,0 +1,37 @@
+//! The job never runs without the lock, whatever happens to the supervisor
+//! (`redmutex run` itself): a broken stderr, a signal, renewals that stop
+//! coming, a job that leaves processes behind, its own death by SIGKILL.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::process::Stdio;
+
+use common::*;
+
+/// A loss with stderr a closed pipe (`redmutex run ... 2>&1 | head -c0`):
+/// the job is stopped all the same, and the command exits 70.
+#[test]
+fn a_broken_stderr_does_not_keep_the_job_running() {
+    let s = setup("stderr");
+    let job = "trap 'echo term > \"$OUT\"; exit 0' TERM; ".to_owned() + RUNS;
+    let mut cmd = s.cmd(&["run", "--ttl", "2s", "skey", "--", "sh", "-c", &job]);
+    let mut run = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(run.stderr.take()); // the reading end closed: every write fails
+    wait_for("the child started", || s.file("ready").exists());
+    redis::cmd("DEL").arg("skey").exec(&mut s.conn()).unwrap();
+    let status = finish_within(run);
+    assert_eq!(status.code(), Some(70), "{status:?}");
+    wait_for("the job stopped", || !alive(job_pid(&s)));
+    assert_eq!(
+        std::fs::read_to_string(s.file("out"))
+            .unwrap_or_default()
+            .trim(),
+        "term",
+        "the job was stopped"
+    );
+}
