@@ -1,6 +1,15 @@
 //! `redmutex`: run a command while holding a Redis lock, for cron jobs on
 //! many hosts that must not run twice. See `redmutex --help`.
 
+/// Writes one line to stderr, never panicking: a closed or broken
+/// stderr must not stop the supervisor before it has stopped the job.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod run;
 
 use std::process::ExitCode;
@@ -138,7 +147,7 @@ fn duration(text: &str) -> Result<Duration, String> {
 
 /// Prints a usage error and returns its exit code.
 fn usage(message: &str) -> ExitCode {
-    eprintln!("redmutex: {message}");
+    say!("redmutex: {message}");
     ExitCode::from(USAGE)
 }
 
@@ -182,7 +191,7 @@ fn holder(args: &HolderArgs) -> ExitCode {
         }
         Err(redmutex::Error::InvalidInput(m)) => usage(&m),
         Err(e) => {
-            eprintln!("redmutex: {e}{}", source(&e));
+            say!("redmutex: {e}{}", source(&e));
             ExitCode::from(UNAVAILABLE)
         }
     }
@@ -201,7 +210,7 @@ impl log::Log for Stderr {
         true
     }
     fn log(&self, record: &log::Record<'_>) {
-        eprintln!(
+        say!(
             "redmutex: {} {}: {}",
             record.level(),
             record.target(),

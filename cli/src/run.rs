@@ -51,7 +51,7 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
             })
     });
     if let Err(e) = listening {
-        eprintln!("redmutex: cannot handle signals: {e}");
+        say!("redmutex: cannot handle signals: {e}");
         return ExitCode::from(UNAVAILABLE);
     }
     let key = &args.key;
@@ -63,16 +63,16 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
     let guard = match taken {
         Ok(Some(guard)) => guard,
         Ok(None) | Err(Error::Timeout { .. }) => {
-            eprintln!("redmutex: lock {key:?} is busy");
+            say!("redmutex: lock {key:?} is busy");
             return ExitCode::from(args.conflict_exit_code);
         }
         Err(Error::Cancelled { .. }) => return signalled(&signals),
         Err(Error::InvalidInput(m)) => {
-            eprintln!("redmutex: {m}");
+            say!("redmutex: {m}");
             return ExitCode::from(USAGE);
         }
         Err(e) => {
-            eprintln!("redmutex: {e}{}", source(&e));
+            say!("redmutex: {e}{}", source(&e));
             return ExitCode::from(UNAVAILABLE);
         }
     };
@@ -86,7 +86,7 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         Ok(child) => child,
         Err(e) => {
             drop(guard);
-            eprintln!("redmutex: cannot run {:?}: {e}", args.command[0]);
+            say!("redmutex: cannot run {:?}: {e}", args.command[0]);
             let code = if e.kind() == io::ErrorKind::NotFound {
                 127
             } else {
@@ -99,9 +99,11 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
     match supervise(&mut child, group, &guard, args, taken_at, &signals) {
         Ok(status) => finish(guard, status, args, taken_at),
         Err(why) => {
-            eprintln!("redmutex: {why}: stopping the command");
+            // The job first; the message after, so that nothing on the way
+            // (a write to a broken stderr) can come before the stop.
             stop_group(&mut child, group, kill_grace(args), &signals);
             drop(guard);
+            say!("redmutex: {why}: the command was stopped");
             ExitCode::from(LOST)
         }
     }
@@ -221,7 +223,7 @@ fn finish(guard: Guard, status: ExitStatus, args: &RunArgs, taken_at: Instant) -
     match released {
         Ok(()) => ExitCode::from(code),
         Err(Error::Lost { .. }) => {
-            eprintln!(
+            say!(
                 "redmutex: the lease of lock {:?} was lost while the command ran",
                 args.key
             );
@@ -230,7 +232,7 @@ fn finish(guard: Guard, status: ExitStatus, args: &RunArgs, taken_at: Instant) -
         Err(e) => {
             // The lock was ours throughout as far as anyone can tell; it
             // expires at its TTL.
-            eprintln!(
+            say!(
                 "redmutex: releasing lock {:?} failed, it expires by itself: {e}{}",
                 args.key,
                 source(&e)
