@@ -37,3 +37,34 @@ fn a_broken_stderr_does_not_keep_the_job_running() {
         "the job was stopped"
     );
 }
+
+/// Every catchable signal that would end the supervisor reaches the job
+/// (here: the job traps it and ends by itself), so that no signal leaves
+/// the job running with nobody renewing the lease.
+#[test]
+fn every_terminating_signal_is_passed_to_the_job() {
+    let s = setup("signals");
+    for signal in ["QUIT", "USR1", "USR2", "ALRM", "VTALRM", "XCPU"] {
+        let _ = std::fs::remove_file(s.file("ready"));
+        let _ = std::fs::remove_file(s.file("out"));
+        let job = format!("trap 'echo {signal} > \"$OUT\"; exit 0' {signal}; {RUNS}");
+        let run = s
+            .cmd(&["run", "sigkey", "--", "sh", "-c", &job])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for("the child started", || s.file("ready").exists());
+        let sent = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &run.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = finish_within(run);
+        assert_eq!(status.code(), Some(0), "SIG{signal}: {status:?}");
+        assert_eq!(
+            std::fs::read_to_string(s.file("out")).unwrap().trim(),
+            signal
+        );
+    }
+}
