@@ -9,11 +9,42 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use libc::{
+    SIGALRM, SIGHUP, SIGINT, SIGIO, SIGKILL, SIGPROF, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2,
+    SIGVTALRM, SIGXCPU, SIGXFSZ,
+};
 use redmutex::{Error, Guard, Locker};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGKILL, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::{source, RunArgs, LOST, UNAVAILABLE, USAGE};
+
+/// Every catchable signal whose default action ends a process, other than
+/// the fault signals (ABRT, BUS, FPE, ILL, SEGV, SYS, TRAP: the supervisor
+/// itself failed, which its watcher covers as it covers SIGKILL) and the
+/// real-time ones. While waiting, one calls the wait off; once the command
+/// runs, each is forwarded to its process group. Listed in `--help`.
+#[cfg(target_os = "linux")]
+pub const FORWARDED: &[i32] = &[
+    SIGHUP,
+    SIGINT,
+    SIGQUIT,
+    SIGTERM,
+    SIGUSR1,
+    SIGUSR2,
+    SIGALRM,
+    SIGVTALRM,
+    SIGPROF,
+    SIGXCPU,
+    SIGXFSZ,
+    SIGIO,
+    libc::SIGPWR,
+];
+/// As on Linux, without SIGPWR.
+#[cfg(not(target_os = "linux"))]
+pub const FORWARDED: &[i32] = &[
+    SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU,
+    SIGXFSZ, SIGIO,
+];
 
 /// How often the supervisor looks at the child (a loss wakes it at once).
 const TICK: Duration = Duration::from_millis(50);
@@ -33,11 +64,11 @@ pub fn kill_grace(args: &RunArgs) -> Duration {
 }
 
 pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
-    // From here on TERM, INT and HUP are ours: they call off a wait, and
-    // are forwarded to the command once it runs.
+    // From here on the signals in `FORWARDED` are ours: they call off a
+    // wait, and are forwarded to the command once it runs.
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, signals) = mpsc::channel();
-    let listening = Signals::new([SIGTERM, SIGINT, SIGHUP]).and_then(|mut incoming| {
+    let listening = Signals::new(FORWARDED).and_then(|mut incoming| {
         let stop = Arc::clone(&stop);
         std::thread::Builder::new()
             .name("signals".into())
