@@ -6,8 +6,10 @@
 mod common;
 
 use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use common::*;
+use redmutex_testkit::proxy::{Mode, Proxy};
 
 /// A loss with stderr a closed pipe (`redmutex run ... 2>&1 | head -c0`):
 /// the job is stopped all the same, and the command exits 70.
@@ -66,5 +68,57 @@ fn every_terminating_signal_is_passed_to_the_job() {
             std::fs::read_to_string(s.file("out")).unwrap().trim(),
             signal
         );
+    }
+}
+
+/// Renewals stop coming (the link to Redis blackholed) and the job ignores
+/// SIGTERM: its SIGKILL must land before the key can expire on the server,
+/// so that nobody else can be granted the lock while it runs. Checked from
+/// the server's side: once the key is seen gone, the job must already be.
+#[test]
+fn the_kill_lands_before_the_key_can_expire() {
+    let s = setup("deadline");
+    let job = "trap '' TERM; ".to_owned() + RUNS;
+    for round in 0..env_or("REDMUTEX_CLI_LOOPS", 5) {
+        let _ = std::fs::remove_file(s.file("ready"));
+        let proxy = Proxy::start(s.server.port());
+        let run = s
+            .cmd(&[
+                "run",
+                "--url",
+                &proxy.url(),
+                "--ttl",
+                "1s",
+                "--kill-grace",
+                "400ms",
+                "dkey",
+                "--",
+                "sh",
+                "-c",
+                &job,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for("the child started", || s.file("ready").exists());
+        let pid = job_pid(&s);
+        proxy.set(Mode::Blackhole);
+        let mut conn = s.conn();
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            // The key first, then the job: a job alive after the key was
+            // seen gone ran without the lock.
+            let pttl: i64 = redis::cmd("PTTL").arg("dkey").query(&mut conn).unwrap();
+            let running = alive(pid);
+            if pttl == -2 {
+                assert!(!running, "round {round}: the job outlived the key");
+                break;
+            }
+            assert!(Instant::now() < end, "round {round}: the key never expired");
+        }
+        proxy.set(Mode::Pass);
+        let status = finish_within(run);
+        assert_eq!(status.code(), Some(70), "round {round}: {status:?}");
     }
 }
