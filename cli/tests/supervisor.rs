@@ -122,3 +122,40 @@ fn the_kill_lands_before_the_key_can_expire() {
         assert_eq!(status.code(), Some(70), "round {round}: {status:?}");
     }
 }
+
+/// The job's leader exits while a background process of its group runs on:
+/// the lock is held until that one has exited too (as flock(1) holds it
+/// while any process has the descriptor); with `--kill-stragglers`, it is
+/// stopped instead.
+#[test]
+fn the_lock_is_held_until_the_whole_group_has_exited() {
+    let s = setup("stragglers");
+    let job = "(sleep 1; echo done > \"$OUT\") >/dev/null 2>&1 & exit 3";
+    let out = s.run(&["run", "gkey", "--", "sh", "-c", job]);
+    assert_eq!(code(&out), 3, "the leader's exit code: {out:?}");
+    assert_eq!(
+        std::fs::read_to_string(s.file("out"))
+            .unwrap_or_default()
+            .trim(),
+        "done",
+        "the lock was released while the background process ran"
+    );
+    let _ = std::fs::remove_file(s.file("out"));
+    let straggler = "(trap 'echo term > \"$OUT\"; exit 0' TERM; \
+                     while true; do sleep 0.05; done) >/dev/null 2>&1 & exit 0";
+    let out = s.run(&[
+        "run",
+        "--kill-stragglers",
+        "gkey",
+        "--",
+        "sh",
+        "-c",
+        straggler,
+    ]);
+    assert_eq!(code(&out), 0, "{out:?}");
+    wait_for("the straggler stopped", || s.file("out").exists());
+    assert_eq!(
+        std::fs::read_to_string(s.file("out")).unwrap().trim(),
+        "term"
+    );
+}
