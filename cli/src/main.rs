@@ -95,6 +95,11 @@ pub struct RunArgs {
     /// most half the TTL.
     #[arg(long, value_parser = duration)]
     pub kill_grace: Option<Duration>,
+    /// When the command's first process exits while others of its process
+    /// group run on, stop those (SIGTERM, then SIGKILL after the grace)
+    /// instead of holding the lock until they have exited.
+    #[arg(long)]
+    pub kill_stragglers: bool,
     /// Do not hold the lock (nor run the command) longer than this: the
     /// lock is not renewed past it, and the command is stopped as on a loss.
     #[arg(long, value_parser = duration)]

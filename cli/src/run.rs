@@ -113,7 +113,7 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         drop(guard);
         return signalled(&signals);
     }
-    let mut child = match spawn(args, &guard) {
+    let child = match spawn(args, &guard) {
         Ok(child) => child,
         Err(e) => {
             drop(guard);
@@ -127,12 +127,18 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         }
     };
     let group = i32::try_from(child.id()).unwrap_or(i32::MAX);
-    match supervise(&mut child, group, &guard, args, taken_at, &signals) {
+    let mut job = Job {
+        child,
+        group,
+        status: None,
+    };
+    match supervise(&mut job, &guard, args, taken_at, &signals) {
         Ok(status) => finish(guard, status, args, taken_at),
         Err(why) => {
             // The job first; the message after, so that nothing on the way
             // (a write to a broken stderr) can come before the stop.
-            stop_group(&mut child, group, kill_grace(args), &signals);
+            let kill_at = kill_at(&guard, args);
+            stop_group(&mut job, kill_at, &signals);
             drop(guard);
             say!("redmutex: {why}: the command was stopped");
             ExitCode::from(LOST)
@@ -162,33 +168,91 @@ fn spawn(args: &RunArgs, guard: &Guard) -> io::Result<Child> {
         .spawn()
 }
 
-/// Waits for the command to end, forwarding signals to its group. `Err`
-/// with the reason when it must be stopped first: the lease is lost, or
-/// could run out before a stop that starts now would end (a kill grace
-/// away), or the max hold is reached.
-fn supervise(
-    child: &mut Child,
+/// The command: its first process (the leader of its process group) and
+/// that group.
+struct Job {
+    child: Child,
     group: i32,
+    /// How the leader ended, once it has and was reaped.
+    status: Option<ExitStatus>,
+}
+
+impl Job {
+    /// Reaps the leader if it has ended; true once it has.
+    fn leader_done(&mut self) -> bool {
+        if self.status.is_none() {
+            match self.child.try_wait() {
+                Ok(Some(status)) => self.status = Some(status),
+                Ok(None) => {}
+                // Not our child any more (cannot happen): count it ended,
+                // the group check still holds the lock for the rest.
+                Err(_) => self.status = Some(ExitStatus::from_raw(1 << 8)),
+            }
+        }
+        self.status.is_some()
+    }
+
+    /// Whether every process of the group has exited: the leader reaped
+    /// (a zombie still counts), and none of its children left in it.
+    fn all_done(&mut self) -> bool {
+        self.leader_done() && group_is_empty(self.group)
+    }
+}
+
+/// When the SIGKILL of a stop that starts now must land at the
+/// latest. A grace after the SIGTERM, and never later than a kill margin
+/// before the lease's local deadline while the lease still stands (once
+/// it is lost, the grace alone: it cannot be made up for).
+fn kill_at(guard: &Guard, args: &RunArgs) -> Instant {
+    let now = Instant::now();
+    let by_grace = now + kill_grace(args);
+    if guard.is_lost() {
+        return by_grace;
+    }
+    let before = guard
+        .valid_until()
+        .checked_sub(kill_margin(args.ttl))
+        .unwrap_or(now);
+    by_grace.min(before).max(now)
+}
+
+/// Waits for the command to end, forwarding signals to its group, and
+/// returns the leader's status once every process of the group has exited
+/// (with `--kill-stragglers`, once those left behind the leader are
+/// stopped). `Err` with the reason when the group must be stopped first:
+/// the lease is lost, or could run out before a stop that starts now would
+/// end (a kill grace plus the kill margin away), or the max hold is
+/// reached.
+fn supervise(
+    job: &mut Job,
     guard: &Guard,
     args: &RunArgs,
     taken_at: Instant,
     signals: &mpsc::Receiver<i32>,
 ) -> Result<ExitStatus, String> {
     let max_until = args.max_hold.and_then(|m| taken_at.checked_add(m));
+    let margin = kill_margin(args.ttl);
     loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Ok(status),
-            Ok(None) => {}
-            Err(e) => return Err(format!("cannot wait for the command ({e})")),
+        if job.all_done() {
+            if let Some(status) = job.status {
+                return Ok(status);
+            }
+        }
+        if args.kill_stragglers {
+            if let Some(status) = job.status {
+                let kill_at = kill_at(guard, args);
+                stop_group(job, kill_at, signals);
+                return Ok(status);
+            }
         }
         while let Ok(signal) = signals.try_recv() {
-            signal_group(group, signal);
+            signal_group(job.group, signal);
         }
         let now = Instant::now();
         if guard.is_lost() {
             return Err(format!("the lease of lock {:?} is lost", args.key));
         }
-        if guard.valid_until() <= now + kill_grace(args) + kill_margin(args.ttl) {
+        if guard.valid_until() <= now + kill_grace(args) + margin {
             return Err(format!(
                 "the lease of lock {:?} could not be renewed and ends within the kill grace",
                 args.key
@@ -201,23 +265,26 @@ fn supervise(
     }
 }
 
-/// SIGTERM to the group, then SIGKILL once `grace` has passed with any of
-/// it left; returns when the command has ended.
-fn stop_group(child: &mut Child, group: i32, grace: Duration, signals: &mpsc::Receiver<i32>) {
-    signal_group(group, SIGTERM);
-    let until = Instant::now() + grace;
-    let mut ended = false;
-    while Instant::now() < until {
-        ended = ended || matches!(child.try_wait(), Ok(Some(_)) | Err(_));
-        if ended && group_is_empty(group) {
+/// SIGTERM to the group, then SIGKILL at `kill_at` to whatever is left of
+/// it; returns when the group has exited (or, after the SIGKILL, once the
+/// leader is reaped).
+fn stop_group(job: &mut Job, kill_at: Instant, signals: &mpsc::Receiver<i32>) {
+    signal_group(job.group, SIGTERM);
+    while Instant::now() < kill_at {
+        if job.all_done() {
             return;
         }
         // Signals meanwhile change nothing (the group is being stopped):
         // waiting for one is the pause between two looks.
-        let _ = signals.recv_timeout(Duration::from_millis(20));
+        let pause = kill_at
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(10));
+        let _ = signals.recv_timeout(pause);
     }
-    signal_group(group, SIGKILL);
-    let _ = child.wait();
+    signal_group(job.group, SIGKILL);
+    if job.status.is_none() {
+        job.status = job.child.wait().ok();
+    }
 }
 
 /// Sends `signal` to every process of `group`.
