@@ -159,3 +159,42 @@ fn the_lock_is_held_until_the_whole_group_has_exited() {
         "term"
     );
 }
+
+/// The supervisor killed with SIGKILL (nothing it can catch): the job, which
+/// ignores SIGTERM and has a background process in its group, must be gone
+/// before the key expires on the server.
+#[test]
+fn a_supervisor_killed_with_sigkill_leaves_no_job_past_the_lease() {
+    let s = setup("sigkill");
+    let job = "trap '' TERM; sleep 1000 & echo $! > \"$OUT\"; ".to_owned() + RUNS;
+    let run = s
+        .cmd(&["run", "--ttl", "3s", "kkey", "--", "sh", "-c", &job])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the child started", || s.file("ready").exists());
+    let leader = job_pid(&s);
+    let background: u32 = std::fs::read_to_string(s.file("out"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let sent = std::process::Command::new("kill")
+        .args(["-KILL", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    assert_eq!(finish_within(run).code(), None, "killed");
+    let mut conn = s.conn();
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let pttl: i64 = redis::cmd("PTTL").arg("kkey").query(&mut conn).unwrap();
+        let running = [leader, background].map(alive);
+        if pttl == -2 {
+            assert_eq!(running, [false, false], "the job outlived the key");
+            break;
+        }
+        assert!(Instant::now() < end, "the key never expired");
+    }
+}
