@@ -11,6 +11,7 @@ macro_rules! say {
 }
 
 mod run;
+mod watch;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -56,6 +57,14 @@ enum Command {
     /// Print who holds KEY (metadata, time left, fencing token) and exit 0,
     /// or print `free` and exit 1.
     Holder(HolderArgs),
+    /// The watcher process that `run` starts (not for direct use).
+    #[command(name = "__watch", hide = true)]
+    Watch {
+        /// The kill grace, in milliseconds.
+        grace_ms: u64,
+        /// The kill margin, in milliseconds.
+        margin_ms: u64,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -238,6 +247,10 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Holder(args) => holder(&args),
+        Command::Watch {
+            grace_ms,
+            margin_ms,
+        } => watch::watch(grace_ms, margin_ms),
         Command::Run(args) => {
             if args.verbose && log::set_logger(&STDERR).is_ok() {
                 log::set_max_level(log::LevelFilter::Debug);

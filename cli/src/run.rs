@@ -16,6 +16,7 @@ use libc::{
 use redmutex::{Error, Guard, Locker};
 use signal_hook::iterator::Signals;
 
+use crate::watch::Watcher;
 use crate::{source, RunArgs, LOST, UNAVAILABLE, USAGE};
 
 /// Every catchable signal whose default action ends a process, other than
@@ -113,9 +114,20 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         drop(guard);
         return signalled(&signals);
     }
+    // The watcher first: without it, a SIGKILL of this process would leave
+    // the job running past the lease, so no watcher, no job.
+    let mut watcher = match Watcher::start(kill_grace(args), kill_margin(args.ttl)) {
+        Ok(w) => w,
+        Err(e) => {
+            drop(guard);
+            say!("redmutex: cannot start the watcher process: {e}");
+            return ExitCode::from(UNAVAILABLE);
+        }
+    };
     let child = match spawn(args, &guard) {
         Ok(child) => child,
         Err(e) => {
+            watcher.done();
             drop(guard);
             say!("redmutex: cannot run {:?}: {e}", args.command[0]);
             let code = if e.kind() == io::ErrorKind::NotFound {
@@ -132,13 +144,24 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         group,
         status: None,
     };
-    match supervise(&mut job, &guard, args, taken_at, &signals) {
-        Ok(status) => finish(guard, status, args, taken_at),
+    let told = watcher
+        .group(group)
+        .and_then(|()| watcher.deadline(guard.valid_until()));
+    if told.is_err() {
+        // The watcher is gone: the job runs under this process alone.
+        log::warn!(target: "redmutex::run", "the watcher process has exited");
+    }
+    match supervise(&mut job, &guard, args, taken_at, &signals, &mut watcher) {
+        Ok(status) => {
+            watcher.done();
+            finish(guard, status, args, taken_at)
+        }
         Err(why) => {
             // The job first; the message after, so that nothing on the way
             // (a write to a broken stderr) can come before the stop.
             let kill_at = kill_at(&guard, args);
             stop_group(&mut job, kill_at, &signals);
+            watcher.done();
             drop(guard);
             say!("redmutex: {why}: the command was stopped");
             ExitCode::from(LOST)
@@ -229,10 +252,14 @@ fn supervise(
     args: &RunArgs,
     taken_at: Instant,
     signals: &mpsc::Receiver<i32>,
+    watcher: &mut Watcher,
 ) -> Result<ExitStatus, String> {
     let max_until = args.max_hold.and_then(|m| taken_at.checked_add(m));
     let margin = kill_margin(args.ttl);
     loop {
+        // A watcher gone was said when it went; the job runs on under
+        // this process alone.
+        let _ = watcher.deadline(guard.valid_until());
         if job.all_done() {
             if let Some(status) = job.status {
                 return Ok(status);
@@ -288,7 +315,7 @@ fn stop_group(job: &mut Job, kill_at: Instant, signals: &mpsc::Receiver<i32>) {
 }
 
 /// Sends `signal` to every process of `group`.
-fn signal_group(group: i32, signal: i32) {
+pub fn signal_group(group: i32, signal: i32) {
     // SAFETY: kill(2) with a negative pid signals that process group; it
     // takes no pointers and its failure (the group is gone) is harmless.
     unsafe {
@@ -298,7 +325,7 @@ fn signal_group(group: i32, signal: i32) {
 
 /// Whether no process is left in `group` (the command reaped, and none of
 /// its children left).
-fn group_is_empty(group: i32) -> bool {
+pub fn group_is_empty(group: i32) -> bool {
     // SAFETY: as in `signal_group`; signal 0 only checks for existence.
     let r = unsafe { libc::kill(-group, 0) };
     r == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
