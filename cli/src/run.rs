@@ -124,9 +124,13 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
             return ExitCode::from(UNAVAILABLE);
         }
     };
-    let child = match spawn(args, &guard) {
+    let terminal = Terminal::take();
+    let child = match spawn(args, &guard, terminal.as_ref()) {
         Ok(child) => child,
         Err(e) => {
+            if let Some(t) = &terminal {
+                t.restore();
+            }
             watcher.done();
             drop(guard);
             say!("redmutex: cannot run {:?}: {e}", args.command[0]);
@@ -151,7 +155,11 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         // The watcher is gone: the job runs under this process alone.
         log::warn!(target: "redmutex::run", "the watcher process has exited");
     }
-    match supervise(&mut job, &guard, args, taken_at, &signals, &mut watcher) {
+    let outcome = supervise(&mut job, &guard, args, taken_at, &signals, &mut watcher);
+    if let Some(t) = &terminal {
+        t.restore();
+    }
+    match outcome {
         Ok(status) => {
             watcher.done();
             finish(guard, status, args, taken_at)
@@ -162,6 +170,9 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
             let kill_at = kill_at(&guard, args);
             stop_group(&mut job, kill_at, &signals);
             watcher.done();
+            if let Some(t) = &terminal {
+                t.restore();
+            }
             drop(guard);
             say!("redmutex: {why}: the command was stopped");
             ExitCode::from(LOST)
@@ -177,18 +188,83 @@ fn signalled(signals: &mpsc::Receiver<i32>) -> ExitCode {
 
 /// The command, directly (no shell), in a process group of its own, with
 /// the key and the fencing token (never the owner token) in its
-/// environment.
-fn spawn(args: &RunArgs, guard: &Guard) -> io::Result<Child> {
+/// environment. When this process runs in the foreground of a terminal
+/// that is its stdin, that group becomes the terminal's foreground group,
+/// so the command can read the terminal (and gets its Ctrl-C) as it would
+/// without `redmutex`; it gets the terminal back with [`Terminal::restore`].
+fn spawn(args: &RunArgs, guard: &Guard, terminal: Option<&Terminal>) -> io::Result<Child> {
     let (program, rest) = args
         .command
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command"))?;
-    Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(rest)
         .env("REDMUTEX_KEY", &args.key)
         .env("REDMUTEX_FENCING_TOKEN", guard.fencing_token().to_string())
-        .process_group(0)
-        .spawn()
+        .process_group(0);
+    if terminal.is_some() {
+        // SAFETY: runs in the child between fork and exec, and calls only
+        // async-signal-safe functions (getpid, tcsetpgrp, signal), with no
+        // allocation and no lock.
+        unsafe {
+            command.pre_exec(|| {
+                // SIGTTOU is ignored (inherited from `Terminal::take`), so
+                // a background group may take the terminal; then back to
+                // its default for the command.
+                libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid());
+                libc::signal(libc::SIGTTOU, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+    }
+    let child = command.spawn()?;
+    if terminal.is_some() {
+        let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+        // SAFETY: plain system calls on integers; failures (the child has
+        // already done it, or exited) are harmless.
+        unsafe {
+            libc::setpgid(pid, pid);
+            libc::tcsetpgrp(libc::STDIN_FILENO, pid);
+        }
+    }
+    Ok(child)
+}
+
+/// This process's terminal, when it runs in its foreground with the
+/// terminal as stdin: the command's group is then put in the foreground.
+pub struct Terminal {
+    /// This process's own group, which gets the terminal back.
+    group: i32,
+}
+
+impl Terminal {
+    /// `Some` when stdin is a terminal whose foreground group is ours. Then
+    /// ignores SIGTTOU for good, so that this process, in the background
+    /// while the command runs, can take the terminal back and write its
+    /// messages whatever the terminal's `tostop`.
+    fn take() -> Option<Terminal> {
+        // SAFETY: plain system calls on integers and a signal disposition.
+        unsafe {
+            if libc::isatty(libc::STDIN_FILENO) != 1 {
+                return None;
+            }
+            let group = libc::getpgrp();
+            if libc::tcgetpgrp(libc::STDIN_FILENO) != group {
+                return None;
+            }
+            libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+            Some(Terminal { group })
+        }
+    }
+
+    /// Gives the terminal back to this process's group.
+    fn restore(&self) {
+        // SAFETY: as in `take`; a failure leaves the terminal as it was.
+        unsafe {
+            libc::tcsetpgrp(libc::STDIN_FILENO, self.group);
+        }
+    }
 }
 
 /// The command: its first process (the leader of its process group) and

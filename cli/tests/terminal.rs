@@ -56,3 +56,23 @@ fn a_job_that_reads_the_terminal_keeps_working() {
     ));
     assert!(status.success(), "{status:?}");
 }
+
+/// In the terminal's foreground, the job is still stopped as a whole on a
+/// loss, and the command exits 70.
+#[test]
+fn a_job_in_the_terminal_is_still_stopped_on_a_loss() {
+    let s = setup("terminal-loss");
+    let job = "echo $$ > \"$PID\"; sleep 1000 & echo started > \"$READY\"; read line";
+    let mut script = in_terminal(
+        &s,
+        &format!("run --ttl 2s lostty -- sh -c '{job}'; echo $? > \"$OUT\""),
+    );
+    let input = script.0.stdin.take().unwrap();
+    wait_for("the job started", || s.file("ready").exists());
+    let leader = job_pid(&s);
+    redis::cmd("DEL").arg("lostty").exec(&mut s.conn()).unwrap();
+    wait_for("redmutex exited", || s.file("out").exists());
+    assert_eq!(std::fs::read_to_string(s.file("out")).unwrap().trim(), "70");
+    assert!(!alive(leader));
+    drop(input);
+}
