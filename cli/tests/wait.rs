@@ -50,3 +50,18 @@ fn a_wait_survives_a_redis_restart() {
         "ran"
     );
 }
+
+/// A wait that runs out says how long it waited and who holds the lock.
+#[test]
+fn a_wait_that_runs_out_says_how_long_and_who_holds_the_lock() {
+    let s = setup("ran-out");
+    let first = s.start(&["run", "okey", "--", "sh", "-c", RUNS]);
+    let out = s.run(&["run", "-w", "300ms", "okey", "--", "true"]);
+    assert_eq!(code(&out), 75, "{out:?}");
+    let said = String::from_utf8(out.stderr).unwrap();
+    assert!(said.contains("waited 3"), "{said}");
+    assert!(said.contains(&format!(":{}\"", first.id())), "{said}");
+    assert!(said.contains("fencing token"), "{said}");
+    nix_term(&first);
+    let _ = finish(first);
+}
