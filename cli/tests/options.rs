@@ -64,3 +64,36 @@ fn help_hides_the_url_from_the_environment() {
         assert!(!usage.contains("--url"), "{usage}");
     }
 }
+
+/// `holder --json`: one JSON object with the holder, the ms left, the
+/// fencing token and the number of waiters; `null`s when free.
+#[test]
+fn holder_json_tells_holder_time_left_token_and_waiters() {
+    let s = setup("holder-json");
+    let out = s.run(&["holder", "--json", "jkey"]);
+    assert_eq!(code(&out), 1, "free: {out:?}");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        r#"{"key":"jkey","holder":null,"ms_left":null,"fencing_token":null,"waiters":0}"#
+    );
+    let first = s.start(&["run", "jkey", "--", "sh", "-c", RUNS]);
+    let waiter = s.cmd(&["run", "jkey", "--", "true"]).spawn().unwrap();
+    wait_for("the waiter queued", || {
+        let out = s.run(&["holder", "--json", "jkey"]);
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains(r#""waiters":1}"#)
+    });
+    let out = s.run(&["holder", "--json", "jkey"]);
+    assert_eq!(code(&out), 0, "{out:?}");
+    let json = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        json.starts_with(r#"{"key":"jkey","holder":""#)
+            && json.contains(&format!(":{}\",\"ms_left\":", first.id()))
+            && json.contains(r#","fencing_token":"#),
+        "{json}"
+    );
+    nix_term(&first);
+    let _ = finish(first);
+    let _ = finish(waiter);
+}
