@@ -10,6 +10,7 @@ macro_rules! say {
     }};
 }
 
+mod holder;
 mod run;
 mod watch;
 
@@ -54,8 +55,8 @@ enum Command {
     /// holding the lock KEY.
     #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
-    /// Print who holds KEY (metadata, time left, fencing token) and exit 0,
-    /// or print `free` and exit 1.
+    /// Print who holds KEY (metadata, time left, fencing token) and how many
+    /// wait for it, and exit 0; or print `free` and exit 1.
     Holder(HolderArgs),
     /// The watcher process that `run` starts (not for direct use).
     #[command(name = "__watch", hide = true)]
@@ -135,6 +136,10 @@ pub struct RunArgs {
 struct HolderArgs {
     #[command(flatten)]
     server: Server,
+    /// One JSON object: {"key", "holder" (its metadata), "ms_left",
+    /// "fencing_token", "waiters"}, the first three null when free.
+    #[arg(long)]
+    json: bool,
     /// The lock's name.
     key: String,
 }
@@ -171,6 +176,15 @@ fn locker(
     max_hold: Option<Duration>,
 ) -> Result<redmutex::Locker, ExitCode> {
     let pool = redmutex::pool(&server.url).map_err(|e| usage(&format!("--url: {e}")))?;
+    build(pool, server, ttl, max_hold)
+}
+
+fn build(
+    pool: r2d2::Pool<redis::Client>,
+    server: &Server,
+    ttl: Option<Duration>,
+    max_hold: Option<Duration>,
+) -> Result<redmutex::Locker, ExitCode> {
     let mut builder = redmutex::Locker::builder(pool);
     if let Some(p) = &server.prefix {
         builder = builder.prefix(p.clone());
@@ -185,29 +199,41 @@ fn locker(
 }
 
 fn holder(args: &HolderArgs) -> ExitCode {
-    let locker = match locker(&args.server, None, None) {
+    let pool = match redmutex::pool(&args.server.url) {
+        Ok(pool) => pool,
+        Err(e) => return usage(&format!("--url: {e}")),
+    };
+    let locker = match build(pool.clone(), &args.server, None, None) {
         Ok(l) => l,
         Err(code) => return code,
     };
-    match locker.holder(&args.key) {
-        Ok(Some(info)) => {
-            println!(
-                "held by {:?}, {} ms left, fencing token {}",
-                info.metadata(),
-                info.ttl().as_millis(),
-                info.fencing_token()
-            );
-            ExitCode::SUCCESS
-        }
-        Ok(None) => {
-            println!("free");
-            ExitCode::from(1)
-        }
-        Err(redmutex::Error::InvalidInput(m)) => usage(&m),
+    let info = match locker.holder(&args.key) {
+        Ok(info) => info,
+        Err(redmutex::Error::InvalidInput(m)) => return usage(&m),
         Err(e) => {
             say!("redmutex: {e}{}", source(&e));
-            ExitCode::from(UNAVAILABLE)
+            return ExitCode::from(UNAVAILABLE);
         }
+    };
+    let waiters = match holder::waiters(&pool, args.server.prefix.as_deref(), &args.key) {
+        Ok(n) => n,
+        Err(e) => {
+            say!("redmutex: {e}");
+            return ExitCode::from(UNAVAILABLE);
+        }
+    };
+    let line = if args.json {
+        holder::json(&args.key, info.as_ref(), waiters)
+    } else {
+        holder::text(info.as_ref(), waiters)
+    };
+    let mut out = std::io::stdout().lock();
+    // A closed stdout loses the answer; the exit code still tells it.
+    let _ = std::io::Write::write_all(&mut out, line.as_bytes());
+    if info.is_some() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 
