@@ -16,8 +16,8 @@ use libc::{
 use redmutex::{Error, Guard, Locker};
 use signal_hook::iterator::Signals;
 
+use crate::app::{source, RunArgs, LOST, UNAVAILABLE, USAGE};
 use crate::watch::Watcher;
-use crate::{source, RunArgs, LOST, UNAVAILABLE, USAGE};
 
 /// Every catchable signal whose default action ends a process, other than
 /// the fault signals (ABRT, BUS, FPE, ILL, SEGV, SYS, TRAP: the supervisor

@@ -60,6 +60,11 @@ fn help_hides_the_url_from_the_environment() {
             1,
             "{args:?}: the default URL shown once:\n{help}"
         );
+        if args[0] != "holder" {
+            for said in ["Unix only", "HUP INT QUIT TERM USR1", "Not covered"] {
+                assert!(help.contains(said), "{args:?} does not say {said:?}");
+            }
+        }
         let usage = help.lines().find(|l| l.starts_with("Usage:")).unwrap();
         assert!(!usage.contains("--url"), "{usage}");
     }

@@ -198,3 +198,45 @@ fn a_supervisor_killed_with_sigkill_leaves_no_job_past_the_lease() {
         assert!(Instant::now() < end, "the key never expired");
     }
 }
+
+/// The supervisor stopped with SIGSTOP (alive, renewing nothing): the
+/// watcher kills the job before the key can expire on the server.
+#[test]
+fn a_supervisor_stopped_with_sigstop_leaves_no_job_past_the_lease() {
+    let s = setup("sigstop");
+    let job = "trap '' TERM; sleep 1000 & echo $! > \"$OUT\"; ".to_owned() + RUNS;
+    let run = s
+        .cmd(&["run", "--ttl", "3s", "kkey", "--", "sh", "-c", &job])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the child started", || s.file("ready").exists());
+    let leader = job_pid(&s);
+    let background: u32 = std::fs::read_to_string(s.file("out"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let sent = std::process::Command::new("kill")
+        .args(["-STOP", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let mut conn = s.conn();
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let pttl: i64 = redis::cmd("PTTL").arg("kkey").query(&mut conn).unwrap();
+        let running = [leader, background].map(alive);
+        if pttl == -2 {
+            assert_eq!(running, [false, false], "the job outlived the key");
+            break;
+        }
+        assert!(Instant::now() < end, "the key never expired");
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &run.id().to_string()])
+        .status();
+    let status = finish_within(run);
+    assert_eq!(status.code(), Some(70), "{status:?}");
+}
