@@ -64,6 +64,8 @@ pub fn kill_grace(args: &RunArgs) -> Duration {
         .unwrap_or_else(|| (args.ttl / 3).min(Duration::from_secs(10)))
 }
 
+/// `redmutex run`: takes the lock, starts the watcher, runs the command,
+/// supervises it until its whole group has exited (or stops it), releases.
 pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
     // From here on the signals in `FORWARDED` are ours: they call off a
     // wait, and are forwarded to the command once it runs.
@@ -133,9 +135,13 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
     let told = watcher
         .group(group)
         .and_then(|()| watcher.deadline(guard.valid_until()));
-    if told.is_err() {
-        // The watcher is gone: the job runs under this process alone.
-        log::warn!(target: "redmutex::run", "the watcher process has exited");
+    if let Err(e) = told {
+        // The watcher is gone already: no watcher, no job.
+        let kill_at = kill_at(&guard, args);
+        stop_group(&mut job, kill_at, &signals);
+        drop(guard);
+        say!("redmutex: the watcher process has exited ({e}): the command was stopped");
+        return ExitCode::from(UNAVAILABLE);
     }
     let outcome = supervise(&mut job, &guard, args, taken_at, &signals, &mut watcher);
     if let Some(t) = &terminal {
