@@ -141,8 +141,11 @@ fn the_lock_is_held_until_the_whole_group_has_exited() {
         "the lock was released while the background process ran"
     );
     let _ = std::fs::remove_file(s.file("out"));
-    let straggler = "(trap 'echo term > \"$OUT\"; exit 0' TERM; \
-                     while true; do sleep 0.05; done) >/dev/null 2>&1 & exit 0";
+    // The leader waits until the straggler has set its trap: a TERM
+    // before that would end it without a word.
+    let straggler = "(trap 'echo term > \"$OUT\"; exit 0' TERM; echo ready > \"$READY\"; \
+                     while true; do sleep 0.05; done) >/dev/null 2>&1 & \
+                     while [ ! -e \"$READY\" ]; do sleep 0.02; done; exit 0";
     let out = s.run(&[
         "run",
         "--kill-stragglers",
