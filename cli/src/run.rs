@@ -108,6 +108,7 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
             return ExitCode::from(UNAVAILABLE);
         }
     };
+    adopt_orphans();
     let terminal = Terminal::take();
     let child = match spawn(args, &guard, terminal.as_ref()) {
         Ok(child) => child,
@@ -387,24 +388,65 @@ struct Job {
 }
 
 impl Job {
-    /// Reaps the leader if it has ended; true once it has.
-    fn leader_done(&mut self) -> bool {
-        if self.status.is_none() {
-            match self.child.try_wait() {
-                Ok(Some(status)) => self.status = Some(status),
-                Ok(None) => {}
-                // Not our child any more (cannot happen): count it ended,
-                // the group check still holds the lock for the rest.
-                Err(_) => self.status = Some(ExitStatus::from_raw(1 << 8)),
+    /// Reaps every process of the group that has exited and is ours to
+    /// reap (the leader, and on Linux the orphans this process adopted as
+    /// a subreaper), keeping the leader's status.
+    fn reap(&mut self, block_for_leader: bool) {
+        let leader = i32::try_from(self.child.id()).unwrap_or(i32::MAX);
+        loop {
+            let mut raw = 0;
+            let blocking = block_for_leader && self.status.is_none();
+            let (pid, flags) = if blocking {
+                (leader, 0)
+            } else {
+                (-self.group, libc::WNOHANG)
+            };
+            // SAFETY: waitpid with a pointer to a local integer.
+            let reaped = unsafe { libc::waitpid(pid, &mut raw, flags) };
+            if reaped == leader {
+                self.status = Some(ExitStatus::from_raw(raw));
+            } else if reaped <= 0 {
+                let err = io::Error::last_os_error().raw_os_error();
+                if reaped < 0 && err == Some(libc::EINTR) {
+                    continue;
+                }
+                if reaped < 0 && err == Some(libc::ECHILD) && self.status.is_none() {
+                    // No child of ours left in the group, the leader
+                    // included (cannot happen: only we reap it): count it
+                    // ended; the group check still holds the lock for the
+                    // rest.
+                    self.status = Some(ExitStatus::from_raw(1 << 8));
+                }
+                return;
             }
         }
+    }
+
+    /// Reaps what it can; true once the leader has ended.
+    fn leader_done(&mut self) -> bool {
+        self.reap(false);
         self.status.is_some()
     }
 
-    /// Whether every process of the group has exited: the leader reaped
-    /// (a zombie still counts), and none of its children left in it.
+    /// Whether every process of the group has exited: the leader reaped,
+    /// and none of the group left (a zombie not yet reaped by its parent
+    /// still counts).
     fn all_done(&mut self) -> bool {
         self.leader_done() && group_is_empty(self.group)
+    }
+}
+
+/// On Linux, makes this process the child subreaper of its descendants:
+/// the orphans of the job (its background processes, once their parent
+/// exits) are adopted by it and reaped by [`Job::reap`] the moment they
+/// exit, instead of lingering as zombies in the job's group (and so
+/// holding the lock) until a slow or absent init reaps them, as in a
+/// container whose PID 1 does not. Elsewhere init reaps them.
+fn adopt_orphans() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with integer arguments; failure leaves orphans to init.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     }
 }
 
@@ -495,9 +537,7 @@ fn stop_group(job: &mut Job, kill_at: Instant, signals: &mpsc::Receiver<i32>) {
         let _ = signals.recv_timeout(pause);
     }
     signal_group(job.group, SIGKILL);
-    if job.status.is_none() {
-        job.status = job.child.wait().ok();
-    }
+    job.reap(true);
 }
 
 /// Sends `signal` to every process of `group`.
