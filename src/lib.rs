@@ -128,7 +128,8 @@
 //!   waiter's *stay* (its longest backoff pause plus the I/O timeout: 2.3 s
 //!   with the defaults) when that is shorter than its TTL; the waiter takes
 //!   it up to its TTL with one renewal before `lock` returns (when that
-//!   renewal fails, `lock` returns its error and frees the claim), so the
+//!   renewal comes too late for the claim, the waiter frees it and waits
+//!   on; when it fails, `lock` returns its error and frees the claim), so the
 //!   guard it gets has a full lease, as after any other grant. So a waiter
 //!   killed while queued keeps the lock from the others for at most its
 //!   stay, never its TTL.

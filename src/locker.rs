@@ -474,7 +474,13 @@ impl Locker {
                 // finds it ours and takes it up.
                 if self.shared.takes_handed(&acquisition, fence, sent, claim) {
                     waited(first, "handed over", attempts, start);
-                    return self.take_up(acquisition, sent, fence, claim);
+                    match self.take_up(Arc::clone(&acquisition), sent, fence, claim) {
+                        // The claim ran out before the take-up was
+                        // confirmed (a slow round trip); the guard's drop
+                        // freed it. Wait on, as if it was never handed over.
+                        Err(Error::Lost { .. }) => continue,
+                        taken => return taken,
+                    }
                 }
             }
         }
@@ -509,7 +515,8 @@ impl Locker {
     /// renewal before returning it: a guard is never handed to its user
     /// with only the claim's few seconds left, which would look like a lease
     /// about to run out. When that renewal fails, the guard is dropped (its
-    /// keys deleted if still ours) and the error returned.
+    /// keys deleted if still ours) and the error returned; the caller waits
+    /// on after [`Error::Lost`] (the claim ran out first).
     fn take_up(
         &self,
         a: Arc<Acquisition>,

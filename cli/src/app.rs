@@ -37,6 +37,8 @@ The job never runs without the lock, as far as this host can tell:
   - The lock is held (renewed every TTL/3) until every process of the command's process
     group has exited, as flock(1) holds it while any process has the descriptor. With
     --kill-stragglers, the processes left when the first one exits are stopped instead.
+    On Linux redmutex adopts the command's orphans (a child subreaper) and reaps them as
+    they exit, so a zombie never holds the lock.
   - When the lease is lost, or renewals fail until it would end within the kill grace plus
     the kill margin (a tenth of the TTL, from 50ms to 1s), the group gets SIGTERM, then
     SIGKILL at the earlier of the kill grace and the kill margin before the lease's local
