@@ -198,6 +198,12 @@ impl Guard {
     /// 1 % of the TTL plus 2 ms. Renewals and [`extend`](Guard::extend) move it
     /// forward.
     ///
+    /// It is the same after a hand-over: a lock handed over by a release is
+    /// first only a short claim (the waiter's stay), and the acquiring call
+    /// takes it up to the full TTL with one renewal before it returns the
+    /// guard; so a new guard's `valid_until` is always a full TTL from the
+    /// request that granted or took it up, never the claim.
+    ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
     /// let guard = locker.lock("k")?;

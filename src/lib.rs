@@ -144,8 +144,10 @@
 //! - **A hand-over is a claim.** The release sets the lock for the
 //!   waiter's *stay* (its longest backoff pause plus the I/O timeout: 2.3 s
 //!   with the defaults) when that is shorter than its TTL; the waiter takes
-//!   it up to its TTL with its first renewal, due a third of the claim
-//!   after its last attempt (at once, when it has no watchdog). So a waiter
+//!   it up to its TTL with one renewal before `lock` returns (when that
+//!   renewal comes too late for the claim, the waiter frees it and waits
+//!   on; when it fails, `lock` returns its error and frees the claim), so the
+//!   guard it gets has a full lease, as after any other grant. So a waiter
 //!   killed while queued keeps the lock from the others for at most its
 //!   stay, never its TTL.
 //! - **Fairness.** A thread that releases and locks again at once queues

@@ -579,7 +579,13 @@ impl Locker {
                 // finds it ours and takes it up.
                 if self.shared.takes_handed(&acquisition, fence, sent, claim) {
                     waited(first, "handed over", attempts, start);
-                    return self.take_up(acquisition, sent, fence, claim);
+                    match self.take_up(Arc::clone(&acquisition), sent, fence, claim) {
+                        // The claim ran out before the take-up was
+                        // confirmed (a slow round trip); the guard's drop
+                        // freed it. Wait on, as if it was never handed over.
+                        Err(Error::Lost { .. }) => continue,
+                        taken => return taken,
+                    }
                 }
             }
         }
@@ -610,9 +616,12 @@ impl Locker {
     }
 
     /// Turns a lock handed over to `a` (a claim of `claim`, counted from
-    /// `sent`) into a guard. The watchdog's first renewal, due a third of
-    /// the claim after `sent`, takes it up to the TTL; without a watchdog,
-    /// one renewal here does.
+    /// `sent`) into a guard, and takes it up to the full TTL with one
+    /// renewal before returning it: a guard is never handed to its user
+    /// with only the claim's few seconds left, which would look like a lease
+    /// about to run out. When that renewal fails, the guard is dropped (its
+    /// keys deleted if still ours) and the error returned; the caller waits
+    /// on after [`Error::Lost`] (the claim ran out first).
     fn take_up(
         &self,
         a: Arc<Acquisition>,
@@ -623,9 +632,7 @@ impl Locker {
         let config = &self.shared.config;
         let lease = Lease::claimed(sent, claim, config.ttl, config.drift);
         let guard = self.guard(a, fence, lease)?;
-        if !config.watchdog {
-            guard.extend(config.ttl)?;
-        }
+        guard.extend(config.ttl)?;
         Ok(guard)
     }
 

@@ -1,251 +1,39 @@
 //! `redmutex`: run a command while holding a Redis lock, for cron jobs on
 //! many hosts that must not run twice. See `redmutex --help`.
+//!
+//! Unix only: the command supervises its job through process groups,
+//! POSIX signals and terminal job control.
 
+#[cfg(not(unix))]
+compile_error!(
+    "the redmutex command runs on Unix only (Linux, macOS, the BSDs): it supervises its job \
+     through process groups, POSIX signals and terminal job control. The redmutex library \
+     itself builds everywhere."
+);
+
+/// Writes one line to stderr, never panicking: a closed or broken
+/// stderr must not stop the supervisor before it has stopped the job.
+#[cfg(unix)]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+#[cfg(unix)]
+mod app;
+#[cfg(unix)]
+mod holder;
+#[cfg(unix)]
 mod run;
+#[cfg(unix)]
+mod watch;
 
-use std::process::ExitCode;
-use std::time::Duration;
-
-use clap::{Args, Parser, Subcommand};
-
-/// Exit code when the lock was busy (`-n`, or the wait ran out), as
-/// `EX_TEMPFAIL`.
-pub const BUSY: u8 = 75;
-/// Exit code when the lease was lost (or the max hold reached) and the
-/// child was stopped, as `EX_SOFTWARE`.
-pub const LOST: u8 = 70;
-/// Exit code when Redis could not be reached or answered with an error
-/// before the lock was taken, as `EX_UNAVAILABLE`.
-pub const UNAVAILABLE: u8 = 69;
-/// Exit code of a usage error, as `EX_USAGE`.
-pub const USAGE: u8 = 64;
-
-const EXIT_CODES: &str = "\
-Exit codes:
-  the child's own  when it exits while the lock was held throughout
-  128+N            when the child died of signal N
-  75               the lock was busy (-n, or the wait ran out; see -E)
-  70               the lease was lost (or --max-hold reached) and the child was stopped
-  69               Redis could not be reached, or answered with an error, before the lock was taken
-  64               usage error
-  126, 127         the command could not be run, or was not found";
-
-/// Run a command while holding a Redis lock.
-#[derive(Parser, Debug)]
-#[command(name = "redmutex", version, after_help = EXIT_CODES)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
+#[cfg(unix)]
+fn main() -> std::process::ExitCode {
+    app::main()
 }
 
-#[derive(Subcommand, Debug)]
-enum Command {
-    /// Run COMMAND (directly, no shell) in its own process group while
-    /// holding the lock KEY.
-    #[command(after_help = EXIT_CODES)]
-    Run(RunArgs),
-    /// Print who holds KEY (metadata, time left, fencing token) and exit 0,
-    /// or print `free` and exit 1.
-    Holder(HolderArgs),
-}
-
-#[derive(Args, Debug, Clone)]
-struct Server {
-    /// The Redis server [default: $REDIS_URL, else redis://127.0.0.1:6379/]
-    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379/")]
-    url: String,
-    /// A prefix for the key in Redis [default: none: the key as given]
-    #[arg(long)]
-    prefix: Option<String>,
-}
-
-#[derive(Args, Debug)]
-pub struct RunArgs {
-    #[command(flatten)]
-    server: Server,
-    /// The lease length, renewed while the command runs.
-    #[arg(long, default_value = "30s", value_parser = duration)]
-    pub ttl: Duration,
-    /// Give up at once when the lock is busy.
-    #[arg(short = 'n', long, conflicts_with = "wait")]
-    pub nonblock: bool,
-    /// Give up when the lock is still busy after this long [default: wait
-    /// until it is free].
-    #[arg(short = 'w', long, value_parser = duration)]
-    pub wait: Option<Duration>,
-    /// After a lost lease (or --max-hold), SIGKILL the command's process
-    /// group this long after SIGTERM. At most half the TTL.
-    #[arg(long, default_value = "10s", value_parser = duration)]
-    pub kill_grace: Duration,
-    /// Do not hold the lock (nor run the command) longer than this: the
-    /// lock is not renewed past it, and the command is stopped as on a loss.
-    #[arg(long, value_parser = duration)]
-    pub max_hold: Option<Duration>,
-    /// When the command ends sooner, keep the lock (not renewed, owner
-    /// checked) until this long after it was taken; it then expires by
-    /// itself.
-    #[arg(long, value_parser = duration)]
-    pub min_hold: Option<Duration>,
-    /// The exit code when the lock is busy.
-    #[arg(short = 'E', long, default_value_t = BUSY)]
-    pub conflict_exit_code: u8,
-    /// The library's log events on stderr, one line each.
-    #[arg(short, long)]
-    pub verbose: bool,
-    /// The lock's name.
-    pub key: String,
-    /// The command and its arguments.
-    #[arg(last = true, required = true, num_args = 1..)]
-    pub command: Vec<String>,
-}
-
-#[derive(Args, Debug)]
-struct HolderArgs {
-    #[command(flatten)]
-    server: Server,
-    /// The lock's name.
-    key: String,
-}
-
-/// A duration such as `500ms`, `30s`, `2m` or `1h`.
-fn duration(text: &str) -> Result<Duration, String> {
-    let digits = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(digits);
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 500ms, 30s, 2m or 1h"))?;
-    let ms = match unit {
-        "ms" => Some(n),
-        "s" => n.checked_mul(1000),
-        "m" => n.checked_mul(60_000),
-        "h" => n.checked_mul(3_600_000),
-        _ => None,
-    };
-    ms.map(Duration::from_millis)
-        .ok_or_else(|| format!("{text:?} is not a duration like 500ms, 30s, 2m or 1h"))
-}
-
-/// Prints a usage error and returns its exit code.
-fn usage(message: &str) -> ExitCode {
-    eprintln!("redmutex: {message}");
-    ExitCode::from(USAGE)
-}
-
-fn locker(
-    server: &Server,
-    ttl: Option<Duration>,
-    max_hold: Option<Duration>,
-) -> Result<redmutex::Locker, ExitCode> {
-    let pool = redmutex::pool(&server.url).map_err(|e| usage(&format!("--url: {e}")))?;
-    let mut builder = redmutex::Locker::builder(pool);
-    if let Some(p) = &server.prefix {
-        builder = builder.prefix(p.clone());
-    }
-    if let Some(ttl) = ttl {
-        builder = builder.ttl(ttl);
-    }
-    if let Some(hold) = max_hold {
-        builder = builder.max_hold(hold);
-    }
-    builder.build().map_err(|e| usage(&e.to_string()))
-}
-
-fn holder(args: &HolderArgs) -> ExitCode {
-    let locker = match locker(&args.server, None, None) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    match locker.holder(&args.key) {
-        Ok(Some(info)) => {
-            println!(
-                "held by {:?}, {} ms left, fencing token {}",
-                info.metadata(),
-                info.ttl().as_millis(),
-                info.fencing_token()
-            );
-            ExitCode::SUCCESS
-        }
-        Ok(None) => {
-            println!("free");
-            ExitCode::from(1)
-        }
-        Err(redmutex::Error::InvalidInput(m)) => usage(&m),
-        Err(e) => {
-            eprintln!("redmutex: {e}{}", source(&e));
-            ExitCode::from(UNAVAILABLE)
-        }
-    }
-}
-
-/// `: <cause>` for an error with a source, to say what went wrong.
-pub fn source(e: &dyn std::error::Error) -> String {
-    e.source().map(|s| format!(": {s}")).unwrap_or_default()
-}
-
-/// `-v`: the library's log events on stderr.
-struct Stderr;
-
-impl log::Log for Stderr {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        true
-    }
-    fn log(&self, record: &log::Record<'_>) {
-        eprintln!(
-            "redmutex: {} {}: {}",
-            record.level(),
-            record.target(),
-            record.args()
-        );
-    }
-    fn flush(&self) {}
-}
-
-static STDERR: Stderr = Stderr;
-
-fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() { USAGE } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
-    };
-    match cli.command {
-        Command::Holder(args) => holder(&args),
-        Command::Run(args) => {
-            if args.verbose && log::set_logger(&STDERR).is_ok() {
-                log::set_max_level(log::LevelFilter::Debug);
-            }
-            if args.kill_grace > args.ttl / 2 {
-                return usage(&format!(
-                    "--kill-grace {:?} must be at most half the TTL ({:?}), so that the command \
-                     is stopped before the lease could run out",
-                    args.kill_grace, args.ttl
-                ));
-            }
-            match locker(&args.server, Some(args.ttl), args.max_hold) {
-                Ok(locker) => run::run(&locker, &args),
-                Err(code) => code,
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(duration("1h"), Ok(Duration::from_secs(3600)));
-        for bad in ["", "s", "10", "1.5s", "-1s", "10d", "99999999999999999999h"] {
-            assert!(duration(bad).is_err(), "{bad}");
-        }
-    }
-}
+#[cfg(not(unix))]
+fn main() {}

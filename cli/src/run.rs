@@ -9,21 +9,69 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use libc::{
+    SIGALRM, SIGHUP, SIGINT, SIGIO, SIGKILL, SIGPROF, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2,
+    SIGVTALRM, SIGXCPU, SIGXFSZ,
+};
 use redmutex::{Error, Guard, Locker};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGKILL, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::{source, RunArgs, LOST, UNAVAILABLE, USAGE};
+use crate::app::{source, RunArgs, LOST, UNAVAILABLE, USAGE};
+use crate::watch::Watcher;
+
+/// Every catchable signal whose default action ends a process, other than
+/// the fault signals (ABRT, BUS, FPE, ILL, SEGV, SYS, TRAP: the supervisor
+/// itself failed, which its watcher covers as it covers SIGKILL) and the
+/// real-time ones. While waiting, one calls the wait off; once the command
+/// runs, each is forwarded to its process group. Listed in `--help`.
+#[cfg(target_os = "linux")]
+pub const FORWARDED: &[i32] = &[
+    SIGHUP,
+    SIGINT,
+    SIGQUIT,
+    SIGTERM,
+    SIGUSR1,
+    SIGUSR2,
+    SIGALRM,
+    SIGVTALRM,
+    SIGPROF,
+    SIGXCPU,
+    SIGXFSZ,
+    SIGIO,
+    libc::SIGPWR,
+];
+/// As on Linux, without SIGPWR.
+#[cfg(not(target_os = "linux"))]
+pub const FORWARDED: &[i32] = &[
+    SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU,
+    SIGXFSZ, SIGIO,
+];
 
 /// How often the supervisor looks at the child (a loss wakes it at once).
 const TICK: Duration = Duration::from_millis(50);
 
+/// How long before the lease's local deadline the SIGKILL lands at the
+/// latest: a tenth of the TTL, from 50 ms to 1 s. It covers the kernel's
+/// delivery and the gap between this host's clock and the server's, beyond
+/// the library's own drift allowance.
+pub fn kill_margin(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
+}
+
+/// The kill grace: `--kill-grace`, or a third of the TTL, at most 10 s.
+pub fn kill_grace(args: &RunArgs) -> Duration {
+    args.kill_grace
+        .unwrap_or_else(|| (args.ttl / 3).min(Duration::from_secs(10)))
+}
+
+/// `redmutex run`: takes the lock, starts the watcher, runs the command,
+/// supervises it until its whole group has exited (or stops it), releases.
 pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
-    // From here on TERM, INT and HUP are ours: they call off a wait, and
-    // are forwarded to the command once it runs.
+    // From here on the signals in `FORWARDED` are ours: they call off a
+    // wait, and are forwarded to the command once it runs.
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, signals) = mpsc::channel();
-    let listening = Signals::new([SIGTERM, SIGINT, SIGHUP]).and_then(|mut incoming| {
+    let listening = Signals::new(FORWARDED).and_then(|mut incoming| {
         let stop = Arc::clone(&stop);
         std::thread::Builder::new()
             .name("signals".into())
@@ -37,30 +85,12 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
             })
     });
     if let Err(e) = listening {
-        eprintln!("redmutex: cannot handle signals: {e}");
+        say!("redmutex: cannot handle signals: {e}");
         return ExitCode::from(UNAVAILABLE);
     }
-    let key = &args.key;
-    let taken = if args.nonblock {
-        locker.try_lock(key)
-    } else {
-        locker.lock_or_stop(key, args.wait, &stop).map(Some)
-    };
-    let guard = match taken {
-        Ok(Some(guard)) => guard,
-        Ok(None) | Err(Error::Timeout { .. }) => {
-            eprintln!("redmutex: lock {key:?} is busy");
-            return ExitCode::from(args.conflict_exit_code);
-        }
-        Err(Error::Cancelled { .. }) => return signalled(&signals),
-        Err(Error::InvalidInput(m)) => {
-            eprintln!("redmutex: {m}");
-            return ExitCode::from(USAGE);
-        }
-        Err(e) => {
-            eprintln!("redmutex: {e}{}", source(&e));
-            return ExitCode::from(UNAVAILABLE);
-        }
+    let guard = match take(locker, args, &stop, &signals) {
+        Ok(guard) => guard,
+        Err(code) => return code,
     };
     let taken_at = Instant::now();
     if stop.load(Ordering::SeqCst) {
@@ -68,11 +98,27 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         drop(guard);
         return signalled(&signals);
     }
-    let mut child = match spawn(args, &guard) {
-        Ok(child) => child,
+    // The watcher first: without it, a SIGKILL of this process would leave
+    // the job running past the lease, so no watcher, no job.
+    let mut watcher = match Watcher::start(kill_grace(args), kill_margin(args.ttl)) {
+        Ok(w) => w,
         Err(e) => {
             drop(guard);
-            eprintln!("redmutex: cannot run {:?}: {e}", args.command[0]);
+            say!("redmutex: cannot start the watcher process: {e}");
+            return ExitCode::from(UNAVAILABLE);
+        }
+    };
+    adopt_orphans();
+    let terminal = Terminal::take();
+    let child = match spawn(args, &guard, terminal.as_ref()) {
+        Ok(child) => child,
+        Err(e) => {
+            if let Some(t) = &terminal {
+                t.restore();
+            }
+            watcher.done();
+            drop(guard);
+            say!("redmutex: cannot run {:?}: {e}", args.command[0]);
             let code = if e.kind() == io::ErrorKind::NotFound {
                 127
             } else {
@@ -82,14 +128,166 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         }
     };
     let group = i32::try_from(child.id()).unwrap_or(i32::MAX);
-    match supervise(&mut child, group, &guard, args, taken_at, &signals) {
-        Ok(status) => finish(guard, status, args, taken_at),
+    let mut job = Job {
+        child,
+        group,
+        status: None,
+    };
+    let told = watcher
+        .group(group)
+        .and_then(|()| watcher.deadline(guard.valid_until()));
+    if let Err(e) = told {
+        // The watcher is gone already: no watcher, no job.
+        let kill_at = kill_at(&guard, args);
+        stop_group(&mut job, kill_at, &signals);
+        drop(guard);
+        say!("redmutex: the watcher process has exited ({e}): the command was stopped");
+        return ExitCode::from(UNAVAILABLE);
+    }
+    let outcome = supervise(&mut job, &guard, args, taken_at, &signals, &mut watcher);
+    if let Some(t) = &terminal {
+        t.restore();
+    }
+    match outcome {
+        Ok(status) => {
+            watcher.done();
+            finish(guard, status, args, taken_at)
+        }
         Err(why) => {
-            eprintln!("redmutex: {why}: stopping the command");
-            stop_group(&mut child, group, args.kill_grace, &signals);
+            // The job first; the message after, so that nothing on the way
+            // (a write to a broken stderr) can come before the stop.
+            let kill_at = kill_at(&guard, args);
+            stop_group(&mut job, kill_at, &signals);
+            watcher.done();
+            if let Some(t) = &terminal {
+                t.restore();
+            }
             drop(guard);
+            say!("redmutex: {why}: the command was stopped");
             ExitCode::from(LOST)
         }
+    }
+}
+
+/// The first pause after a connection error while waiting; it doubles
+/// after each error in a row, up to [`MOST_PAUSE`].
+const LEAST_PAUSE: Duration = Duration::from_millis(100);
+/// The longest pause after a connection error while waiting.
+const MOST_PAUSE: Duration = Duration::from_secs(2);
+
+/// Takes the lock: one attempt with `-n`; else waits, until `-w` runs out
+/// or for good. While waiting, connection errors (Redis restarting, a
+/// failover, a cut link) are logged at `warn` and retried within the wait,
+/// after a pause that doubles from 100 ms to 2 s; but a Redis that has
+/// never answered (a wrong or dead URL) ends the run at once. `Err` with
+/// the exit code when the run ends without the lock, the reason said.
+fn take(
+    locker: &Locker,
+    args: &RunArgs,
+    stop: &AtomicBool,
+    signals: &mpsc::Receiver<i32>,
+) -> Result<Guard, ExitCode> {
+    let key = &args.key;
+    let start = Instant::now();
+    // The first attempt says whether Redis answers at all.
+    match locker.try_lock(key) {
+        Ok(Some(guard)) => return Ok(guard),
+        Ok(None) if args.nonblock => {
+            say!("redmutex: lock {key:?} is busy{}", holder_of(locker, key));
+            return Err(ExitCode::from(args.conflict_exit_code));
+        }
+        Ok(None) => {}
+        Err(e) => return Err(failed(&e)),
+    }
+    let deadline = args.wait.and_then(|w| start.checked_add(w));
+    let mut last: Option<Error> = None;
+    let mut pause = LEAST_PAUSE;
+    loop {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|l| l.is_zero()) {
+            return Err(gave_up(locker, args, start, last.as_ref()));
+        }
+        let error = match locker.lock_or_stop(key, left, stop) {
+            Ok(guard) => return Ok(guard),
+            Err(Error::Timeout { .. }) => return Err(gave_up(locker, args, start, last.as_ref())),
+            Err(Error::Cancelled { .. }) => return Err(signalled(signals)),
+            Err(e) if e.is_connection() => e,
+            Err(e) => return Err(failed(&e)),
+        };
+        log::warn!(
+            target: "redmutex::run",
+            "lock {key:?}: waiting goes on after an error, retried in {pause:?}: {error}{}",
+            source(&error)
+        );
+        last = Some(error);
+        let wake = deadline.map_or(pause, |d| {
+            pause.min(d.saturating_duration_since(Instant::now()))
+        });
+        // A signal meanwhile calls the wait off, as during the wait itself.
+        if let Ok(signal) = signals.recv_timeout(wake) {
+            return Err(ExitCode::from(u8::try_from(128 + signal).unwrap_or(255)));
+        }
+        pause = (pause * 2).min(MOST_PAUSE);
+    }
+}
+
+/// The run ends on error `e` before the lock was taken: 64 for a usage
+/// error, else 69.
+fn failed(e: &Error) -> ExitCode {
+    if let Error::InvalidInput(m) = e {
+        say!("redmutex: {m}");
+        return ExitCode::from(USAGE);
+    }
+    say!("redmutex: {e}{}", source(e));
+    ExitCode::from(UNAVAILABLE)
+}
+
+/// The wait ran out without the lock: the conflict code, saying how long it
+/// waited and who holds the lock; 69 when Redis could not be reached at the
+/// end, with the last error.
+fn gave_up(locker: &Locker, args: &RunArgs, start: Instant, last: Option<&Error>) -> ExitCode {
+    let key = &args.key;
+    let waited = start.elapsed();
+    let waited = Duration::from_millis(u64::try_from(waited.as_millis()).unwrap_or(u64::MAX));
+    match locker.holder(key) {
+        Err(e) if e.is_connection() => {
+            let last = last.unwrap_or(&e);
+            say!(
+                "redmutex: gave up on lock {key:?} after waiting {waited:?}: Redis cannot be \
+                 reached: {last}{}",
+                source(last)
+            );
+            ExitCode::from(UNAVAILABLE)
+        }
+        holder => {
+            let held = match holder {
+                Ok(Some(info)) => format!(
+                    "; held by {:?}, {} ms left, fencing token {}",
+                    info.metadata(),
+                    info.ttl().as_millis(),
+                    info.fencing_token()
+                ),
+                _ => String::new(),
+            };
+            let error = last.map_or(String::new(), |e| {
+                format!(" (an error on the way: {e}{})", source(e))
+            });
+            say!("redmutex: lock {key:?} is busy: waited {waited:?}{held}{error}");
+            ExitCode::from(args.conflict_exit_code)
+        }
+    }
+}
+
+/// `; held by ...` for a busy message: who holds `key`, if that can be told.
+fn holder_of(locker: &Locker, key: &str) -> String {
+    match locker.holder(key) {
+        Ok(Some(info)) => format!(
+            ": held by {:?}, {} ms left, fencing token {}",
+            info.metadata(),
+            info.ttl().as_millis(),
+            info.fencing_token()
+        ),
+        _ => String::new(),
     }
 }
 
@@ -101,47 +299,215 @@ fn signalled(signals: &mpsc::Receiver<i32>) -> ExitCode {
 
 /// The command, directly (no shell), in a process group of its own, with
 /// the key and the fencing token (never the owner token) in its
-/// environment.
-fn spawn(args: &RunArgs, guard: &Guard) -> io::Result<Child> {
+/// environment. When this process runs in the foreground of a terminal
+/// that is its stdin, that group becomes the terminal's foreground group,
+/// so the command can read the terminal (and gets its Ctrl-C) as it would
+/// without `redmutex`; it gets the terminal back with [`Terminal::restore`].
+fn spawn(args: &RunArgs, guard: &Guard, terminal: Option<&Terminal>) -> io::Result<Child> {
     let (program, rest) = args
         .command
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command"))?;
-    Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(rest)
         .env("REDMUTEX_KEY", &args.key)
         .env("REDMUTEX_FENCING_TOKEN", guard.fencing_token().to_string())
-        .process_group(0)
-        .spawn()
+        .process_group(0);
+    if terminal.is_some() {
+        // SAFETY: runs in the child between fork and exec, and calls only
+        // async-signal-safe functions (getpid, tcsetpgrp, signal), with no
+        // allocation and no lock.
+        unsafe {
+            command.pre_exec(|| {
+                // SIGTTOU is ignored (inherited from `Terminal::take`), so
+                // a background group may take the terminal; then back to
+                // its default for the command.
+                libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid());
+                libc::signal(libc::SIGTTOU, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+    }
+    let child = command.spawn()?;
+    if terminal.is_some() {
+        let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+        // SAFETY: plain system calls on integers; failures (the child has
+        // already done it, or exited) are harmless.
+        unsafe {
+            libc::setpgid(pid, pid);
+            libc::tcsetpgrp(libc::STDIN_FILENO, pid);
+        }
+    }
+    Ok(child)
 }
 
-/// Waits for the command to end, forwarding signals to its group. `Err`
-/// with the reason when it must be stopped first: the lease is lost, or
-/// could run out before a stop that starts now would end (a kill grace
-/// away), or the max hold is reached.
-fn supervise(
-    child: &mut Child,
+/// This process's terminal, when it runs in its foreground with the
+/// terminal as stdin: the command's group is then put in the foreground.
+pub struct Terminal {
+    /// This process's own group, which gets the terminal back.
     group: i32,
+}
+
+impl Terminal {
+    /// `Some` when stdin is a terminal whose foreground group is ours. Then
+    /// ignores SIGTTOU for good, so that this process, in the background
+    /// while the command runs, can take the terminal back and write its
+    /// messages whatever the terminal's `tostop`.
+    fn take() -> Option<Terminal> {
+        // SAFETY: plain system calls on integers and a signal disposition.
+        unsafe {
+            if libc::isatty(libc::STDIN_FILENO) != 1 {
+                return None;
+            }
+            let group = libc::getpgrp();
+            if libc::tcgetpgrp(libc::STDIN_FILENO) != group {
+                return None;
+            }
+            libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+            Some(Terminal { group })
+        }
+    }
+
+    /// Gives the terminal back to this process's group.
+    fn restore(&self) {
+        // SAFETY: as in `take`; a failure leaves the terminal as it was.
+        unsafe {
+            libc::tcsetpgrp(libc::STDIN_FILENO, self.group);
+        }
+    }
+}
+
+/// The command: its first process (the leader of its process group) and
+/// that group.
+struct Job {
+    child: Child,
+    group: i32,
+    /// How the leader ended, once it has and was reaped.
+    status: Option<ExitStatus>,
+}
+
+impl Job {
+    /// Reaps every process of the group that has exited and is ours to
+    /// reap (the leader, and on Linux the orphans this process adopted as
+    /// a subreaper), keeping the leader's status.
+    fn reap(&mut self, block_for_leader: bool) {
+        let leader = i32::try_from(self.child.id()).unwrap_or(i32::MAX);
+        loop {
+            let mut raw = 0;
+            let blocking = block_for_leader && self.status.is_none();
+            let (pid, flags) = if blocking {
+                (leader, 0)
+            } else {
+                (-self.group, libc::WNOHANG)
+            };
+            // SAFETY: waitpid with a pointer to a local integer.
+            let reaped = unsafe { libc::waitpid(pid, &mut raw, flags) };
+            if reaped == leader {
+                self.status = Some(ExitStatus::from_raw(raw));
+            } else if reaped <= 0 {
+                let err = io::Error::last_os_error().raw_os_error();
+                if reaped < 0 && err == Some(libc::EINTR) {
+                    continue;
+                }
+                if reaped < 0 && err == Some(libc::ECHILD) && self.status.is_none() {
+                    // No child of ours left in the group, the leader
+                    // included (cannot happen: only we reap it): count it
+                    // ended; the group check still holds the lock for the
+                    // rest.
+                    self.status = Some(ExitStatus::from_raw(1 << 8));
+                }
+                return;
+            }
+        }
+    }
+
+    /// Reaps what it can; true once the leader has ended.
+    fn leader_done(&mut self) -> bool {
+        self.reap(false);
+        self.status.is_some()
+    }
+
+    /// Whether every process of the group has exited: the leader reaped,
+    /// and none of the group left (a zombie not yet reaped by its parent
+    /// still counts).
+    fn all_done(&mut self) -> bool {
+        self.leader_done() && group_is_empty(self.group)
+    }
+}
+
+/// On Linux, makes this process the child subreaper of its descendants:
+/// the orphans of the job (its background processes, once their parent
+/// exits) are adopted by it and reaped by [`Job::reap`] the moment they
+/// exit, instead of lingering as zombies in the job's group (and so
+/// holding the lock) until a slow or absent init reaps them, as in a
+/// container whose PID 1 does not. Elsewhere init reaps them.
+fn adopt_orphans() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with integer arguments; failure leaves orphans to init.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// When the SIGKILL of a stop that starts now must land at the
+/// latest. A grace after the SIGTERM, and never later than a kill margin
+/// before the lease's local deadline while the lease still stands (once
+/// it is lost, the grace alone: it cannot be made up for).
+fn kill_at(guard: &Guard, args: &RunArgs) -> Instant {
+    let now = Instant::now();
+    let by_grace = now + kill_grace(args);
+    if guard.is_lost() {
+        return by_grace;
+    }
+    let before = guard
+        .valid_until()
+        .checked_sub(kill_margin(args.ttl))
+        .unwrap_or(now);
+    by_grace.min(before).max(now)
+}
+
+/// Waits for the command to end, forwarding signals to its group, and
+/// returns the leader's status once every process of the group has exited
+/// (with `--kill-stragglers`, once those left behind the leader are
+/// stopped). `Err` with the reason when the group must be stopped first:
+/// the lease is lost, or could run out before a stop that starts now would
+/// end (a kill grace plus the kill margin away), or the max hold is
+/// reached.
+fn supervise(
+    job: &mut Job,
     guard: &Guard,
     args: &RunArgs,
     taken_at: Instant,
     signals: &mpsc::Receiver<i32>,
+    watcher: &mut Watcher,
 ) -> Result<ExitStatus, String> {
     let max_until = args.max_hold.and_then(|m| taken_at.checked_add(m));
+    let margin = kill_margin(args.ttl);
     loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Ok(status),
-            Ok(None) => {}
-            Err(e) => return Err(format!("cannot wait for the command ({e})")),
+        // A watcher gone was said when it went; the job runs on under
+        // this process alone.
+        let _ = watcher.deadline(guard.valid_until());
+        if job.all_done() {
+            if let Some(status) = job.status {
+                return Ok(status);
+            }
+        }
+        if args.kill_stragglers {
+            if let Some(status) = job.status {
+                let kill_at = kill_at(guard, args);
+                stop_group(job, kill_at, signals);
+                return Ok(status);
+            }
         }
         while let Ok(signal) = signals.try_recv() {
-            signal_group(group, signal);
+            signal_group(job.group, signal);
         }
         let now = Instant::now();
         if guard.is_lost() {
             return Err(format!("the lease of lock {:?} is lost", args.key));
         }
-        if guard.valid_until() <= now + args.kill_grace {
+        if guard.valid_until() <= now + kill_grace(args) + margin {
             return Err(format!(
                 "the lease of lock {:?} could not be renewed and ends within the kill grace",
                 args.key
@@ -154,27 +520,28 @@ fn supervise(
     }
 }
 
-/// SIGTERM to the group, then SIGKILL once `grace` has passed with any of
-/// it left; returns when the command has ended.
-fn stop_group(child: &mut Child, group: i32, grace: Duration, signals: &mpsc::Receiver<i32>) {
-    signal_group(group, SIGTERM);
-    let until = Instant::now() + grace;
-    let mut ended = false;
-    while Instant::now() < until {
-        ended = ended || matches!(child.try_wait(), Ok(Some(_)) | Err(_));
-        if ended && group_is_empty(group) {
+/// SIGTERM to the group, then SIGKILL at `kill_at` to whatever is left of
+/// it; returns when the group has exited (or, after the SIGKILL, once the
+/// leader is reaped).
+fn stop_group(job: &mut Job, kill_at: Instant, signals: &mpsc::Receiver<i32>) {
+    signal_group(job.group, SIGTERM);
+    while Instant::now() < kill_at {
+        if job.all_done() {
             return;
         }
         // Signals meanwhile change nothing (the group is being stopped):
         // waiting for one is the pause between two looks.
-        let _ = signals.recv_timeout(Duration::from_millis(20));
+        let pause = kill_at
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(10));
+        let _ = signals.recv_timeout(pause);
     }
-    signal_group(group, SIGKILL);
-    let _ = child.wait();
+    signal_group(job.group, SIGKILL);
+    job.reap(true);
 }
 
 /// Sends `signal` to every process of `group`.
-fn signal_group(group: i32, signal: i32) {
+pub fn signal_group(group: i32, signal: i32) {
     // SAFETY: kill(2) with a negative pid signals that process group; it
     // takes no pointers and its failure (the group is gone) is harmless.
     unsafe {
@@ -184,7 +551,7 @@ fn signal_group(group: i32, signal: i32) {
 
 /// Whether no process is left in `group` (the command reaped, and none of
 /// its children left).
-fn group_is_empty(group: i32) -> bool {
+pub fn group_is_empty(group: i32) -> bool {
     // SAFETY: as in `signal_group`; signal 0 only checks for existence.
     let r = unsafe { libc::kill(-group, 0) };
     r == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
@@ -207,7 +574,7 @@ fn finish(guard: Guard, status: ExitStatus, args: &RunArgs, taken_at: Instant) -
     match released {
         Ok(()) => ExitCode::from(code),
         Err(Error::Lost { .. }) => {
-            eprintln!(
+            say!(
                 "redmutex: the lease of lock {:?} was lost while the command ran",
                 args.key
             );
@@ -216,7 +583,7 @@ fn finish(guard: Guard, status: ExitStatus, args: &RunArgs, taken_at: Instant) -
         Err(e) => {
             // The lock was ours throughout as far as anyone can tell; it
             // expires at its TTL.
-            eprintln!(
+            say!(
                 "redmutex: releasing lock {:?} failed, it expires by itself: {e}{}",
                 args.key,
                 source(&e)

@@ -3,84 +3,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(clippy::disallowed_methods)] // tests spawn threads and sleep briefly to poll
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::*;
 use redis::Commands;
-use redmutex_testkit::{temp_dir, ThrowAwayServer};
-
-struct Setup {
-    server: ThrowAwayServer,
-    dir: PathBuf,
-}
-
-fn setup(name: &str) -> Setup {
-    let server = ThrowAwayServer::start(&[], Duration::from_secs(20)).unwrap_or_else(|e| {
-        panic!("the tests need redis-server (Debian: apt-get install redis-server): {e}")
-    });
-    Setup {
-        server,
-        dir: temp_dir(name).unwrap(),
-    }
-}
-
-impl Setup {
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_redmutex"));
-        c.args(args)
-            .env("REDIS_URL", self.server.url())
-            .env("OUT", self.dir.join("out"))
-            .env("READY", self.dir.join("ready"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c
-    }
-
-    /// Spawns `redmutex` with a child that writes `$READY` (see `RUNS`),
-    /// and returns once the child has started: the lock is held.
-    fn start(&self, args: &[&str]) -> Child {
-        let run = self.cmd(args).spawn().unwrap();
-        wait_for("the child started", || self.file("ready").exists());
-        run
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().unwrap()
-    }
-
-    fn conn(&self) -> redis::Connection {
-        redis::Client::open(self.server.url())
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-}
-
-/// Polls (bounded) until `check` holds.
-fn wait_for(what: &str, check: impl Fn() -> bool) {
-    let end = Instant::now() + Duration::from_secs(20);
-    while !check() {
-        assert!(Instant::now() < end, "not within 20 s: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits for a spawned `redmutex` and returns its output.
-fn finish(child: Child) -> Output {
-    child.wait_with_output().unwrap()
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-/// A child that says it started, then runs until stopped.
-const RUNS: &str = "echo started > \"$READY\"; while true; do sleep 0.05; done";
 
 #[test]
 fn one_run_at_a_time_and_busy_is_75() {
@@ -98,13 +27,6 @@ fn one_run_at_a_time_and_busy_is_75() {
         143,
         "the child's own end passed through: {first:?}"
     );
-}
-
-/// SIGTERM to a process (the command forwards it to its child's group).
-fn nix_term(child: &Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
 }
 
 #[test]
@@ -163,7 +85,7 @@ fn a_deleted_key_stops_the_child_with_term_and_exits_70() {
         "--ttl",
         "1s",
         "--kill-grace",
-        "500ms",
+        "400ms",
         "lostkey",
         "--",
         "sh",

@@ -52,7 +52,9 @@ impl Lease {
     }
 
     /// A lease that a hand-over granted by a request sent at `sent`, for a
-    /// claim of `claim`, renewed to `ttl` from its first renewal on.
+    /// claim of `claim`, renewed to `ttl` from its first renewal on. That
+    /// renewal is the take-up, made before the guard reaches its user (see
+    /// `Locker::take_up`): no user sees the claim's deadline.
     pub(crate) fn claimed(
         sent: Instant,
         claim: Duration,

@@ -1,0 +1,349 @@
+//! The command line: its options, `--help`, and the `holder` command.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::{holder, run, watch};
+use redmutex::{r2d2, redis};
+
+/// Exit code when the lock was busy (`-n`, or the wait ran out), as
+/// `EX_TEMPFAIL`.
+pub const BUSY: u8 = 75;
+/// Exit code when the lease was lost (or the max hold reached) and the
+/// child was stopped, as `EX_SOFTWARE`.
+pub const LOST: u8 = 70;
+/// Exit code when Redis could not be reached or answered with an error
+/// before the lock was taken, as `EX_UNAVAILABLE`.
+pub const UNAVAILABLE: u8 = 69;
+/// Exit code of a usage error, as `EX_USAGE`.
+pub const USAGE: u8 = 64;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  the child's own  when it exits while the lock was held throughout
+  128+N            when the child died of signal N
+  75               the lock was busy (-n, or the wait ran out; see -E)
+  70               the lease was lost (or --max-hold reached) and the child was stopped
+  69               Redis could not be reached, or answered with an error, before the lock was
+                   taken (or was unreachable when a wait ran out)
+  64               usage error
+  126, 127         the command could not be run, or was not found";
+
+/// What `run --help` says about the guarantee, signals, terminals and
+/// platforms, before the exit codes.
+const RUN_LONG_HELP: &str = "\
+The job never runs without the lock, as far as this host can tell:
+  - The lock is held (renewed every TTL/3) until every process of the command's process
+    group has exited, as flock(1) holds it while any process has the descriptor. With
+    --kill-stragglers, the processes left when the first one exits are stopped instead.
+    On Linux redmutex adopts the command's orphans (a child subreaper) and reaps them as
+    they exit, so a zombie never holds the lock.
+  - When the lease is lost, or renewals fail until it would end within the kill grace plus
+    the kill margin (a tenth of the TTL, from 50ms to 1s), the group gets SIGTERM, then
+    SIGKILL at the earlier of the kill grace and the kill margin before the lease's local
+    deadline; messages are written after that, and a broken stderr stops nothing.
+  - These signals sent to redmutex are forwarded to the command's group (while waiting,
+    they call the wait off, exit 128+N): HUP INT QUIT TERM USR1 USR2 ALRM VTALRM PROF XCPU
+    XFSZ IO, and PWR on Linux.
+  - When redmutex itself dies (SIGKILL, a fault signal such as SEGV or ABRT, a real-time
+    signal) or is stopped or stuck, a watcher process started before the command
+    (`redmutex __watch`, in a process group of its own) stops the group the same way: it
+    learns of the death when its pipe from redmutex closes, and sends SIGKILL no later than
+    the kill margin before the last deadline it was told. No watcher, no command.
+Not covered: processes that left the command's process group (setsid, a daemon, a new
+process group: use systemd or cgroups for those); the watcher killed along with redmutex
+(kill -9 of both, the OOM killer choosing both); a process in uninterruptible sleep dies
+only when it wakes; a paused VM, clock drift beyond the library's allowance or a Redis
+failover that loses the key: pass $REDMUTEX_FENCING_TOKEN to what the job writes.
+
+From a terminal (stdin a terminal, redmutex in its foreground) the command's group is made
+the terminal's foreground group: it reads the terminal and gets Ctrl-C and Ctrl-\\ itself,
+and the terminal comes back when it ends. Ctrl-Z stops the command but not redmutex, which
+keeps the lock: resume it with `kill -CONT -- -PGID` (its group).
+
+While waiting (-w, or no -n), once Redis has answered, connection errors are retried within
+the wait (logged with -v); a Redis that never answered ends the run at once with 69.
+
+Unix only (Linux, macOS, the BSDs); tested on Linux.";
+
+/// `run --help`: the guarantee, then the exit codes.
+fn run_long_help() -> String {
+    format!("{RUN_LONG_HELP}\n\n{EXIT_CODES}")
+}
+
+/// Run a command while holding a Redis lock.
+#[derive(Parser, Debug)]
+#[command(name = "redmutex", version, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run COMMAND (directly, no shell) in its own process group while
+    /// holding the lock KEY; --help tells what is guaranteed (Unix only).
+    #[command(after_help = EXIT_CODES, after_long_help = run_long_help())]
+    Run(RunArgs),
+    /// Print who holds KEY (metadata, time left, fencing token) and how many
+    /// wait for it, and exit 0; or print `free` and exit 1.
+    Holder(HolderArgs),
+    /// The watcher process that `run` starts (not for direct use).
+    #[command(name = "__watch", hide = true)]
+    Watch {
+        /// The kill grace, in milliseconds.
+        grace_ms: u64,
+        /// The kill margin, in milliseconds.
+        margin_ms: u64,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+struct Server {
+    /// The Redis server [default: $REDIS_URL, else redis://127.0.0.1:6379/]
+    // The environment's value is never printed: a URL may hold a password.
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        hide_env_values = true,
+        hide_default_value = true,
+        default_value = "redis://127.0.0.1:6379/"
+    )]
+    url: String,
+    /// A prefix for the key in Redis [default: none: the key as given]
+    #[arg(long)]
+    prefix: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    server: Server,
+    /// The lease length, renewed while the command runs.
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub ttl: Duration,
+    /// Give up at once when the lock is busy.
+    #[arg(short = 'n', long, conflicts_with = "wait")]
+    pub nonblock: bool,
+    /// Give up when the lock is still busy after this long [default: wait
+    /// until it is free].
+    #[arg(short = 'w', long, value_parser = duration)]
+    pub wait: Option<Duration>,
+    /// After a lost lease (or --max-hold), SIGKILL the command's process
+    /// group this long after SIGTERM [default: a third of the TTL, at most
+    /// 10s]. With the kill margin (a tenth of the TTL, from 50ms to 1s), at
+    /// most half the TTL.
+    #[arg(long, value_parser = duration)]
+    pub kill_grace: Option<Duration>,
+    /// When the command's first process exits while others of its process
+    /// group run on, stop those (SIGTERM, then SIGKILL after the grace)
+    /// instead of holding the lock until they have exited.
+    #[arg(long)]
+    pub kill_stragglers: bool,
+    /// Do not hold the lock (nor run the command) longer than this: the
+    /// lock is not renewed past it, and the command is stopped as on a loss.
+    #[arg(long, value_parser = duration)]
+    pub max_hold: Option<Duration>,
+    /// When the command ends sooner, keep the lock (not renewed, owner
+    /// checked) until this long after it was taken; it then expires by
+    /// itself.
+    #[arg(long, value_parser = duration)]
+    pub min_hold: Option<Duration>,
+    /// The exit code when the lock is busy.
+    #[arg(short = 'E', long, default_value_t = BUSY)]
+    pub conflict_exit_code: u8,
+    /// The library's log events on stderr, one line each.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// The lock's name.
+    pub key: String,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct HolderArgs {
+    #[command(flatten)]
+    server: Server,
+    /// One JSON object: {"key", "holder" (its metadata), "ms_left",
+    /// "fencing_token", "waiters"}, the first three null when free.
+    #[arg(long)]
+    json: bool,
+    /// The lock's name.
+    key: String,
+}
+
+/// A duration such as `500ms`, `30s`, `2m` or `1h`.
+fn duration(text: &str) -> Result<Duration, String> {
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 500ms, 30s, 2m or 1h"))?;
+    let ms = match unit {
+        "ms" => Some(n),
+        "s" => n.checked_mul(1000),
+        "m" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
+        _ => None,
+    };
+    ms.map(Duration::from_millis)
+        .ok_or_else(|| format!("{text:?} is not a duration like 500ms, 30s, 2m or 1h"))
+}
+
+/// Prints a usage error and returns its exit code.
+fn usage(message: &str) -> ExitCode {
+    say!("redmutex: {message}");
+    ExitCode::from(USAGE)
+}
+
+fn locker(
+    server: &Server,
+    ttl: Option<Duration>,
+    max_hold: Option<Duration>,
+) -> Result<redmutex::Locker, ExitCode> {
+    let pool = redmutex::pool(&server.url).map_err(|e| usage(&format!("--url: {e}")))?;
+    build(pool, server, ttl, max_hold)
+}
+
+fn build(
+    pool: r2d2::Pool<redis::Client>,
+    server: &Server,
+    ttl: Option<Duration>,
+    max_hold: Option<Duration>,
+) -> Result<redmutex::Locker, ExitCode> {
+    let mut builder = redmutex::Locker::builder(pool);
+    if let Some(p) = &server.prefix {
+        builder = builder.prefix(p.clone());
+    }
+    if let Some(ttl) = ttl {
+        builder = builder.ttl(ttl);
+    }
+    if let Some(hold) = max_hold {
+        builder = builder.max_hold(hold);
+    }
+    builder.build().map_err(|e| usage(&e.to_string()))
+}
+
+fn holder(args: &HolderArgs) -> ExitCode {
+    let pool = match redmutex::pool(&args.server.url) {
+        Ok(pool) => pool,
+        Err(e) => return usage(&format!("--url: {e}")),
+    };
+    let locker = match build(pool.clone(), &args.server, None, None) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let info = match locker.holder(&args.key) {
+        Ok(info) => info,
+        Err(redmutex::Error::InvalidInput(m)) => return usage(&m),
+        Err(e) => {
+            say!("redmutex: {e}{}", source(&e));
+            return ExitCode::from(UNAVAILABLE);
+        }
+    };
+    let waiters = match holder::waiters(&pool, args.server.prefix.as_deref(), &args.key) {
+        Ok(n) => n,
+        Err(e) => {
+            say!("redmutex: {e}");
+            return ExitCode::from(UNAVAILABLE);
+        }
+    };
+    let line = if args.json {
+        holder::json(&args.key, info.as_ref(), waiters)
+    } else {
+        holder::text(info.as_ref(), waiters)
+    };
+    let mut out = std::io::stdout().lock();
+    // A closed stdout loses the answer; the exit code still tells it.
+    let _ = std::io::Write::write_all(&mut out, line.as_bytes());
+    if info.is_some() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// `: <cause>` for an error with a source, to say what went wrong.
+pub fn source(e: &dyn std::error::Error) -> String {
+    e.source().map(|s| format!(": {s}")).unwrap_or_default()
+}
+
+/// `-v`: the library's log events on stderr.
+struct Stderr;
+
+impl log::Log for Stderr {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        say!(
+            "redmutex: {} {}: {}",
+            record.level(),
+            record.target(),
+            record.args()
+        );
+    }
+    fn flush(&self) {}
+}
+
+static STDERR: Stderr = Stderr;
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cli.command {
+        Command::Holder(args) => holder(&args),
+        Command::Watch {
+            grace_ms,
+            margin_ms,
+        } => watch::watch(grace_ms, margin_ms),
+        Command::Run(args) => {
+            if args.verbose && log::set_logger(&STDERR).is_ok() {
+                log::set_max_level(log::LevelFilter::Debug);
+            }
+            if let Some(grace) = args.kill_grace {
+                let margin = run::kill_margin(args.ttl);
+                if grace.saturating_add(margin) > args.ttl / 2 {
+                    return usage(&format!(
+                        "--kill-grace {grace:?} plus the kill margin ({margin:?}) must be at most \
+                         half the TTL ({:?}), so that the command is stopped before the lease \
+                         could run out",
+                        args.ttl
+                    ));
+                }
+            }
+            match locker(&args.server, Some(args.ttl), args.max_hold) {
+                Ok(locker) => run::run(&locker, &args),
+                Err(code) => code,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(duration("1h"), Ok(Duration::from_secs(3600)));
+        for bad in ["", "s", "10", "1.5s", "-1s", "10d", "99999999999999999999h"] {
+            assert!(duration(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The watcher: a second process that stops the job when its supervisor
+//! (`redmutex run`) can no longer, even killed by SIGKILL.
+//!
+//! `run` starts it (as `redmutex __watch`, in a process group of its own,
+//! so that neither the terminal nor a signal to the supervisor's group
+//! reaches it) before the command, and talks to it over its stdin, one line
+//! a message:
+//!
+//! - `G <pgid>`: the command's process group;
+//! - `D <ms>`: the lease's local deadline is `<ms>` from now;
+//! - `X`: the group has exited (or was stopped): nothing left to do.
+//!
+//! When its stdin ends without `X` (the supervisor died, whatever killed
+//! it), it sends the group SIGTERM, then SIGKILL at the earlier of the kill
+//! grace and the kill margin before the last deadline it was told. When the
+//! deadline less the margin passes with the supervisor alive (stopped, or
+//! stuck), it sends the group SIGKILL.
+
+use std::io::{self, BufRead, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use crate::run::{group_is_empty, signal_group};
+
+/// How often the watcher looks whether the group is gone, between
+/// messages.
+const TICK: Duration = Duration::from_millis(20);
+
+/// The supervisor's end: the watcher process and the pipe to it.
+pub struct Watcher {
+    child: Child,
+    pipe: Option<ChildStdin>,
+    /// The last deadline sent, to send only changes.
+    sent: Option<Instant>,
+}
+
+impl Watcher {
+    /// Starts the watcher (this program, `__watch`) with the kill grace and
+    /// margin of this run.
+    pub fn start(grace: Duration, margin: Duration) -> io::Result<Watcher> {
+        let exe = std::env::current_exe()?;
+        let mut child = Command::new(exe)
+            .arg("__watch")
+            .arg(millis(grace).to_string())
+            .arg(millis(margin).to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        let pipe = child.stdin.take();
+        Ok(Watcher {
+            child,
+            pipe,
+            sent: None,
+        })
+    }
+
+    /// Tells the watcher the command's process group.
+    pub fn group(&mut self, group: i32) -> io::Result<()> {
+        self.send(&format!("G {group}"))
+    }
+
+    /// Tells the watcher the lease's local deadline, when it changed.
+    pub fn deadline(&mut self, until: Instant) -> io::Result<()> {
+        if self.sent == Some(until) {
+            return Ok(());
+        }
+        self.sent = Some(until);
+        let left = until.saturating_duration_since(Instant::now());
+        self.send(&format!("D {}", millis(left)))
+    }
+
+    /// The group has exited: the watcher ends, and is waited for.
+    pub fn done(mut self) {
+        let _ = self.send("X");
+        drop(self.pipe.take());
+        let _ = self.child.wait();
+    }
+
+    fn send(&mut self, line: &str) -> io::Result<()> {
+        match &mut self.pipe {
+            Some(pipe) => writeln!(pipe, "{line}"),
+            None => Err(io::Error::from(io::ErrorKind::BrokenPipe)),
+        }
+    }
+}
+
+/// A duration in whole milliseconds, rounded down, saturating.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `redmutex __watch <grace ms> <margin ms>`: the watcher's side.
+pub fn watch(grace_ms: u64, margin_ms: u64) -> ExitCode {
+    let (grace, margin) = (
+        Duration::from_millis(grace_ms),
+        Duration::from_millis(margin_ms),
+    );
+    let (tx, rx) = mpsc::channel::<String>();
+    let reading = std::thread::Builder::new()
+        .name("stdin".into())
+        .spawn(move || {
+            for line in io::stdin().lock().lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+    if reading.is_err() {
+        return ExitCode::from(1);
+    }
+    let mut group: Option<i32> = None;
+    // The moment the group must be dead by: the deadline less the margin.
+    let mut kill_by: Option<Instant> = None;
+    let mut killed = false;
+    loop {
+        let now = Instant::now();
+        let wait = kill_by.map_or(TICK, |k| k.saturating_duration_since(now).min(TICK));
+        match rx.recv_timeout(wait) {
+            Ok(line) => {
+                let mut words = line.split_whitespace();
+                match (
+                    words.next(),
+                    words.next().and_then(|w| w.parse::<u64>().ok()),
+                ) {
+                    (Some("G"), Some(g)) => group = i32::try_from(g).ok(),
+                    (Some("D"), Some(ms)) => {
+                        let until = Instant::now() + Duration::from_millis(ms);
+                        kill_by = Some(until.checked_sub(margin).unwrap_or_else(Instant::now));
+                        killed = false;
+                    }
+                    (Some("X"), _) => return ExitCode::SUCCESS,
+                    _ => {}
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if let (Some(g), Some(k)) = (group, kill_by) {
+                    if !killed && Instant::now() >= k {
+                        // The supervisor is alive but has not stopped the
+                        // group in time (stopped, or stuck): it must not
+                        // outlive the lease.
+                        signal_group(g, libc::SIGKILL);
+                        killed = true;
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                // The supervisor is gone without saying the group ended.
+                if let Some(g) = group {
+                    stop(g, grace, kill_by);
+                }
+                return ExitCode::SUCCESS;
+            }
+        }
+    }
+}
+
+/// SIGTERM to `group`, then SIGKILL at the earlier of `grace` from now and
+/// `kill_by`, unless it has exited before.
+fn stop(group: i32, grace: Duration, kill_by: Option<Instant>) {
+    signal_group(group, libc::SIGTERM);
+    // Nothing else to wait for: a channel that never receives makes the
+    // pause between two looks.
+    let (_keep, pause) = mpsc::channel::<()>();
+    let now = Instant::now();
+    let at = kill_by.map_or(now + grace, |k| k.min(now + grace));
+    while Instant::now() < at {
+        if group_is_empty(group) {
+            return;
+        }
+        let _ = pause.recv_timeout(at.saturating_duration_since(Instant::now()).min(TICK));
+    }
+    signal_group(group, libc::SIGKILL);
+}

@@ -1,0 +1,56 @@
+//! A run that waits for the lock is handed it by the holder's release, and
+//! runs its job to the end: a hand-over must not look like a lease about
+//! to run out.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use redis::Commands;
+
+/// `REDMUTEX_CLI_LOOPS` rounds (20 by default) of: a first run holds the
+/// lock; a second run queues behind it; the first job ends (after
+/// `REDMUTEX_CLI_HOLD_MS`, 0 by default) and hands the lock over; the
+/// second job must run to its end, not be stopped. For the measured loop:
+/// `REDMUTEX_CLI_LOOPS=50 REDMUTEX_CLI_HOLD_MS=2000 cargo test -p
+/// redmutex-cli --test handover -- --nocapture`.
+#[test]
+fn a_run_that_waits_is_handed_the_lock_and_runs_its_job() {
+    let s = setup("handover");
+    let loops: u32 = env_or("REDMUTEX_CLI_LOOPS", 20);
+    let hold_ms: u64 = env_or("REDMUTEX_CLI_HOLD_MS", 0);
+    let hold = format!("{}.{:03}", hold_ms / 1000, hold_ms % 1000);
+    let holder_job = format!(
+        "echo started > \"$READY\"; while [ ! -e \"$GO\" ]; do sleep 0.02; done; sleep {hold}"
+    );
+    let waiter_job = "sleep 0.3; echo ran >> \"$OUT\"";
+    let queue = "__redmutex__:queue:hkey";
+    let mut stopped = 0;
+    for round in 0..loops {
+        let _ = std::fs::remove_file(s.file("ready"));
+        let _ = std::fs::remove_file(s.file("go"));
+        let _ = std::fs::remove_file(s.file("out"));
+        let first = s.start_with(
+            &["run", "hkey", "--", "sh", "-c", &holder_job],
+            &[("GO", s.file("go"))],
+        );
+        let second = s
+            .cmd(&["run", "-w", "60s", "hkey", "--", "sh", "-c", waiter_job])
+            .spawn()
+            .unwrap();
+        wait_for("the second run queued", || {
+            s.conn().zcard::<_, u64>(queue).unwrap() == 1
+        });
+        std::fs::write(s.file("go"), "go").unwrap();
+        let first = finish(first);
+        assert_eq!(code(&first), 0, "round {round}: {first:?}");
+        let second = finish(second);
+        let ran = std::fs::read_to_string(s.file("out")).unwrap_or_default();
+        if code(&second) != 0 || ran.trim() != "ran" {
+            stopped += 1;
+            eprintln!("round {round}: the waiting run's job was stopped: {second:?}");
+        }
+    }
+    eprintln!("{loops} rounds with a {hold_ms} ms hold: {stopped} jobs stopped");
+    assert_eq!(stopped, 0, "of {loops} rounds");
+}

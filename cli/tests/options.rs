@@ -1,0 +1,104 @@
+//! The command's options: defaults that follow the TTL, and a `--help`
+//! that tells no secret.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+
+/// A short `--ttl` alone works: the kill grace follows it. Only a
+/// `--kill-grace` given explicitly that cannot work is a usage error.
+#[test]
+fn a_short_ttl_alone_works_and_only_an_explicit_grace_is_refused() {
+    let s = setup("ttl");
+    for ttl in ["3s", "10s", "1s"] {
+        let out = s.run(&["run", "--ttl", ttl, "tkey", "--", "true"]);
+        assert_eq!(code(&out), 0, "--ttl {ttl}: {out:?}");
+    }
+    // Renewed past its TTL, and not stopped on the way.
+    let out = s.run(&["run", "--ttl", "1s", "tkey", "--", "sleep", "1.5"]);
+    assert_eq!(code(&out), 0, "{out:?}");
+    let out = s.run(&[
+        "run",
+        "--ttl",
+        "3s",
+        "--kill-grace",
+        "2s",
+        "tkey",
+        "--",
+        "true",
+    ]);
+    assert_eq!(code(&out), 64, "{out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("--kill-grace"), "{err}");
+}
+
+/// `--help` with a password in `REDIS_URL` does not print it; it shows
+/// each default once, and its usage line does not make `--url` look
+/// required.
+#[test]
+fn help_hides_the_url_from_the_environment() {
+    let secret = "redis://:s3cret@127.0.0.1:1/";
+    for args in [
+        &["run", "--help"][..],
+        &["holder", "--help"],
+        &["help", "run"],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_redmutex"))
+            .args(args)
+            .env("REDIS_URL", secret)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{out:?}");
+        let help = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            !help.contains("s3cret"),
+            "{args:?} shows the password:\n{help}"
+        );
+        assert_eq!(
+            help.matches("127.0.0.1:6379").count(),
+            1,
+            "{args:?}: the default URL shown once:\n{help}"
+        );
+        if args[0] != "holder" {
+            for said in ["Unix only", "HUP INT QUIT TERM USR1", "Not covered"] {
+                assert!(help.contains(said), "{args:?} does not say {said:?}");
+            }
+        }
+        let usage = help.lines().find(|l| l.starts_with("Usage:")).unwrap();
+        assert!(!usage.contains("--url"), "{usage}");
+    }
+}
+
+/// `holder --json`: one JSON object with the holder, the ms left, the
+/// fencing token and the number of waiters; `null`s when free.
+#[test]
+fn holder_json_tells_holder_time_left_token_and_waiters() {
+    let s = setup("holder-json");
+    let out = s.run(&["holder", "--json", "jkey"]);
+    assert_eq!(code(&out), 1, "free: {out:?}");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        r#"{"key":"jkey","holder":null,"ms_left":null,"fencing_token":null,"waiters":0}"#
+    );
+    let first = s.start(&["run", "jkey", "--", "sh", "-c", RUNS]);
+    let waiter = s.cmd(&["run", "jkey", "--", "true"]).spawn().unwrap();
+    wait_for("the waiter queued", || {
+        let out = s.run(&["holder", "--json", "jkey"]);
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains(r#""waiters":1}"#)
+    });
+    let out = s.run(&["holder", "--json", "jkey"]);
+    assert_eq!(code(&out), 0, "{out:?}");
+    let json = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        json.starts_with(r#"{"key":"jkey","holder":""#)
+            && json.contains(&format!(":{}\",\"ms_left\":", first.id()))
+            && json.contains(r#","fencing_token":"#),
+        "{json}"
+    );
+    nix_term(&first);
+    let _ = finish(first);
+    let _ = finish(waiter);
+}

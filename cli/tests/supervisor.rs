@@ -1,0 +1,245 @@
+//! The job never runs without the lock, whatever happens to the supervisor
+//! (`redmutex run` itself): a broken stderr, a signal, renewals that stop
+//! coming, a job that leaves processes behind, its own death by SIGKILL.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+use redmutex_testkit::proxy::{Mode, Proxy};
+
+/// A loss with stderr a closed pipe (`redmutex run ... 2>&1 | head -c0`):
+/// the job is stopped all the same, and the command exits 70.
+#[test]
+fn a_broken_stderr_does_not_keep_the_job_running() {
+    let s = setup("stderr");
+    // The job's own stderr elsewhere: its shell would die of the broken
+    // pipe (reporting its `sleep` terminated) before its trap ran.
+    let job = "exec 2>/dev/null; trap 'echo term > \"$OUT\"; exit 0' TERM; ".to_owned() + RUNS;
+    let mut cmd = s.cmd(&["run", "--ttl", "2s", "skey", "--", "sh", "-c", &job]);
+    let mut run = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(run.stderr.take()); // the reading end closed: every write fails
+    wait_for("the child started", || s.file("ready").exists());
+    redis::cmd("DEL").arg("skey").exec(&mut s.conn()).unwrap();
+    let status = finish_within(run);
+    assert_eq!(status.code(), Some(70), "{status:?}");
+    wait_for("the job stopped", || !alive(job_pid(&s)));
+    assert_eq!(
+        std::fs::read_to_string(s.file("out"))
+            .unwrap_or_default()
+            .trim(),
+        "term",
+        "the job was stopped"
+    );
+}
+
+/// Every catchable signal that would end the supervisor reaches the job
+/// (here: the job traps it and ends by itself), so that no signal leaves
+/// the job running with nobody renewing the lease.
+#[test]
+fn every_terminating_signal_is_passed_to_the_job() {
+    let s = setup("signals");
+    for signal in ["QUIT", "USR1", "USR2", "ALRM", "VTALRM", "XCPU"] {
+        let _ = std::fs::remove_file(s.file("ready"));
+        let _ = std::fs::remove_file(s.file("out"));
+        let job = format!("trap 'echo {signal} > \"$OUT\"; exit 0' {signal}; {RUNS}");
+        let run = s
+            .cmd(&["run", "sigkey", "--", "sh", "-c", &job])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for("the child started", || s.file("ready").exists());
+        let sent = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &run.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = finish_within(run);
+        assert_eq!(status.code(), Some(0), "SIG{signal}: {status:?}");
+        assert_eq!(
+            std::fs::read_to_string(s.file("out")).unwrap().trim(),
+            signal
+        );
+    }
+}
+
+/// Renewals stop coming (the link to Redis blackholed) and the job ignores
+/// SIGTERM: its SIGKILL must land before the key can expire on the server,
+/// so that nobody else can be granted the lock while it runs. Checked from
+/// the server's side: once the key is seen gone, the job must already be.
+#[test]
+fn the_kill_lands_before_the_key_can_expire() {
+    let s = setup("deadline");
+    let job = "trap '' TERM; ".to_owned() + RUNS;
+    for round in 0..env_or("REDMUTEX_CLI_LOOPS", 5) {
+        let _ = std::fs::remove_file(s.file("ready"));
+        let proxy = Proxy::start(s.server.port());
+        let run = s
+            .cmd(&[
+                "run",
+                "--url",
+                &proxy.url(),
+                "--ttl",
+                "1s",
+                "--kill-grace",
+                "400ms",
+                "dkey",
+                "--",
+                "sh",
+                "-c",
+                &job,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for("the child started", || s.file("ready").exists());
+        let pid = job_pid(&s);
+        proxy.set(Mode::Blackhole);
+        let mut conn = s.conn();
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            // The key first, then the job: a job alive after the key was
+            // seen gone ran without the lock.
+            let pttl: i64 = redis::cmd("PTTL").arg("dkey").query(&mut conn).unwrap();
+            let running = alive(pid);
+            if pttl == -2 {
+                assert!(!running, "round {round}: the job outlived the key");
+                break;
+            }
+            assert!(Instant::now() < end, "round {round}: the key never expired");
+        }
+        proxy.set(Mode::Pass);
+        let status = finish_within(run);
+        assert_eq!(status.code(), Some(70), "round {round}: {status:?}");
+    }
+}
+
+/// The job's leader exits while a background process of its group runs on:
+/// the lock is held until that one has exited too (as flock(1) holds it
+/// while any process has the descriptor); with `--kill-stragglers`, it is
+/// stopped instead.
+#[test]
+fn the_lock_is_held_until_the_whole_group_has_exited() {
+    let s = setup("stragglers");
+    let job = "(sleep 1; echo done > \"$OUT\") >/dev/null 2>&1 & exit 3";
+    let out = s.run(&["run", "gkey", "--", "sh", "-c", job]);
+    assert_eq!(code(&out), 3, "the leader's exit code: {out:?}");
+    assert_eq!(
+        std::fs::read_to_string(s.file("out"))
+            .unwrap_or_default()
+            .trim(),
+        "done",
+        "the lock was released while the background process ran"
+    );
+    let _ = std::fs::remove_file(s.file("out"));
+    // The leader waits until the straggler has set its trap: a TERM
+    // before that would end it without a word.
+    let straggler = "(trap 'echo term > \"$OUT\"; exit 0' TERM; echo ready > \"$READY\"; \
+                     while true; do sleep 0.05; done) >/dev/null 2>&1 & \
+                     while [ ! -e \"$READY\" ]; do sleep 0.02; done; exit 0";
+    let out = s.run(&[
+        "run",
+        "--kill-stragglers",
+        "gkey",
+        "--",
+        "sh",
+        "-c",
+        straggler,
+    ]);
+    assert_eq!(code(&out), 0, "{out:?}");
+    wait_for("the straggler stopped", || s.file("out").exists());
+    assert_eq!(
+        std::fs::read_to_string(s.file("out")).unwrap().trim(),
+        "term"
+    );
+}
+
+/// The supervisor killed with SIGKILL (nothing it can catch): the job, which
+/// ignores SIGTERM and has a background process in its group, must be gone
+/// before the key expires on the server.
+#[test]
+fn a_supervisor_killed_with_sigkill_leaves_no_job_past_the_lease() {
+    let s = setup("sigkill");
+    let job = "trap '' TERM; sleep 1000 & echo $! > \"$OUT\"; ".to_owned() + RUNS;
+    let run = s
+        .cmd(&["run", "--ttl", "3s", "kkey", "--", "sh", "-c", &job])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the child started", || s.file("ready").exists());
+    let leader = job_pid(&s);
+    let background: u32 = std::fs::read_to_string(s.file("out"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let sent = std::process::Command::new("kill")
+        .args(["-KILL", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    assert_eq!(finish_within(run).code(), None, "killed");
+    let mut conn = s.conn();
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let pttl: i64 = redis::cmd("PTTL").arg("kkey").query(&mut conn).unwrap();
+        let running = [leader, background].map(alive);
+        if pttl == -2 {
+            assert_eq!(running, [false, false], "the job outlived the key");
+            break;
+        }
+        assert!(Instant::now() < end, "the key never expired");
+    }
+}
+
+/// The supervisor stopped with SIGSTOP (alive, renewing nothing): the
+/// watcher kills the job before the key can expire on the server.
+#[test]
+fn a_supervisor_stopped_with_sigstop_leaves_no_job_past_the_lease() {
+    let s = setup("sigstop");
+    let job = "trap '' TERM; sleep 1000 & echo $! > \"$OUT\"; ".to_owned() + RUNS;
+    let run = s
+        .cmd(&["run", "--ttl", "3s", "kkey", "--", "sh", "-c", &job])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the child started", || s.file("ready").exists());
+    let leader = job_pid(&s);
+    let background: u32 = std::fs::read_to_string(s.file("out"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let sent = std::process::Command::new("kill")
+        .args(["-STOP", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let mut conn = s.conn();
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let pttl: i64 = redis::cmd("PTTL").arg("kkey").query(&mut conn).unwrap();
+        let running = [leader, background].map(alive);
+        if pttl == -2 {
+            assert_eq!(running, [false, false], "the job outlived the key");
+            break;
+        }
+        assert!(Instant::now() < end, "the key never expired");
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &run.id().to_string()])
+        .status();
+    let status = finish_within(run);
+    assert_eq!(status.code(), Some(70), "{status:?}");
+}

@@ -1,0 +1,78 @@
+//! A job run from an interactive terminal keeps the terminal: it can read
+//! it (it is in the terminal's foreground process group), and it is still
+//! stopped as a whole on a loss. Run through `script`, which gives the
+//! command a pseudo-terminal.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+
+use common::*;
+
+/// Kills `script` (and so its terminal's session) when a test fails.
+struct Script(Child);
+
+impl Drop for Script {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `redmutex <args>` under `script`, in a pseudo-terminal.
+fn in_terminal(s: &Setup, args: &str) -> Script {
+    let inner = format!("{} {args}", env!("CARGO_BIN_EXE_redmutex"));
+    let child = Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .env("REDIS_URL", s.server.url())
+        .env("OUT", s.file("out"))
+        .env("READY", s.file("ready"))
+        .env("PID", s.file("pid"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the test needs script(1) from util-linux");
+    Script(child)
+}
+
+#[test]
+fn a_job_that_reads_the_terminal_keeps_working() {
+    let s = setup("terminal");
+    let job = "echo $$ > \"$PID\"; read line; echo \"got $line\" > \"$OUT\"";
+    let mut script = in_terminal(&s, &format!("run ttykey -- sh -c '{job}'"));
+    let mut input = script.0.stdin.take().unwrap();
+    input.write_all(b"hello\n").unwrap();
+    input.flush().unwrap();
+    wait_for("the job read the terminal", || {
+        std::fs::read_to_string(s.file("out")).is_ok_and(|o| o.trim() == "got hello")
+    });
+    drop(input);
+    let status = finish_within(std::mem::replace(
+        &mut script.0,
+        Command::new("true").spawn().unwrap(),
+    ));
+    assert!(status.success(), "{status:?}");
+}
+
+/// In the terminal's foreground, the job is still stopped as a whole on a
+/// loss, and the command exits 70.
+#[test]
+fn a_job_in_the_terminal_is_still_stopped_on_a_loss() {
+    let s = setup("terminal-loss");
+    let job = "echo $$ > \"$PID\"; sleep 1000 & echo started > \"$READY\"; read line";
+    let mut script = in_terminal(
+        &s,
+        &format!("run --ttl 2s lostty -- sh -c '{job}'; echo $? > \"$OUT\""),
+    );
+    let input = script.0.stdin.take().unwrap();
+    wait_for("the job started", || s.file("ready").exists());
+    let leader = job_pid(&s);
+    redis::cmd("DEL").arg("lostty").exec(&mut s.conn()).unwrap();
+    wait_for("redmutex exited", || s.file("out").exists());
+    assert_eq!(std::fs::read_to_string(s.file("out")).unwrap().trim(), "70");
+    assert!(!alive(leader));
+    drop(input);
+}
