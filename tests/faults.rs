@@ -423,3 +423,38 @@ fn a_half_open_connection_is_retired_after_a_timeout() {
     assert!(matches!(other, Some(Some(_))), "{other:?}");
     guard.unlock().unwrap();
 }
+
+/// Two lockers built on one pool with different I/O timeouts: each call is
+/// bounded by its own locker's, whoever used a connection before. (The mark
+/// that timeouts were set used to be per connection: locker B waited out
+/// locker A's 3 s on a frozen server.)
+#[test]
+fn lockers_sharing_a_pool_keep_their_own_io_timeout() {
+    let server = Server::start();
+    // One connection: B gets the very connection A used.
+    let pool = server.bare_pool(1);
+    let slow = Locker::builder(pool.clone())
+        .io_timeout(Duration::from_secs(3))
+        .checkout_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let quick = Locker::builder(pool)
+        .io_timeout(Duration::from_millis(200))
+        .checkout_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    slow.try_lock(&key("warm"))
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    server.pause();
+    let (r, took) = timed(|| quick.try_lock(&key("frozen")));
+    server.resume();
+    assert!(r.as_ref().is_err_and(Error::is_connection), "{r:?}");
+    // 400 ms by its own bound, 3 s by the other locker's.
+    assert!(
+        took < Duration::from_millis(1500),
+        "try_lock took {took:?} on a frozen server"
+    );
+}
