@@ -209,9 +209,10 @@ impl<M: ManageConnection> Lent for PooledConnection<M> {
     }
 }
 
-/// Marks, in a pooled connection's extensions, that the locker has already
-/// given it socket timeouts.
-struct TimeoutsSet;
+/// Remembers, in a pooled connection's extensions, the socket timeouts a
+/// locker last gave it. Lockers that share a pool may have different I/O
+/// timeouts, so the value is kept, not only the fact.
+struct TimeoutsSet(Duration);
 
 /// A user's pool, and the connection a locker keeps aside for renewals.
 pub(crate) struct Pooled<M: ManageConnection> {
@@ -452,6 +453,8 @@ where
         if as_plain(&mut conn).is_none() {
             return Ok(None);
         }
+        // The listener changes its timeouts: whoever uses it next sets them.
+        PooledConnection::extensions_mut(&mut conn).remove::<TimeoutsSet>();
         Ok(Some(Box::new(conn)))
     }
 
@@ -468,20 +471,23 @@ where
 }
 
 /// Gives a redis-rs connection (plain or cluster) the locker's socket
-/// timeouts the first time the locker uses it, so a pool built without
-/// [`SocketTimeouts`] is bounded from then on. One `setsockopt` pair per
-/// connection, not per operation: the pooled connection's extensions
-/// remember it was done.
+/// timeouts, so a pool built without [`SocketTimeouts`] is bounded, and
+/// each locker sharing a pool keeps its own bound whoever used the
+/// connection before. One `setsockopt` pair only when the connection's
+/// timeouts differ from `io`: the pooled connection's extensions remember
+/// the value last set.
 fn bound_io<M>(conn: &mut PooledConnection<M>, io: Duration) -> Result<(), Error>
 where
     M: ManageConnection,
 {
     if PooledConnection::extensions(conn)
         .get::<TimeoutsSet>()
-        .is_some()
+        .is_some_and(|set| set.0 == io)
     {
         return Ok(());
     }
+    // Unknown until both are set: a failure leaves them half changed.
+    PooledConnection::extensions_mut(conn).remove::<TimeoutsSet>();
     let any: &mut dyn Any = &mut **conn;
     if let Some(plain) = any.downcast_mut::<redis::Connection>() {
         plain.set_read_timeout(Some(io))?;
@@ -490,7 +496,7 @@ where
         cluster.set_read_timeout(Some(io))?;
         cluster.set_write_timeout(Some(io))?;
     }
-    PooledConnection::extensions_mut(conn).insert(TimeoutsSet);
+    PooledConnection::extensions_mut(conn).insert(TimeoutsSet(io));
     Ok(())
 }
 
