@@ -4,7 +4,7 @@
 use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -164,8 +164,12 @@ pub(crate) trait Connector: Send + Sync + 'static {
         undo: Option<redis::Cmd>,
     ) -> Result<redis::Value, Error>;
 
-    /// Runs a renewal: on the connection kept aside for renewals when it is
-    /// free (see [`Connector::reserve`]), else as [`Connector::run`] does. An
+    /// Runs a renewal on the connection kept aside for renewals (see
+    /// [`Connector::reserve`]). The renewals of all the locker's guards
+    /// share it: one that finds it busy queues for it, at most `checkout`
+    /// in all (each renewal holds it for one round trip), and only past that
+    /// goes to the pool as [`Connector::run`] does, with what is left of
+    /// `checkout`; so it still returns within `checkout + io`. An
     /// application that holds every other pooled connection cannot starve
     /// a lease this way. When the spare is found closed, a fresh connection
     /// takes its place at once and the renewal is sent again on it; when a
@@ -384,10 +388,13 @@ where
         io: Duration,
         op: Op<'_>,
     ) -> Result<redis::Value, Error> {
-        // Another renewal has the spare: this one goes through the pool.
-        let Some(mut slot) = self.spare.try_lock() else {
-            return self.run(checkout, io, op, None);
+        // Other renewals have the spare: wait for it, within the checkout
+        // timeout, else try the pool for an idle connection.
+        let start = Instant::now();
+        let Some(mut slot) = self.spare.try_lock_for(checkout) else {
+            return self.run(Duration::ZERO, io, op, None);
         };
+        let checkout = checkout.saturating_sub(start.elapsed());
         let mut first = None;
         if let Some(mut conn) = slot.take() {
             let (result, after) = run_on_conn(&mut conn, io, op);
