@@ -7,6 +7,14 @@
 //! that mix every fault, and prints the figures that `RELIABILITY.md` lists.
 //! `REDMUTEX_CHAOS_REPORT=<file>` also writes them to a file.
 //!
+//! Under each violation, the output and the report print the faults
+//! injected within three TTLs of it and the records of the sections it
+//! names (and of their neighbours), every time against the violation's
+//! moment; a real locker's run with violations also keeps its history
+//! (every worker's records, `events.txt`, `violations.txt`) under
+//! `REDMUTEX_CHAOS_KEEP`, else `<REDMUTEX_CHAOS_REPORT>.history`, else the
+//! temporary directory, and says where.
+//!
 //! This binary is its own worker: with `REDMUTEX_CHAOS_WORKER` set it runs
 //! one worker process (see `worker.rs`) instead.
 #![allow(
