@@ -485,3 +485,29 @@ fn ten_leases_survive_an_application_holding_every_pooled_connection() {
         g.unlock().unwrap();
     }
 }
+
+/// The figure the crate docs give: 3,000 guards of one locker share the
+/// connection set aside for renewals while the application holds every
+/// other one. A measurement, run by hand:
+/// `cargo test --all-features --test faults -- --ignored --nocapture thousands`.
+#[test]
+#[ignore = "a measurement: thousands of guards, run by hand"]
+fn thousands_of_leases_share_the_renewal_connection() {
+    let server = Server::start();
+    let (pool, locker, ttl) = starvable(&server);
+    let n = 3000;
+    let (guards, took) = timed(|| {
+        (0..n)
+            .map(|i| locker.lock(&key(&format!("many-{i}"))).unwrap())
+            .collect::<Vec<_>>()
+    });
+    let taken: Vec<_> = std::iter::from_fn(|| pool.try_get()).collect();
+    let end = Instant::now() + ttl * 2;
+    let lost = guards
+        .iter()
+        .filter(|g| g.wait_lost(end.saturating_duration_since(Instant::now())))
+        .count();
+    drop(taken);
+    println!("{n} guards granted in {took:?}; leases lost over two TTLs: {lost}");
+    assert_eq!(lost, 0);
+}
