@@ -168,14 +168,16 @@ pub(crate) trait Connector: Send + Sync + 'static {
     /// [`Connector::reserve`]). The renewals of all the locker's guards
     /// share it: one that finds it busy queues for it, at most `checkout`
     /// in all (each renewal holds it for one round trip), and only past that
-    /// goes to the pool as [`Connector::run`] does, with what is left of
-    /// `checkout`; so it still returns within `checkout + io`. An
+    /// goes to the pool as [`Connector::run`] does, for an idle connection
+    /// only; so it still returns within `checkout + io`. An
     /// application that holds every other pooled connection cannot starve
     /// a lease this way. When the spare is found closed, a fresh connection
     /// takes its place at once and the renewal is sent again on it; when a
     /// renewal on it times out, it leaves the slot to settle, and comes back
     /// to it once it answers again. With no spare, the connection checked
-    /// out for the renewal becomes the spare.
+    /// out for the renewal (within what is left of `checkout`) becomes the
+    /// spare. A pool of fewer than [`MIN_POOL_FOR_SPARE`] connections keeps
+    /// none: its renewals run as [`Connector::run`] runs them.
     fn run_renewal(
         &self,
         checkout: Duration,
@@ -388,6 +390,9 @@ where
         io: Duration,
         op: Op<'_>,
     ) -> Result<redis::Value, Error> {
+        if self.pool.max_size() < MIN_POOL_FOR_SPARE {
+            return self.run(checkout, io, op, None);
+        }
         // Other renewals have the spare: wait for it, within the checkout
         // timeout, else try the pool for an idle connection.
         let start = Instant::now();
@@ -415,10 +420,6 @@ where
                 // takes it.
                 After::Closed => first = Some(result),
             }
-        }
-        if self.pool.max_size() < MIN_POOL_FOR_SPARE {
-            drop(slot);
-            return first.unwrap_or_else(|| self.run(checkout, io, op, None));
         }
         let mut conn = match self.pool.get_timeout(checkout) {
             Ok(conn) => conn,
