@@ -45,7 +45,7 @@ use crate::Error;
 /// counts only while it is in that set: when the set is lost (evicted under
 /// memory pressure, say) while the hold's own key stays, writers no longer
 /// see the hold, and its next renewal, or its release
-/// ([`Guard::unlock`] returns [`Error::Lost`](crate::Error::Lost)), says
+/// ([`Guard::unlock`] returns [`Error::Lost`]), says
 /// it was lost.
 ///
 /// ```no_run
