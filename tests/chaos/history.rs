@@ -600,6 +600,7 @@ pub mod rule {
     pub const LOST_UPDATE: &str = "lost-update";
     pub const LEFTOVERS: &str = "leftovers";
     pub const CLEAN_END: &str = "clean-end";
+    pub const STARVED: &str = "starved-lease";
 }
 
 /// What the checker found in one run.
@@ -689,10 +690,13 @@ pub fn check(
         .filter_map(|e| e.worker.map(|w| (w, e.start)))
         .collect();
     let mut by_key: BTreeMap<&str, Vec<&Section>> = BTreeMap::new();
+    let mut rounds = Vec::new();
     for log in logs {
         for s in &log.sections {
             by_key.entry(lock_of(&s.key)).or_default().push(s);
-            if s.starved.is_some() {
+            // A round holds several keys: counted once.
+            if s.starved.is_some() && !rounds.contains(&(s.worker, s.starved)) {
+                rounds.push((s.worker, s.starved));
                 v.starved_landed += 1;
             }
         }
@@ -1087,6 +1091,40 @@ pub fn check(
                     &[s],
                 ),
             }
+        }
+    }
+
+    // A lease held while its application holds every pooled connection is
+    // kept: the renewals of all its guards share the connection set aside
+    // for them. One told lost during a starving round (or within a TTL
+    // after it) with no other fault around is a violation.
+    for s in by_key.values().flatten() {
+        let (Some(began), Some(t)) = (s.starving, s.told()) else {
+            continue;
+        };
+        let ended = s.starved.unwrap_or(u64::MAX);
+        if t < began || t > ended.saturating_add(limits.ttl) {
+            continue;
+        }
+        let other = events.iter().any(|e| {
+            !(e.kind == Kind::StarvePool && e.worker == Some(s.worker))
+                && e.start <= t
+                && e.end + limits.ttl >= s.enter
+        });
+        if !other {
+            v.violate_at(
+                rule::STARVED,
+                format!(
+                    "{} token {} (worker {}): lost its lease {:.1} ms into a starving round, with no other fault",
+                    s.key,
+                    s.token,
+                    s.worker,
+                    ms(t - began)
+                ),
+                t,
+                &s.key,
+                &[s],
+            );
         }
     }
 

@@ -98,7 +98,7 @@ const TAMPERS: [Kind; 4] = [Kind::Del, Kind::ForeignSet, Kind::Del, Kind::Pexpir
 
 /// Each negative control: the flaw, the faults that bring it out, and the
 /// rule that must catch it.
-const CONTROLS: [(Flaw, &[Kind], &str); 6] = [
+const CONTROLS: [(Flaw, &[Kind], &str); 7] = [
     (Flaw::ReusesToken, &[], rule::FENCING),
     (Flaw::ResetsCounter, &[], rule::FENCING),
     (
@@ -109,6 +109,11 @@ const CONTROLS: [(Flaw, &[Kind], &str); 6] = [
     (Flaw::IgnoresNotOurs, &TAMPERS, rule::LOSS_REPORT),
     (Flaw::NeverReleases, &[], rule::HANDOVER),
     (Flaw::NeverReportsLoss, &TAMPERS, rule::LOSS_REPORT),
+    (
+        Flaw::RenewsThroughThePool,
+        &[Kind::StarvePool, Kind::StarvePool],
+        rule::STARVED,
+    ),
 ];
 
 fn main() {
