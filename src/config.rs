@@ -310,8 +310,9 @@ impl Builder {
     }
 
     /// Read and write timeout the locker puts on each plain redis-rs
-    /// connection the first time it uses it, so that even a pool built with
-    /// r2d2's defaults cannot hang a lock call on a stalled server.
+    /// connection it takes whose timeouts differ, so that even a pool built
+    /// with r2d2's defaults cannot hang a lock call on a stalled server, and
+    /// lockers that share one pool each keep their own timeout.
     ///
     /// Defaults to [`DEFAULT_IO_TIMEOUT`] (2 s).
     ///

@@ -4,7 +4,7 @@
 use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -165,14 +165,20 @@ pub(crate) trait Connector: Send + Sync + 'static {
         undo: Option<redis::Cmd>,
     ) -> Result<redis::Value, Error>;
 
-    /// Runs a renewal: on the connection kept aside for renewals when it is
-    /// free (see [`Connector::reserve`]), else as [`Connector::run`] does. An
+    /// Runs a renewal on the connection kept aside for renewals (see
+    /// [`Connector::reserve`]). The renewals of all the locker's guards
+    /// share it: one that finds it busy queues for it, at most `checkout`
+    /// in all (each renewal holds it for one round trip), and only past that
+    /// goes to the pool as [`Connector::run`] does, for an idle connection
+    /// only; so it still returns within `checkout + io`. An
     /// application that holds every other pooled connection cannot starve
     /// a lease this way. When the spare is found closed, a fresh connection
     /// takes its place at once and the renewal is sent again on it; when a
     /// renewal on it times out, it leaves the slot to settle, and comes back
     /// to it once it answers again. With no spare, the connection checked
-    /// out for the renewal becomes the spare.
+    /// out for the renewal (within what is left of `checkout`) becomes the
+    /// spare. A pool of fewer than [`MIN_POOL_FOR_SPARE`] connections keeps
+    /// none: its renewals run as [`Connector::run`] runs them.
     fn run_renewal(
         &self,
         checkout: Duration,
@@ -210,9 +216,10 @@ impl<M: ManageConnection> Lent for PooledConnection<M> {
     }
 }
 
-/// Marks, in a pooled connection's extensions, that the locker has already
-/// given it socket timeouts.
-struct TimeoutsSet;
+/// Remembers, in a pooled connection's extensions, the socket timeouts a
+/// locker last gave it. Lockers that share a pool may have different I/O
+/// timeouts, so the value is kept, not only the fact.
+struct TimeoutsSet(Duration);
 
 /// A user's pool, and the connection a locker keeps aside for renewals.
 pub(crate) struct Pooled<M: ManageConnection> {
@@ -384,10 +391,16 @@ where
         io: Duration,
         op: Op<'_>,
     ) -> Result<redis::Value, Error> {
-        // Another renewal has the spare: this one goes through the pool.
-        let Some(mut slot) = self.spare.try_lock() else {
+        if self.pool.max_size() < MIN_POOL_FOR_SPARE {
             return self.run(checkout, io, op, None);
+        }
+        // Other renewals have the spare: wait for it, within the checkout
+        // timeout, else try the pool for an idle connection.
+        let start = Instant::now();
+        let Some(mut slot) = self.spare.try_lock_for(checkout) else {
+            return self.run(Duration::ZERO, io, op, None);
         };
+        let checkout = checkout.saturating_sub(start.elapsed());
         let mut first = None;
         if let Some(mut conn) = slot.take() {
             let (result, after) = run_on_conn(&mut conn, io, op);
@@ -408,10 +421,6 @@ where
                 // takes it.
                 After::Closed => first = Some(result),
             }
-        }
-        if self.pool.max_size() < MIN_POOL_FOR_SPARE {
-            drop(slot);
-            return first.unwrap_or_else(|| self.run(checkout, io, op, None));
         }
         let mut conn = match self.pool.get_timeout(checkout) {
             Ok(conn) => conn,
@@ -453,6 +462,8 @@ where
         if as_plain(&mut conn).is_none() {
             return Ok(None);
         }
+        // The listener changes its timeouts: whoever uses it next sets them.
+        PooledConnection::extensions_mut(&mut conn).remove::<TimeoutsSet>();
         Ok(Some(Box::new(conn)))
     }
 
@@ -469,20 +480,23 @@ where
 }
 
 /// Gives a redis-rs connection (plain or cluster) the locker's socket
-/// timeouts the first time the locker uses it, so a pool built without
-/// [`SocketTimeouts`] is bounded from then on. One `setsockopt` pair per
-/// connection, not per operation: the pooled connection's extensions
-/// remember it was done.
+/// timeouts, so a pool built without [`SocketTimeouts`] is bounded, and
+/// each locker sharing a pool keeps its own bound whoever used the
+/// connection before. One `setsockopt` pair only when the connection's
+/// timeouts differ from `io`: the pooled connection's extensions remember
+/// the value last set.
 fn bound_io<M>(conn: &mut PooledConnection<M>, io: Duration) -> Result<(), Error>
 where
     M: ManageConnection,
 {
     if PooledConnection::extensions(conn)
         .get::<TimeoutsSet>()
-        .is_some()
+        .is_some_and(|set| set.0 == io)
     {
         return Ok(());
     }
+    // Unknown until both are set: a failure leaves them half changed.
+    PooledConnection::extensions_mut(conn).remove::<TimeoutsSet>();
     let any: &mut dyn Any = &mut **conn;
     if let Some(plain) = any.downcast_mut::<redis::Connection>() {
         plain.set_read_timeout(Some(io))?;
@@ -491,7 +505,7 @@ where
         cluster.set_read_timeout(Some(io))?;
         cluster.set_write_timeout(Some(io))?;
     }
-    PooledConnection::extensions_mut(conn).insert(TimeoutsSet);
+    PooledConnection::extensions_mut(conn).insert(TimeoutsSet(io));
     Ok(())
 }
 

@@ -41,7 +41,12 @@ use crate::Error;
 ///
 /// Readers of one name over many lockers are counted in one set, which
 /// every writer's attempt and every reader's release read: a lock read by
-/// hundreds at once costs as many steps in those scripts.
+/// hundreds at once costs as many steps in those scripts. A read hold
+/// counts only while it is in that set: when the set is lost (evicted under
+/// memory pressure, say) while the hold's own key stays, writers no longer
+/// see the hold, and its next renewal, or its release
+/// ([`Guard::unlock`] returns [`Error::Lost`]), says
+/// it was lost.
 ///
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

@@ -401,3 +401,39 @@ fn a_master_counting_ahead_is_written_back() {
         assert!(counter > ahead, "a master counts below the grant's token");
     }
 }
+
+/// Redlock caps each call at a tenth of the TTL, also on a pool a
+/// single-server locker with a long I/O timeout used first: a frozen master
+/// costs the cap, not the other locker's timeout. (The timeouts a
+/// connection was given used to stay those of its first user.)
+#[test]
+fn the_tenth_of_the_ttl_cap_holds_on_a_pool_shared_with_another_locker() {
+    let masters = servers(3);
+    // One connection to the first master: the Redlock locker gets the very
+    // connection the other locker used.
+    let shared = masters[0].bare_pool(1);
+    let single = Locker::builder(shared.clone())
+        .io_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    single
+        .try_lock(&key("warm"))
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let mut b = Locker::builder(shared).ttl(Duration::from_secs(1));
+    for m in &masters[1..] {
+        b = b.instance(redmutex::pool(&m.url()).unwrap());
+    }
+    let redlock = b.build().unwrap();
+    masters[0].pause();
+    let (r, took) = timed(|| redlock.try_lock(&key("capped")));
+    masters[0].resume();
+    assert!(r.as_ref().is_ok_and(Option::is_some), "{r:?}");
+    // 100 ms + 100 ms by the cap; 3 s by the other locker's timeout.
+    assert!(
+        took < Duration::from_millis(1500),
+        "try_lock took {took:?} with one master frozen"
+    );
+}

@@ -596,18 +596,21 @@ end
 ///   and its waiters. `ARGV[1]`: owner token, `ARGV[2]`: the release channel
 ///   (`""`: none).
 ///
-/// Replies: 1 when the hold was ours, 0 when it had been lost; after a
-/// hand-over, an array of that number, the grantee's owner token and its
-/// fencing token (as [`RELEASE`]'s).
+/// Replies: 1 when the hold was ours and still counted among the read
+/// holds, 0 when it had been lost: its key gone or another's, or left out
+/// of the set (a set evicted while the hold's key stayed), since writers no
+/// longer saw it (as [`READ_RENEW`] says); after a hand-over, an array of
+/// that number, the grantee's owner token and its fencing token (as
+/// [`RELEASE`]'s).
 pub(crate) static READ_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(format!(
         "{OWNED}{MINT}{LIVE_HEAD}{READERS}{GIVE}{WRITER_HAND}
 local n = 0
+local counted = redis.call('SREM', KEYS[2], KEYS[1]) == 1
 if owned(KEYS[1], ARGV[1]) then
   redis.call('DEL', KEYS[1])
-  n = 1
+  if counted then n = 1 end
 end
-redis.call('SREM', KEYS[2], KEYS[1])
 if live_readers(KEYS[2]) == 0 and redis.call('EXISTS', KEYS[3]) == 0 then
   local head, fence = hand_to_writer(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[2])
   if head then return {{n, head, fence}} end

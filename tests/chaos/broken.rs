@@ -29,16 +29,22 @@ pub enum Flaw {
     NeverReleases,
     /// Never tells the holder its lease is lost.
     NeverReportsLoss,
+    /// Renews through the pool like any other call, with no connection set
+    /// aside: an application that holds every pooled connection starves its
+    /// leases. (Every broken locker renews so; only this control's faults
+    /// bring it out.)
+    RenewsThroughThePool,
 }
 
 impl Flaw {
-    pub const ALL: [Flaw; 6] = [
+    pub const ALL: [Flaw; 7] = [
         Flaw::ReusesToken,
         Flaw::ResetsCounter,
         Flaw::ReleasesWithoutOwnerCheck,
         Flaw::IgnoresNotOurs,
         Flaw::NeverReleases,
         Flaw::NeverReportsLoss,
+        Flaw::RenewsThroughThePool,
     ];
 
     pub fn code(self) -> &'static str {
@@ -49,6 +55,7 @@ impl Flaw {
             Flaw::IgnoresNotOurs => "ignores-not-ours",
             Flaw::NeverReleases => "never-releases",
             Flaw::NeverReportsLoss => "never-reports-loss",
+            Flaw::RenewsThroughThePool => "renews-through-the-pool",
         }
     }
 

@@ -560,6 +560,26 @@ impl Limits {
 pub struct Violation {
     pub rule: &'static str,
     pub text: String,
+    /// When it happened, where one moment says it (an overlap: the newer
+    /// holder's entry): the report prints the faults and the records
+    /// around it (see [`explain`]).
+    pub at: Option<u64>,
+    /// The lock it is about, and the (worker, token) of the sections in it.
+    pub lock: Option<String>,
+    pub involved: Vec<(u32, u64)>,
+}
+
+impl Violation {
+    /// A violation of the run as a whole (no moment, no section).
+    pub fn new(rule: &'static str, text: String) -> Violation {
+        Violation {
+            rule,
+            text,
+            at: None,
+            lock: None,
+            involved: Vec::new(),
+        }
+    }
 }
 
 impl std::fmt::Display for Violation {
@@ -580,6 +600,7 @@ pub mod rule {
     pub const LOST_UPDATE: &str = "lost-update";
     pub const LEFTOVERS: &str = "leftovers";
     pub const CLEAN_END: &str = "clean-end";
+    pub const STARVED: &str = "starved-lease";
 }
 
 /// What the checker found in one run.
@@ -614,7 +635,25 @@ pub struct Verdict {
 
 impl Verdict {
     pub fn violate(&mut self, rule: &'static str, text: String) {
-        self.violations.push(Violation { rule, text });
+        self.violations.push(Violation::new(rule, text));
+    }
+
+    /// A violation at `at` on `lock`, by the sections `involved`.
+    pub fn violate_at(
+        &mut self,
+        rule: &'static str,
+        text: String,
+        at: u64,
+        lock: &str,
+        involved: &[&Section],
+    ) {
+        self.violations.push(Violation {
+            rule,
+            text,
+            at: Some(at),
+            lock: Some(lock_of(lock).to_owned()),
+            involved: involved.iter().map(|s| (s.worker, s.token)).collect(),
+        });
     }
 
     pub fn count(&self, rule: &str) -> usize {
@@ -651,10 +690,13 @@ pub fn check(
         .filter_map(|e| e.worker.map(|w| (w, e.start)))
         .collect();
     let mut by_key: BTreeMap<&str, Vec<&Section>> = BTreeMap::new();
+    let mut rounds = Vec::new();
     for log in logs {
         for s in &log.sections {
             by_key.entry(lock_of(&s.key)).or_default().push(s);
-            if s.starved.is_some() {
+            // A round holds several keys: counted once.
+            if s.starved.is_some() && !rounds.contains(&(s.worker, s.starved)) {
+                rounds.push((s.worker, s.starved));
                 v.starved_landed += 1;
             }
         }
@@ -787,24 +829,30 @@ pub fn check(
         let mut seen = HashMap::new();
         for s in sections {
             if let Some(w) = seen.insert(s.token, s.worker) {
-                v.violate(
+                v.violate_at(
                     rule::FENCING,
                     format!(
                         "{}: fencing token {} handed out twice (workers {w} and {})",
                         s.key, s.token, s.worker
                     ),
+                    s.enter,
+                    &s.key,
+                    &[s],
                 );
             }
         }
         for (i, a) in sections.iter().enumerate() {
             let end = end_of(a);
             if end == u64::MAX {
-                v.violate(
+                v.violate_at(
                     rule::EXCLUSION,
                     format!(
                         "{} token {}: worker {} entered and never left",
                         a.key, a.token, a.worker
                     ),
+                    a.enter,
+                    &a.key,
+                    &[a],
                 );
             }
             let mut overlapped = false;
@@ -850,12 +898,15 @@ pub fn check(
                 match (why, wrote) {
                     (Some(_), true) => {
                         v.stale_accepted += 1;
-                        v.violate(
+                        v.violate_at(
                             rule::STALE_WRITE,
                             format!(
                                 "{}: a stale write of token {} (worker {}) was accepted after token {} had read",
                                 a.key, old.token, old.worker, new.token
                             ),
+                            since,
+                            &a.key,
+                            &[old, new],
                         );
                     }
                     (Some(None), false) => v.known_before += 1,
@@ -875,7 +926,7 @@ pub fn check(
                             kind.name()
                         ));
                     }
-                    (None, _) => v.violate(
+                    (None, _) => v.violate_at(
                         rule::EXCLUSION,
                         format!(
                             "{}: worker {} (token {}) and worker {} (token {}) held the lock together \
@@ -890,6 +941,9 @@ pub fn check(
                                 "{:.1} ms after", ms(t.saturating_sub(since))
                             )),
                         ),
+                        since,
+                        &a.key,
+                        &[old, new],
                     ),
                 }
             }
@@ -915,12 +969,15 @@ pub fn check(
                             .entry("recorded its entry late, and was fenced off".to_owned())
                             .or_default() += 1;
                     } else {
-                        v.violate(
+                        v.violate_at(
                             rule::FENCING,
                             format!(
                                 "{}: fencing token went from {} to {} between holders",
                                 a.key, a.token, b.token
                             ),
+                            b.enter,
+                            &a.key,
+                            &[a, b],
                         );
                     }
                 }
@@ -1007,7 +1064,7 @@ pub fn check(
                     let m = v.loss_report.entry(e.kind).or_default();
                     *m = (*m).max(late);
                     if late > bound {
-                        v.violate(
+                        v.violate_at(
                             rule::LOSS_REPORT,
                             format!(
                                 "{key} token {token}: told of the loss ({}) {:.1} ms after it, bound {:.1} ms",
@@ -1015,19 +1072,59 @@ pub fn check(
                                 ms(late),
                                 ms(bound)
                             ),
+                            from,
+                            key,
+                            &[s],
                         );
                     }
                 }
                 None if ended_first => {}
-                None => v.violate(
+                None => v.violate_at(
                     rule::LOSS_REPORT,
                     format!(
                         "{key} token {token} (worker {}): never told of the loss ({})",
                         s.worker,
                         e.kind.name()
                     ),
+                    from,
+                    key,
+                    &[s],
                 ),
             }
+        }
+    }
+
+    // A lease held while its application holds every pooled connection is
+    // kept: the renewals of all its guards share the connection set aside
+    // for them. One told lost during a starving round (or within a TTL
+    // after it) with no other fault around is a violation.
+    for s in by_key.values().flatten() {
+        let (Some(began), Some(t)) = (s.starving, s.told()) else {
+            continue;
+        };
+        let ended = s.starved.unwrap_or(u64::MAX);
+        if t < began || t > ended.saturating_add(limits.ttl) {
+            continue;
+        }
+        let other = events.iter().any(|e| {
+            !(e.kind == Kind::StarvePool && e.worker == Some(s.worker))
+                && e.start <= t
+                && e.end + limits.ttl >= s.enter
+        });
+        if !other {
+            v.violate_at(
+                rule::STARVED,
+                format!(
+                    "{} token {} (worker {}): lost its lease {:.1} ms into a starving round, with no other fault",
+                    s.key,
+                    s.token,
+                    s.worker,
+                    ms(t - began)
+                ),
+                t,
+                &s.key,
+                &[s],
+            );
         }
     }
 
@@ -1060,19 +1157,25 @@ pub fn check(
                     let m = v.takeover.entry(e.kind).or_default();
                     *m = (*m).max(took);
                     if took > bound {
-                        v.violate(
+                        v.violate_at(
                             rule::TAKEOVER,
                             format!(
                                 "{key}: held again {:.1} ms after {what}, bound {:.1} ms",
                                 ms(took),
                                 ms(bound)
                             ),
+                            from,
+                            key,
+                            &[],
                         );
                     }
                 }
-                None => v.violate(
+                None => v.violate_at(
                     rule::TAKEOVER,
                     format!("{key}: nobody took the lock after {what}"),
+                    from,
+                    key,
+                    &[],
                 ),
             }
         };
@@ -1130,13 +1233,16 @@ pub fn check(
                         && o.end + limits.ttl > x
                 });
                 if quiet && took > bound {
-                    v.violate(
+                    v.violate_at(
                         rule::TAKEOVER,
                         format!(
                             "{key}: held again {:.1} ms after the first release that followed a waiter's kill (worker {w}), bound {:.1} ms",
                             ms(took),
                             ms(bound)
                         ),
+                        x,
+                        key,
+                        &[],
                     );
                 }
             }
@@ -1168,12 +1274,15 @@ pub fn check(
             // succeeds.
             if let (Some((u, Unlock::Err)), Some(x)) = (s.unlock, s.exit.as_ref()) {
                 if quiet(x.t, u) {
-                    v.violate(
+                    v.violate_at(
                         rule::RELEASE_ERROR,
                         format!(
                             "{key}: worker {}'s unlock of token {} failed with no fault under way",
                             s.worker, s.token
                         ),
+                        x.t,
+                        key,
+                        &[s],
                     );
                 }
             }
@@ -1191,7 +1300,7 @@ pub fn check(
             // The next holder may record its entry before the releaser
             // records what `unlock` said.
             if !sections.iter().any(|n| n.enter > x.t && n.enter <= until) {
-                v.violate(
+                v.violate_at(
                     rule::HANDOVER,
                     format!(
                         "{key}: released by worker {} (token {}) while others waited, and nobody had it {:.1} ms later",
@@ -1199,6 +1308,9 @@ pub fn check(
                         s.token,
                         ms(limits.handover())
                     ),
+                    u,
+                    key,
+                    &[s],
                 );
             }
         }
@@ -1233,6 +1345,172 @@ pub fn summary(v: &Verdict) -> String {
             ", loss told max {:.0} ms after ({} told)",
             ms(*t),
             v.losses_reported
+        );
+    }
+    s
+}
+
+/// `t` against `at`, in signed milliseconds.
+fn rel(t: u64, at: u64) -> String {
+    let d = i128::from(t) - i128::from(at);
+    format!("{:+.1} ms", d as f64 / MS as f64)
+}
+
+impl Event {
+    /// One line for people, its times against `at`.
+    pub fn describe(&self, at: u64) -> String {
+        let mut s = format!(
+            "{} from {} to {}",
+            self.kind.name(),
+            rel(self.start, at),
+            rel(self.end, at)
+        );
+        if let Some(w) = self.worker {
+            let _ = write!(s, ", worker {w}");
+        }
+        if !self.masters.is_empty() {
+            let _ = write!(s, ", masters {:?}", self.masters);
+        }
+        if !self.victims.is_empty() {
+            let shown: Vec<String> = self
+                .victims
+                .iter()
+                .take(12)
+                .map(|(k, t, w)| format!("{k} {t} (w{})", w.map_or("?".into(), |w| w.to_string())))
+                .collect();
+            let more = self.victims.len().saturating_sub(shown.len());
+            let _ = write!(s, ", took {}", shown.join(", "));
+            if more > 0 {
+                let _ = write!(s, " and {more} more");
+            }
+        }
+        if !self.evicted.is_empty() {
+            let shown: Vec<String> = self
+                .evicted
+                .iter()
+                .take(12)
+                .map(|(k, t)| format!("{k} at {}", rel(*t, at)))
+                .collect();
+            let more = self.evicted.len().saturating_sub(shown.len());
+            let _ = write!(s, ", evicted (heard) {}", shown.join(", "));
+            if more > 0 {
+                let _ = write!(s, " and {more} more");
+            }
+        }
+        s
+    }
+
+    /// The whole event, with absolute times, for a kept history.
+    pub fn record(&self) -> String {
+        format!(
+            "{:?} {} {} worker {:?} loses {} masters {:?} victims {:?} evicted {:?}",
+            self.kind,
+            self.start,
+            self.end,
+            self.worker,
+            self.loses,
+            self.masters,
+            self.victims,
+            self.evicted
+        )
+    }
+}
+
+impl Section {
+    /// Its records, times against `at`.
+    fn describe(&self, at: u64) -> String {
+        let mut s = format!(
+            "w{} {} token {}: asked {}, entered {}",
+            self.worker,
+            self.key,
+            self.token,
+            rel(self.asked, at),
+            rel(self.enter, at)
+        );
+        if let Some(t) = self.read_at {
+            let _ = write!(s, ", fenced read {}", rel(t, at));
+        }
+        if let (Some(b), Some(e)) = (self.starving, self.starved) {
+            let _ = write!(s, ", starving {} to {}", rel(b, at), rel(e, at));
+        }
+        if let Some(t) = self.lost_at {
+            let _ = write!(s, ", told lost {}", rel(t, at));
+        }
+        match &self.exit {
+            Some(x) => {
+                let _ = write!(
+                    s,
+                    ", exit {} (write {}, is_lost {})",
+                    rel(x.t, at),
+                    x.set.code(),
+                    x.lost
+                );
+            }
+            None => s += ", no exit",
+        }
+        if let Some((t, u)) = self.unlock {
+            let _ = write!(s, ", unlock {} {}", rel(t, at), u.code());
+        }
+        s
+    }
+}
+
+/// What a report needs to explain `v` on its own: the faults injected
+/// within three TTLs of it, the records of the sections it names, and those
+/// of the other sections of its lock nearest to it, with every time against
+/// the violation's moment. Empty for a violation with no moment.
+pub fn explain(v: &Violation, logs: &[WorkerLog], events: &[Event], limits: &Limits) -> String {
+    let Some(at) = v.at else {
+        return String::new();
+    };
+    let window = 3 * limits.ttl;
+    let mut s = String::new();
+    let near: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.start <= at + window && e.end + window >= at)
+        .collect();
+    if near.is_empty() {
+        s += "      no fault injected within 3 TTLs\n";
+    }
+    for e in near {
+        let _ = writeln!(s, "      fault: {}", e.describe(at));
+    }
+    let Some(lock) = &v.lock else {
+        return s;
+    };
+    let sections: Vec<&Section> = logs
+        .iter()
+        .flat_map(|l| &l.sections)
+        .filter(|x| lock_of(&x.key) == lock)
+        .collect();
+    let named = |x: &Section| v.involved.contains(&(x.worker, x.token));
+    for x in sections.iter().filter(|x| named(x)) {
+        let _ = writeln!(s, "      * {}", x.describe(at));
+    }
+    let mut others: Vec<&Section> = sections
+        .iter()
+        .filter(|x| !named(x) && x.enter.abs_diff(at) <= window)
+        .copied()
+        .collect();
+    others.sort_by_key(|x| x.enter.abs_diff(at));
+    others.truncate(8);
+    others.sort_by_key(|x| x.enter);
+    for x in others {
+        let _ = writeln!(s, "        {}", x.describe(at));
+    }
+    let mut failed: Vec<(u32, &(String, u64, u64))> = logs
+        .iter()
+        .flat_map(|l| l.failed_calls.iter().map(move |c| (l.id, c)))
+        .filter(|(_, (k, _, ended))| lock_of(k) == lock && ended.abs_diff(at) <= window)
+        .collect();
+    failed.sort_by_key(|(_, (_, _, ended))| ended.abs_diff(at));
+    failed.truncate(5);
+    for (w, (k, asked, ended)) in failed {
+        let _ = writeln!(
+            s,
+            "        w{w} {k}: a lock call asked {} failed {}",
+            rel(*asked, at),
+            rel(*ended, at)
         );
     }
     s

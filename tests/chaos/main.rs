@@ -7,6 +7,14 @@
 //! that mix every fault, and prints the figures that `RELIABILITY.md` lists.
 //! `REDMUTEX_CHAOS_REPORT=<file>` also writes them to a file.
 //!
+//! Under each violation, the output and the report print the faults
+//! injected within three TTLs of it and the records of the sections it
+//! names (and of their neighbours), every time against the violation's
+//! moment; a real locker's run with violations also keeps its history
+//! (every worker's records, `events.txt`, `violations.txt`) under
+//! `REDMUTEX_CHAOS_KEEP`, else `<REDMUTEX_CHAOS_REPORT>.history`, else the
+//! temporary directory, and says where.
+//!
 //! This binary is its own worker: with `REDMUTEX_CHAOS_WORKER` set it runs
 //! one worker process (see `worker.rs`) instead.
 #![allow(
@@ -90,7 +98,7 @@ const TAMPERS: [Kind; 4] = [Kind::Del, Kind::ForeignSet, Kind::Del, Kind::Pexpir
 
 /// Each negative control: the flaw, the faults that bring it out, and the
 /// rule that must catch it.
-const CONTROLS: [(Flaw, &[Kind], &str); 6] = [
+const CONTROLS: [(Flaw, &[Kind], &str); 7] = [
     (Flaw::ReusesToken, &[], rule::FENCING),
     (Flaw::ResetsCounter, &[], rule::FENCING),
     (
@@ -101,6 +109,11 @@ const CONTROLS: [(Flaw, &[Kind], &str); 6] = [
     (Flaw::IgnoresNotOurs, &TAMPERS, rule::LOSS_REPORT),
     (Flaw::NeverReleases, &[], rule::HANDOVER),
     (Flaw::NeverReportsLoss, &TAMPERS, rule::LOSS_REPORT),
+    (
+        Flaw::RenewsThroughThePool,
+        &[Kind::StarvePool, Kind::StarvePool],
+        rule::STARVED,
+    ),
 ];
 
 fn main() {
@@ -120,6 +133,7 @@ fn main() {
         return;
     }
     checker_knows_readers_from_writers();
+    checker_explains_an_evicted_readers_set();
     let long = std::env::var("REDMUTEX_CHAOS").is_ok_and(|v| v == "long");
     let started = Instant::now();
     let mut failed = false;
@@ -212,8 +226,12 @@ fn main() {
         if !rules.is_empty() {
             println!("    violations by rule: {rules:?}");
         }
-        for v in out.verdict.violations.iter().take(10) {
+        for (v, why) in out.verdict.violations.iter().zip(&out.explained).take(10) {
             println!("    VIOLATION: {v}");
+            print!("{why}");
+        }
+        if let Some(kept) = &out.kept {
+            println!("    history kept in {}", kept.display());
         }
         failed |= !out.verdict.violations.is_empty();
         totals.add(s, &out);
@@ -315,6 +333,11 @@ struct Outcome {
     clock_step: u64,
     /// Starving rounds asked for that never began (dropped from the faults).
     not_landed: usize,
+    /// Per violation (in the verdict's order): the faults and records
+    /// around it (see `history::explain`).
+    explained: Vec<String>,
+    /// Where the history of a run with violations was kept.
+    kept: Option<PathBuf>,
 }
 
 /// Figures per fault kind, over every scenario.
@@ -344,11 +367,25 @@ struct Totals {
     soak_violations: usize,
     failures: BTreeMap<String, u64>,
     clock_step: u64,
+    /// Each violation with the faults and records around it, by scenario.
+    explained: String,
 }
 
 impl Totals {
     fn add(&mut self, s: &Scenario, o: &Outcome) {
         let v = &o.verdict;
+        if !v.violations.is_empty() {
+            self.explained += &format!("\n### {}\n\n", s.name);
+            if let Some(kept) = &o.kept {
+                self.explained += &format!("History kept in `{}`.\n\n", kept.display());
+            }
+            for (v, why) in v.violations.iter().zip(&o.explained) {
+                self.explained += &format!("- {v}\n");
+                if !why.is_empty() {
+                    self.explained += &format!("\n```\n{why}```\n");
+                }
+            }
+        }
         self.acquisitions += v.acquisitions;
         self.processes += o.processes;
         self.violations += v.violations.len();
@@ -457,6 +494,11 @@ impl Totals {
         s += "\n| failed lock calls (bounded errors) | count |\n|---|---|\n";
         for (k, n) in &self.failures {
             s += &format!("| {k} | {n} |\n");
+        }
+        if !self.explained.is_empty() {
+            s += "\n## Violations, with the faults and records around each\n\n";
+            s += "Times are against the violation's moment (an overlap: the newer holder's entry); `*` marks the sections it names.\n";
+            s += &self.explained;
         }
         s
     }
@@ -1119,10 +1161,10 @@ impl Run<'_> {
         }
         // The broken controls may leave nobody holding it for a while.
         if self.scenario.flaw.is_none() {
-            self.violations.push(history::Violation {
-                rule: rule::TAKEOVER,
-                text: format!("nobody held {SLOW_KEY} for 3 s (tamper {action})"),
-            });
+            self.violations.push(history::Violation::new(
+                rule::TAKEOVER,
+                format!("nobody held {SLOW_KEY} for 3 s (tamper {action})"),
+            ));
         }
         (now_ns(), Vec::new())
     }
@@ -1146,18 +1188,18 @@ impl Run<'_> {
                 match w.child.try_wait() {
                     Ok(Some(status)) => {
                         if !status.success() {
-                            self.violations.push(history::Violation {
-                                rule: rule::CLEAN_END,
-                                text: format!("worker {} exited with {status}", w.id),
-                            });
+                            self.violations.push(history::Violation::new(
+                                rule::CLEAN_END,
+                                format!("worker {} exited with {status}", w.id),
+                            ));
                         }
                         break;
                     }
                     _ if Instant::now() > give_up => {
-                        self.violations.push(history::Violation {
-                            rule: rule::CLEAN_END,
-                            text: format!("worker {} did not stop", w.id),
-                        });
+                        self.violations.push(history::Violation::new(
+                            rule::CLEAN_END,
+                            format!("worker {} did not stop", w.id),
+                        ));
                         let _ = w.child.kill();
                         let _ = w.child.wait();
                         break;
@@ -1189,21 +1231,17 @@ impl Run<'_> {
                 .unwrap();
             rejected += rej.unwrap_or(0);
             if counter != accepted.unwrap_or(0) {
-                self.violations.push(history::Violation {
-                    rule: rule::LOST_UPDATE,
-                    text: format!(
+                self.violations.push(history::Violation::new(
+                    rule::LOST_UPDATE,
+                    format!(
                         "{key}: counter {counter} after {} accepted increments: updates were lost",
                         accepted.unwrap_or(0)
                     ),
-                });
+                ));
             }
         }
         if let Ok(keep) = std::env::var("REDMUTEX_CHAOS_KEEP") {
-            let to = PathBuf::from(keep).join(self.scenario.name.replace([' ', '/', ':'], "_"));
-            std::fs::create_dir_all(&to).unwrap();
-            for id in 0..self.next_id {
-                let _ = std::fs::copy(self.log_path(id), to.join(format!("worker-{id}.log")));
-            }
+            self.keep_logs(&PathBuf::from(keep));
         }
         let logs: Vec<WorkerLog> = (0..self.next_id)
             .map(|id| {
@@ -1229,6 +1267,24 @@ impl Run<'_> {
             self.scenario.sentinel == Some(0),
         );
         verdict.violations.append(&mut self.violations);
+        let explained: Vec<String> = verdict
+            .violations
+            .iter()
+            .map(|v| history::explain(v, &logs, &self.events, &limits))
+            .collect();
+        // A real locker's violations: its history is kept, with the faults
+        // injected, so that the report and these files explain it.
+        let kept = (self.scenario.flaw.is_none() && !verdict.violations.is_empty()).then(|| {
+            let to = self.keep_logs(&history_dir());
+            let events: String = self.events.iter().map(|e| e.record() + "\n").collect();
+            let _ = std::fs::write(to.join("events.txt"), events);
+            let mut text = String::new();
+            for (v, why) in verdict.violations.iter().zip(&explained) {
+                text += &format!("{v}\n{why}\n");
+            }
+            let _ = std::fs::write(to.join("violations.txt"), text);
+            to
+        });
         let mut failures = BTreeMap::new();
         for l in &logs {
             add_counts(&mut failures, &l.failures);
@@ -1242,7 +1298,20 @@ impl Run<'_> {
             failures,
             clock_step,
             not_landed,
+            explained,
+            kept,
         }
+    }
+
+    /// Copies every worker's record file to `<dir>/<scenario>/`; that
+    /// directory.
+    fn keep_logs(&self, dir: &std::path::Path) -> PathBuf {
+        let to = dir.join(self.scenario.name.replace([' ', '/', ':'], "_"));
+        std::fs::create_dir_all(&to).unwrap();
+        for id in 0..self.next_id {
+            let _ = std::fs::copy(self.log_path(id), to.join(format!("worker-{id}.log")));
+        }
+        to
     }
 
     /// Reads server `i`'s keyspace once, right after every worker stopped:
@@ -1349,10 +1418,10 @@ impl Run<'_> {
             }
         }
         if !left.is_empty() {
-            self.violations.push(history::Violation {
-                rule: rule::LEFTOVERS,
-                text: format!("left on server {i} after the run: {left:?}"),
-            });
+            self.violations.push(history::Violation::new(
+                rule::LEFTOVERS,
+                format!("left on server {i} after the run: {left:?}"),
+            ));
         }
     }
 }
@@ -1444,6 +1513,19 @@ if ARGV[2] == 'flush' then redis.call('FLUSHALL') end
 return out
 ";
 
+/// Where the history of a run with violations is kept: under
+/// `REDMUTEX_CHAOS_KEEP` when set, else beside the report
+/// (`<REDMUTEX_CHAOS_REPORT>.history`), else in the temporary directory.
+fn history_dir() -> PathBuf {
+    if let Ok(keep) = std::env::var("REDMUTEX_CHAOS_KEEP") {
+        return PathBuf::from(keep);
+    }
+    if let Ok(report) = std::env::var("REDMUTEX_CHAOS_REPORT") {
+        return PathBuf::from(format!("{report}.history"));
+    }
+    std::env::temp_dir().join(format!("redmutex-chaos-history-{}", std::process::id()))
+}
+
 /// The bounds the checker holds a run to, with `op` the bound of one
 /// operation.
 fn limits(op: Duration) -> Limits {
@@ -1493,5 +1575,79 @@ fn checker_knows_readers_from_writers() {
             "a {first} hold overlapping a {second} hold: {:?}",
             mixed.violations
         );
+    }
+}
+
+/// The set of read holds evicted while a reader's key stays lets a writer
+/// in (issue 38, hole 9): a reader whose release said it had lost the hold
+/// is a victim of the eviction, and the overlap is excused; one whose
+/// release said `Ok` is a violation, and its report names the eviction
+/// and both sections, with their times against the writer's entry.
+fn checker_explains_an_evicted_readers_set() {
+    use history::{line, Op, Unlock};
+    let read = format!("{RW_NAME}{READ_SUFFIX}");
+    let ms = |t: u64| t * history::MS;
+    let reader = |unlock: Unlock| {
+        [
+            line::enter(&read, 1, ms(100), ms(99)),
+            line::read(&read, 1, ms(100)),
+            line::exit(&read, 1, ms(104), Op::Ok, Op::Skipped, ms(104), false),
+            line::unlock(&read, 1, ms(105), unlock),
+            line::end(ms(200), 0),
+        ]
+        .concat()
+    };
+    let writer = [
+        line::enter(RW_NAME, 2, ms(102), ms(101)),
+        line::read(RW_NAME, 2, ms(102)),
+        line::exit(RW_NAME, 2, ms(106), Op::Ok, Op::Ok, ms(106), false),
+        line::unlock(RW_NAME, 2, ms(107), Unlock::Ok),
+        line::end(ms(200), 0),
+    ]
+    .concat();
+    let eviction = Event {
+        kind: Kind::Evict,
+        start: ms(50),
+        end: ms(150),
+        worker: None,
+        victims: Vec::new(),
+        loses: true,
+        masters: vec![0],
+        evicted: vec![(read.clone(), ms(101))],
+    };
+    let limits = limits(IO);
+    let verdict = |unlock: Unlock| {
+        let logs = vec![
+            WorkerLog::parse(0, &reader(unlock)),
+            WorkerLog::parse(1, &writer),
+        ];
+        let v = check(
+            &logs,
+            std::slice::from_ref(&eviction),
+            &limits,
+            false,
+            false,
+        );
+        let why: Vec<String> = v
+            .violations
+            .iter()
+            .map(|x| history::explain(x, &logs, std::slice::from_ref(&eviction), &limits))
+            .collect();
+        (v, why)
+    };
+    let (told, _) = verdict(Unlock::Lost);
+    assert_eq!(told.count(rule::EXCLUSION), 0, "{:?}", told.violations);
+    assert_eq!(told.excused_total(), 1);
+    let (untold, why) = verdict(Unlock::Ok);
+    assert_eq!(untold.count(rule::EXCLUSION), 1, "{:?}", untold.violations);
+    let why = why.concat();
+    for part in [
+        "fault: maxmemory volatile-ttl",
+        "evicted (heard) rw.r at -1.0 ms",
+        "* w0 rw.r token 1: asked -3.0 ms, entered -2.0 ms",
+        "unlock +3.0 ms ok",
+        "* w1 rw token 2",
+    ] {
+        assert!(why.contains(part), "{part:?} missing from:\n{why}");
     }
 }

@@ -395,6 +395,8 @@ fn work(
 ) {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
+    // A starving round also takes read holds of the read-write lock.
+    let readers = extras.as_ref().map(|e| Arc::clone(&e.rw));
     if let Some(extras) = extras {
         let read = format!("{RW_NAME}{READ_SUFFIX}");
         // The permit thread; the read-write thread reads twice as often
@@ -418,7 +420,7 @@ fn work(
                                 (_, 0) => RW_NAME,
                                 _ => read.as_str(),
                             };
-                            section(&*lock, &rec, &mut res, key, hold, None);
+                            section(&*lock, &rec, &mut res, key, hold);
                         }
                     })
                     .expect("spawn a thread"),
@@ -454,14 +456,7 @@ fn work(
                             let k = FAST_KEYS[rng.below(FAST_KEYS.len() as u64) as usize];
                             (k, 1 + rng.below(3))
                         };
-                        section(
-                            &*lock,
-                            &rec,
-                            &mut res,
-                            key,
-                            Duration::from_millis(hold),
-                            None,
-                        );
+                        section(&*lock, &rec, &mut res, key, Duration::from_millis(hold));
                     }
                 })
                 .expect("spawn a worker thread"),
@@ -473,13 +468,13 @@ fn work(
         if cmd == "starve" {
             let mut res = Resource::open(&settings.resource_url);
             let pool = pools.first().expect("a pool");
-            section(
+            starving_round(
                 &*lock,
+                readers.as_deref(),
                 &rec,
                 &mut res,
-                SLOW_KEY,
                 settings.ttl * 3,
-                Some(pool),
+                pool,
             );
         }
     }
@@ -500,42 +495,143 @@ fn work(
     rec.put(&line::end(now_ns(), alive()));
 }
 
-/// One round: lock, the critical section, unlock, each recorded. With
-/// `starve`, the section also holds every connection of that pool.
-fn section(
+/// A lock held in a section: its guard, the key its section is recorded
+/// under, and the section's fenced read.
+struct Taken {
+    held: Box<dyn Held>,
+    key: String,
+    token: u64,
+    get: Op,
+    value: i64,
+}
+
+/// Lock, record the entry, the fenced read.
+fn take(
     lock: &dyn Lock,
     rec: &Recorder,
     res: &mut Resource,
     key: &str,
-    hold: Duration,
-    starve: Option<&r2d2::Pool<redis::Client>>,
-) {
-    // The starving round waits behind the slow holds queued before it.
-    let wait = Duration::from_secs(if starve.is_some() { 10 } else { 3 });
+    wait: Duration,
+) -> Option<Taken> {
     let asked = now_ns();
     let held = match lock.lock(key, wait) {
         Ok(h) => h,
         Err(kind) => {
             rec.put(&line::failed(now_ns(), &kind, key, asked));
             std::thread::sleep(Duration::from_millis(5));
-            return;
+            return None;
         }
     };
     let token = held.token();
-    let key = &held.key(key);
-    rec.put(&line::enter(key, token, now_ns(), asked));
-    // A read hold reads the resource of its lock, and never writes it.
-    let (resource, writes) = (lock_of(key), !key.ends_with(READ_SUFFIX));
-    let (get, value) = res.call(resource, token, "get");
+    let key = held.key(key);
+    rec.put(&line::enter(&key, token, now_ns(), asked));
+    let (get, value) = res.call(lock_of(&key), token, "get");
     if get == Op::Ok {
-        rec.put(&line::read(key, token, now_ns()));
+        rec.put(&line::read(&key, token, now_ns()));
     }
-    // The application's other thread takes every connection, as each comes
-    // free, for a while; this one keeps listening to its guard meanwhile,
-    // so that a loss is recorded when the guard tells it.
-    let starver = starve.map(|pool| {
+    Some(Taken {
+        held,
+        key,
+        token,
+        get,
+        value,
+    })
+}
+
+/// The fenced write (a read hold never writes), record the exit, unlock,
+/// record what `unlock` said.
+fn leave(t: Taken, rec: &Recorder, res: &mut Resource) {
+    let Taken {
+        held,
+        key,
+        token,
+        get,
+        value,
+    } = t;
+    let set_start = now_ns();
+    let set = if get == Op::Ok && !key.ends_with(READ_SUFFIX) {
+        res.call(lock_of(&key), token, &(value + 1).to_string()).0
+    } else {
+        Op::Skipped
+    };
+    let t = now_ns();
+    let lost = held.is_lost();
+    rec.put(&line::exit(&key, token, t, get, set, set_start, lost));
+    let u = held.unlock();
+    rec.put(&line::unlock(&key, token, now_ns(), u));
+}
+
+/// One round: lock, the critical section, unlock, each recorded.
+fn section(lock: &dyn Lock, rec: &Recorder, res: &mut Resource, key: &str, hold: Duration) {
+    let Some(t) = take(lock, rec, res, key, Duration::from_secs(3)) else {
+        return;
+    };
+    if t.held.wait_lost(hold) {
+        rec.put(&line::lost(&t.key, t.token, now_ns()));
+    }
+    leave(t, rec, res);
+}
+
+/// How many read holds a starving round takes, one after the other, where
+/// the worker has the read-write lock: with the four locks, ten leases
+/// whose renewals fall due within a few milliseconds of each other.
+const STARVING_READS: usize = 6;
+
+/// A starving round: the slow key, every fast key and read holds of the
+/// read-write lock held at once (leases renewing together), while the
+/// application's other thread takes every connection of `pool` as each
+/// comes free, for a while; this one keeps listening to its guards
+/// meanwhile, so that a loss is recorded when a guard tells it. (One guard
+/// alone could not show that the renewals of several guards must share the
+/// connection set aside for them.)
+fn starving_round(
+    lock: &dyn Lock,
+    readers: Option<&dyn Lock>,
+    rec: &Recorder,
+    res: &mut Resource,
+    hold: Duration,
+    pool: &r2d2::Pool<redis::Client>,
+) {
+    // It waits behind the holds queued before it.
+    let wait = Duration::from_secs(10);
+    let read = format!("{RW_NAME}{READ_SUFFIX}");
+    let mut taken: Vec<Taken> = std::iter::once(SLOW_KEY)
+        .chain(FAST_KEYS)
+        .filter_map(|key| take(lock, rec, res, key, wait))
+        .collect();
+    if let Some(readers) = readers {
+        // Taken at the same moment by threads of their own, as an
+        // application's threads would, so that their renewals fall due
+        // together. A writer queued first keeps them out: the round goes
+        // on with the holds it has.
+        let brief = Duration::from_millis(200);
+        let url = res.url.clone();
+        let together = std::sync::Barrier::new(STARVING_READS);
+        let reads: Vec<Taken> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..STARVING_READS)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut own = Resource::open(&url);
+                        together.wait();
+                        take(readers, rec, &mut own, &read, brief)
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .filter_map(|t| t.join().ok().flatten())
+                .collect()
+        });
+        taken.extend(reads);
+    }
+    if taken.is_empty() {
+        return;
+    }
+    for t in &taken {
+        rec.put(&line::starving(&t.key, t.token, now_ns()));
+    }
+    let starver = {
         let pool = pool.clone();
-        rec.put(&line::starving(key, token, now_ns()));
         std::thread::spawn(move || {
             let mut taken = Vec::new();
             let until = Instant::now() + Duration::from_millis(1500);
@@ -546,25 +642,27 @@ fn section(
             }
             (now_ns(), taken)
         })
-    });
-    if held.wait_lost(hold) {
-        rec.put(&line::lost(key, token, now_ns()));
-    }
-    if let Some(starver) = starver {
-        let (t, taken) = starver.join().expect("the starving thread");
-        rec.put(&line::starved(key, token, t, taken.len()));
-    }
-    let set_start = now_ns();
-    let set = if get == Op::Ok && writes {
-        res.call(resource, token, &(value + 1).to_string()).0
-    } else {
-        Op::Skipped
     };
-    let t = now_ns();
-    let lost = held.is_lost();
-    rec.put(&line::exit(key, token, t, get, set, set_start, lost));
-    let u = held.unlock();
-    rec.put(&line::unlock(key, token, now_ns(), u));
+    // Every guard at once: each loss recorded within a few milliseconds of
+    // its guard telling it.
+    let until = Instant::now() + hold;
+    let mut told = vec![false; taken.len()];
+    while Instant::now() < until && told.iter().any(|t| !t) {
+        for (t, told) in taken.iter().zip(told.iter_mut()).filter(|(_, t)| !**t) {
+            if t.held.wait_lost(Duration::from_millis(1)) {
+                *told = true;
+                rec.put(&line::lost(&t.key, t.token, now_ns()));
+            }
+        }
+    }
+    let (t, connections) = starver.join().expect("the starving thread");
+    for s in &taken {
+        rec.put(&line::starved(&s.key, s.token, t, connections.len()));
+    }
+    drop(connections);
+    for t in taken {
+        leave(t, rec, res);
+    }
 }
 
 /// A small deterministic generator (xorshift), enough to vary holds and keys.
