@@ -128,10 +128,11 @@ impl Acquisition {
     /// are left as the grant's write-back would leave them, so it is not
     /// needed; when one counts past it, they mint apart and the write-back
     /// makes them agree, as before. None for a clock before 1970.
-    fn proposal(&self) -> Option<String> {
+    fn proposal(&self, clock_ahead: Duration) -> Option<String> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .ok()?
+            .saturating_add(clock_ahead)
             .saturating_add(PROPOSAL_LEAD);
         let micros = u64::try_from(now.as_micros()).ok()?;
         let floor = self.floor.load(Ordering::SeqCst).saturating_add(1);
@@ -389,7 +390,9 @@ impl RawLock {
         queue: Queue,
     ) -> Result<Outcome, Error> {
         let n = self.instances.len();
-        let proposal = (n > 1).then(|| a.proposal()).flatten();
+        let proposal = (n > 1)
+            .then(|| a.proposal(self.config.clock_ahead))
+            .flatten();
         let sent = Instant::now();
         let (this, a2) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(n, move |i| {

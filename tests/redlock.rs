@@ -401,3 +401,49 @@ fn a_master_counting_ahead_is_written_back() {
         assert!(counter > ahead, "a master counts below the grant's token");
     }
 }
+
+/// A master's clock in µs (`TIME`).
+#[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
+fn server_micros(server: &common::Server) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut server.conn()).unwrap();
+    secs * 1_000_000 + micros
+}
+
+/// A client whose clock runs an hour fast proposes tokens an hour ahead;
+/// a master mints a proposal only up to its own clock plus the TTL (2 s at
+/// most), so after every master crashes and comes back without data, no
+/// sooner than the TTL later (as the crate docs advise), a grant from a
+/// correct clock still gets a larger token. No server clock went back.
+#[test]
+fn a_fast_client_clock_cannot_make_tokens_fall_after_the_masters_lose_their_data() {
+    let mut servers = servers(3);
+    let ttl = Duration::from_secs(1);
+    let k = key("rl-fast-clock");
+    let fast = redlock_builder(&servers)
+        .ttl(ttl)
+        .test_clock_ahead(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let g = fast.lock(&k).unwrap();
+    let before = g.fencing_token();
+    g.unlock().unwrap();
+    drop(fast);
+    // Every master crashes and restarts without data (no persistence)...
+    let crashed = server_micros(&servers[0]);
+    for s in &mut servers {
+        s.restart();
+    }
+    // ... no sooner than the TTL after the crash, by the masters' clock.
+    let ttl_micros = u64::try_from(ttl.as_micros()).unwrap();
+    common::wait_until("a TTL after the crash", Duration::from_secs(30), || {
+        server_micros(&servers[0]) > crashed + ttl_micros
+    });
+    let correct = redlock_builder(&servers).ttl(ttl).build().unwrap();
+    let g = correct.lock(&k).unwrap();
+    assert!(
+        g.fencing_token() > before,
+        "the token fell from {before} to {} after the masters lost their data",
+        g.fencing_token()
+    );
+    g.unlock().unwrap();
+}
