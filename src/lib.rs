@@ -178,8 +178,10 @@
 //!   back to the instances before the guard is returned, so any later
 //!   majority overlaps an instance that counts above it: tokens keep rising
 //!   as long as no instance loses its data. Each attempt proposes a token
-//!   (this machine's clock, a second ahead) that the instances mint when
-//!   their counters are below it; when every instance granted with that one
+//!   (this machine's clock, a second ahead, or half the TTL when shorter)
+//!   that the instances mint when their counters are below it, and only up
+//!   to their own clock plus 2 s (the TTL when shorter): a client clock
+//!   that runs fast pushes no counter further; when every instance granted with that one
 //!   token, they already are as the write-back would leave them, and it is
 //!   skipped: on healthy masters a lock and an unlock are two round trips,
 //!   as on one server. The calls to the other instances run on threads the
@@ -190,7 +192,10 @@
 //! held; the holder is then told at its next renewal. Restart instances no
 //! sooner than the longest TTL after a crash, or run them with
 //! `appendfsync always`. Fencing tokens follow each server's clock, so they
-//! keep rising across such restarts unless a clock went back.
+//! keep rising across such restarts unless a clock went back: a proposal
+//! leads an instance's own clock by 2 s (or the TTL) at most, whatever the
+//! client's clock says, so a restart without data no sooner than the
+//! longest TTL after the crash (as above) finds every token behind it.
 //!
 //! # Topologies and what they promise
 //!

@@ -69,10 +69,27 @@ pub(crate) struct Acquisition {
 /// No permit granted yet.
 const NO_SLOT: usize = usize::MAX;
 
-/// How far ahead of this machine's clock a Redlock proposal is: past the
-/// masters' clocks (a one-way trip, and their skew against ours), so that
-/// they mint it rather than their own clock.
+/// How far ahead of this machine's clock a Redlock proposal is (half the
+/// TTL when that is shorter): past the masters' clocks (a one-way trip, and
+/// their skew against ours), so that they mint it rather than their own
+/// clock.
 const PROPOSAL_LEAD: Duration = Duration::from_secs(1);
+
+/// The most a Redlock proposal may lead a master's own clock (the TTL when
+/// that is shorter); a master mints its clock plus this rather than a
+/// proposal further ahead. A client clock that runs fast would otherwise
+/// push every counter as far ahead, and tokens would fall back by as much
+/// once the masters lost their data: bounded so, they keep rising across a
+/// restart without data that comes no sooner than the TTL after the crash.
+/// Twice the lead, so that a client clock up to a lead fast still has its
+/// proposal minted as it is.
+const PROPOSAL_BOUND: Duration = Duration::from_secs(2);
+
+/// The lead and the bound of a Redlock proposal for a lock of `ttl`, see
+/// [`PROPOSAL_LEAD`] and [`PROPOSAL_BOUND`].
+fn proposal_lead_and_bound(ttl: Duration) -> (Duration, Duration) {
+    (PROPOSAL_LEAD.min(ttl / 2), PROPOSAL_BOUND.min(ttl))
+}
 
 impl Acquisition {
     /// An acquisition of `keys` (what they hold says how) with a fresh
@@ -123,17 +140,18 @@ impl Acquisition {
     }
 
     /// Redlock: the fencing token this attempt asks every master to mint,
-    /// this machine's clock in µs plus [`PROPOSAL_LEAD`] (and above any
-    /// counter a refused attempt saw). When every master mints it, they
-    /// are left as the grant's write-back would leave them, so it is not
-    /// needed; when one counts past it, they mint apart and the write-back
-    /// makes them agree, as before. None for a clock before 1970.
-    fn proposal(&self, clock_ahead: Duration) -> Option<String> {
+    /// this machine's clock in µs plus `lead` (and above any counter a
+    /// refused attempt saw). When every master mints it, they are left as
+    /// the grant's write-back would leave them, so it is not needed; when
+    /// one counts past it (or it leads that master's clock by more than
+    /// [`PROPOSAL_BOUND`]), they mint apart and the write-back makes them
+    /// agree, as before. None for a clock before 1970.
+    fn proposal(&self, lead: Duration, clock_ahead: Duration) -> Option<String> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .ok()?
             .saturating_add(clock_ahead)
-            .saturating_add(PROPOSAL_LEAD);
+            .saturating_add(lead);
         let micros = u64::try_from(now.as_micros()).ok()?;
         let floor = self.floor.load(Ordering::SeqCst).saturating_add(1);
         Some(micros.max(floor).to_string())
@@ -390,13 +408,17 @@ impl RawLock {
         queue: Queue,
     ) -> Result<Outcome, Error> {
         let n = self.instances.len();
+        let (lead, bound) = proposal_lead_and_bound(self.config.ttl);
+        let bound = u64::try_from(bound.as_micros()).unwrap_or(u64::MAX);
         let proposal = (n > 1)
-            .then(|| a.proposal(self.config.clock_ahead))
-            .flatten();
+            .then(|| a.proposal(lead, self.config.clock_ahead))
+            .flatten()
+            .map(|p| (p, bound));
         let sent = Instant::now();
         let (this, a2) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(n, move |i| {
-            this.acquire_on(i, &a2, queue, proposal.as_deref())
+            let proposal = proposal.as_ref().map(|(p, bound)| (p.as_str(), *bound));
+            this.acquire_on(i, &a2, queue, proposal)
         });
         let ttl = self.config.ttl;
         let drift = time::drift(ttl, self.config.drift);
@@ -463,7 +485,7 @@ impl RawLock {
         i: usize,
         a: &Acquisition,
         queue: Queue,
-        proposal: Option<&str>,
+        proposal: Option<(&str, u64)>,
     ) -> Result<Grant, Error> {
         let config = &self.config;
         let ttl = time::millis_ceil(config.ttl);
