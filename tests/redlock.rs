@@ -447,3 +447,41 @@ fn a_fast_client_clock_cannot_make_tokens_fall_after_the_masters_lose_their_data
     );
     g.unlock().unwrap();
 }
+
+/// One master hangs across an unlock (its renewal just before timed out,
+/// so the release cannot reach it either) and answers again at once: the
+/// key left there is released once it does, so another locker gets the
+/// lock well within the TTL that key had left. A hung master costs its
+/// timeout, not the rest of the TTL.
+#[test]
+fn a_master_hung_across_an_unlock_does_not_block_the_lock_for_the_ttl() {
+    let servers = servers(3);
+    let ttl = Duration::from_secs(6);
+    let io = Duration::from_millis(300);
+    let k = key("rl-hung-unlock");
+    let events = common::keyspace_events(&servers[1], &k, "Kg");
+    let holder = redlock_builder(&servers)
+        .ttl(ttl)
+        .io_timeout(io)
+        .checkout_timeout(io)
+        .build()
+        .unwrap();
+    let g = holder.lock(&k).unwrap();
+    servers[0].pause();
+    // A renewal reaches the others and times out on the hung master; the
+    // unlock waits for it, then releases.
+    common::next_event(&events, "expire", Duration::from_secs(20));
+    g.unlock().unwrap();
+    servers[0].resume();
+    let rival = redlock_builder(&servers)
+        .ttl(ttl)
+        .io_timeout(io)
+        .checkout_timeout(io)
+        .backoff(quick())
+        .build()
+        .unwrap();
+    let (got, took) = timed(|| rival.lock_timeout(&k, Duration::from_secs(3)));
+    let g = got.unwrap_or_else(|e| panic!("the lock was still blocked after {took:?}: {e}"));
+    assert_eq!(holders_of(&servers, &k), 3);
+    g.unlock().unwrap();
+}
