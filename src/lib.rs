@@ -164,6 +164,12 @@
 //! - each instance's call is bounded by a timeout of at most a tenth of the
 //!   TTL, so a dead or hung instance costs that and no more, and an
 //!   operation takes as long as the slowest member of the quorum;
+//! - a guard's release that cannot reach an instance (it hangs, or was
+//!   skipped after a failure) is sent again, owner-checked, by a thread of
+//!   the locker every 100 ms until that instance answers, for at most the
+//!   TTL: an instance that hangs for a moment across an unlock costs the
+//!   next lock about that moment, not the rest of the TTL of the key left
+//!   there (if the process exits first, that key waits out its TTL);
 //! - a failed attempt is released on every instance, including those that
 //!   seemed to fail, so no partial hold outlives the call;
 //!   [`Error::NoQuorum`] says how many granted and carries the last error;

@@ -45,6 +45,9 @@ pub(crate) struct RawLock {
     wake: Arc<Listener>,
     /// Redlock: the threads that ask the other instances.
     fan: FanOut,
+    /// Redlock: the releases that could not reach an instance, sent again
+    /// once it answers.
+    later: later::Later,
 }
 
 // `RawLock` is `Send + Sync`: connectors are required to be, and `Config` and
@@ -212,6 +215,7 @@ impl RawLock {
             version_checked: instances.iter().map(|_| AtomicBool::new(false)).collect(),
             breakers: instances.iter().map(|_| Breaker::default()).collect(),
             fan: FanOut::new(instances.len()),
+            later: later::Later::new(instances.len()),
             instances,
             config,
             wake: Arc::new(Listener::new(channel)),
@@ -577,18 +581,50 @@ impl RawLock {
     }
 
     /// Releases on every instance, ignoring the outcome (clean-up paths).
+    /// Never sent again later: the acquisition may try again with the same
+    /// token.
     fn release_quietly(self: &Arc<Self>, a: &Arc<Acquisition>) {
-        let _ = self.release(a);
+        let _ = self.release_everywhere(a);
     }
 
     /// Deletes the keys still owned by `a` on every instance, announces the
     /// release, and hands a single-key lock to the first live waiter in its
     /// queue. `Ok(true)`: a majority still had the lock; `Ok(false)`: it had
     /// been lost. With the hand-over, if there was one.
+    ///
+    /// A guard's release, the end of `a`'s token: with several instances,
+    /// one that could not be reached is sent it again once it answers (see
+    /// `later.rs`), so that the key left there does not block every later
+    /// grant for the rest of its TTL.
     pub(crate) fn release(
         self: &Arc<Self>,
         a: &Arc<Acquisition>,
     ) -> Result<(bool, Option<Handed>), Error> {
+        let (answers, handed) = self.release_everywhere(a);
+        if self.instances.len() > 1 {
+            for (i, answer) in answers.iter().enumerate() {
+                if matches!(answer, Err(e) if e.is_connection()) {
+                    self.release_later(i, a);
+                }
+            }
+        }
+        let answers = answers
+            .into_iter()
+            .map(|answer| answer.map(|deleted| deleted == a.keys.locks.len()))
+            .collect();
+        match quorum::decide_release(answers) {
+            Released::Clean => Ok((true, handed)),
+            Released::Lost => Ok((false, handed)),
+            Released::Unknown { ours, last } => Err(self.quorum_error(ours, last)),
+        }
+    }
+
+    /// The release script of `a` on every instance: per instance, how many
+    /// keys it deleted; with the hand-over, if there was one.
+    fn release_everywhere(
+        self: &Arc<Self>,
+        a: &Arc<Acquisition>,
+    ) -> (Vec<Result<usize, Error>>, Option<Handed>) {
         // (A read-write lock's releases always look at its queue.)
         let queued =
             self.wake.channel().is_some() && self.queue_mode(a, Queue::Respect) != Queue::Ignore;
@@ -608,14 +644,10 @@ impl RawLock {
                 if to.is_some() {
                     handed = to;
                 }
-                Ok(usize::try_from(deleted).is_ok_and(|d| d == a.keys.locks.len()))
+                Ok(usize::try_from(deleted).unwrap_or(usize::MAX))
             })
             .collect();
-        match quorum::decide_release(answers) {
-            Released::Clean => Ok((true, handed)),
-            Released::Lost => Ok((false, handed)),
-            Released::Unknown { ours, last } => Err(self.quorum_error(ours, last)),
-        }
+        (answers, handed)
     }
 
     /// One owner-checked renewal of `lease` on every instance, for `ttl`
@@ -996,6 +1028,8 @@ mod fan_out_tests {
         assert!(r.iter().all(Result::is_ok));
     }
 }
+
+mod later;
 
 #[cfg(test)]
 mod model_vs_redis;

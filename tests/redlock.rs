@@ -482,6 +482,7 @@ fn a_master_hung_across_an_unlock_does_not_block_the_lock_for_the_ttl() {
         .unwrap();
     let (got, took) = timed(|| rival.lock_timeout(&k, Duration::from_secs(3)));
     let g = got.unwrap_or_else(|e| panic!("the lock was still blocked after {took:?}: {e}"));
+    eprintln!("the rival got the lock {took:?} after the master answered again");
     assert_eq!(holders_of(&servers, &k), 3);
     g.unlock().unwrap();
 }

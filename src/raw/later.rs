@@ -1,0 +1,118 @@
+//! Redlock: releases that could not reach a master, sent again once it
+//! answers.
+//!
+//! A master that hangs for a moment across an unlock keeps our key while
+//! the others delete it; every later grant would meet it there as a
+//! rival's and give up, for the rest of the TTL. So a guard's release that
+//! failed on a master for want of a connection (a timeout, a refused or
+//! skipped call) is kept here, and one thread per such master sends it
+//! again, owner-checked as every release is, every [`PAUSE`] until the
+//! master answers, for at most the TTL (the key expires by then) and at
+//! most [`MOST`] releases per master (beyond that the oldest is left to its
+//! TTL). Only a guard's own release is kept: its owner token is never used
+//! again, so deleting the keys that still carry it is always safe, whenever
+//! it happens. (A failed attempt's clean-up is not: the next attempt of the
+//! same acquisition uses the same token.)
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::Value;
+
+use super::{Acquisition, RawLock};
+use crate::protocol::scripts;
+use crate::time;
+
+/// How often a master that did not answer a release is tried again.
+pub(super) const PAUSE: Duration = Duration::from_millis(100);
+
+/// The most releases kept per master.
+pub(super) const MOST: usize = 1024;
+
+/// One master's releases to send again, and whether its thread runs.
+#[derive(Default)]
+struct Queue {
+    /// Each with the moment it is given up (its keys have expired by then).
+    items: Vec<(Arc<Acquisition>, Instant)>,
+    running: bool,
+}
+
+/// Per master, the releases that did not reach it.
+pub(crate) struct Later {
+    queues: Vec<Mutex<Queue>>,
+}
+
+impl Later {
+    pub(crate) fn new(instances: usize) -> Later {
+        Later {
+            queues: (0..instances).map(|_| Mutex::default()).collect(),
+        }
+    }
+}
+
+impl RawLock {
+    /// Keeps the release of `a` (a guard's) to send again to master `i`,
+    /// and starts that master's thread unless it runs.
+    pub(super) fn release_later(self: &Arc<Self>, i: usize, a: &Arc<Acquisition>) {
+        let Some(queue) = self.later.queues.get(i) else {
+            return;
+        };
+        let Some(until) = time::deadline(Instant::now(), self.config.ttl) else {
+            return;
+        };
+        let mut q = queue.lock();
+        if q.items.len() >= MOST {
+            q.items.remove(0);
+        }
+        q.items.push((Arc::clone(a), until));
+        if q.running {
+            return;
+        }
+        let this = Arc::clone(self);
+        let spawned = thread::Builder::new()
+            .name("redmutex-release".into())
+            .stack_size(128 * 1024)
+            .spawn(move || this.release_again(i));
+        // Without a thread the keys there wait for their TTL, as they did.
+        q.running = spawned.is_ok();
+        if !q.running {
+            q.items.clear();
+        }
+    }
+
+    /// Master `i`'s thread: every [`PAUSE`], sends the kept releases again,
+    /// each until the master answers it or it is given up; ends when none
+    /// is left.
+    fn release_again(&self, i: usize) {
+        let Some(queue) = self.later.queues.get(i) else {
+            return;
+        };
+        // A pause is a wait on a channel nobody sends to.
+        let (_keep, pause) = mpsc::channel::<()>();
+        loop {
+            let _ = pause.recv_timeout(PAUSE);
+            let batch: Vec<Arc<Acquisition>> = {
+                let mut q = queue.lock();
+                let now = Instant::now();
+                q.items.retain(|(_, until)| now < *until);
+                if q.items.is_empty() {
+                    q.running = false;
+                    return;
+                }
+                q.items.iter().map(|(a, _)| Arc::clone(a)).collect()
+            };
+            for a in batch {
+                let call = scripts::release(&a.keys, a.token.as_str(), "", false);
+                match self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?)) {
+                    // Still out of reach: the others wait for the next round.
+                    Err(e) if e.is_connection() => break,
+                    // Answered (or refused for good): done with it.
+                    _ => queue.lock().items.retain(|(b, _)| !Arc::ptr_eq(b, &a)),
+                }
+            }
+        }
+    }
+}
