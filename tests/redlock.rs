@@ -486,3 +486,76 @@ fn a_master_hung_across_an_unlock_does_not_block_the_lock_for_the_ttl() {
     assert_eq!(holders_of(&servers, &k), 3);
     g.unlock().unwrap();
 }
+
+/// Calls of plain `EVAL` that `server` has run so far (the clean-up after
+/// an acquire whose reply was lost is one).
+#[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
+fn eval_calls(server: &common::Server) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_eval:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// An attempt's acquire on one master stalls on a half-open connection and
+/// times out, so its clean-up release is queued behind it on that
+/// connection; a later attempt of the same `lock` reaches that master on a
+/// fresh connection and is granted everywhere. When the stalled connection
+/// delivers, the late acquire and its clean-up must leave the grant's key
+/// there: otherwise the lock stands on a bare majority that believes it
+/// holds every master, and one more master's data loss hands it to a rival.
+#[test]
+fn a_late_clean_up_of_an_earlier_attempt_leaves_the_grant_alone() {
+    use redmutex_testkit::proxy::{Mode, Proxy};
+    let servers = servers(3);
+    let proxy = Proxy::start(servers[0].port());
+    let io = Duration::from_millis(300);
+    // No idle connection made ahead (r2d2's `min_idle`): the one the
+    // first attempt stalls on is the only one there is then.
+    let first = r2d2::Pool::builder()
+        .max_size(8)
+        .min_idle(Some(0))
+        .test_on_check_out(false)
+        .build(redis::Client::open(proxy.url()).unwrap())
+        .unwrap();
+    let locker = Locker::builder(first)
+        .instance(redmutex::pool(&servers[1].url()).unwrap())
+        .instance(redmutex::pool(&servers[2].url()).unwrap())
+        .ttl(Duration::from_secs(10))
+        .io_timeout(io)
+        .checkout_timeout(io)
+        .watchdog(false)
+        .backoff(quick())
+        .build()
+        .unwrap();
+    let k = key("rl-late-clean-up");
+    // Connections made, scripts loaded (a NOSCRIPT reply would mean
+    // nothing ran).
+    locker.lock(&k).unwrap().unlock().unwrap();
+    // A rival holds one master past the first master's break (500 ms), so
+    // that an attempt reaches it again before the lock is granted.
+    common::lock_as_someone_else(&servers[1], &k, 1200);
+    proxy.set(Mode::StallExisting);
+    let g = locker.lock_timeout(&k, Duration::from_secs(8)).unwrap();
+    // (The clean-up is a plain EVAL, queued behind the stall.)
+    let evals = eval_calls(&servers[0]);
+    let ours = common::owner_of(&servers[2], &k);
+    assert!(ours.is_some());
+    assert_eq!(common::owner_of(&servers[0], &k), ours, "not granted there");
+    // The stalled connection delivers the first attempt's acquire and its
+    // clean-up.
+    proxy.set(Mode::Pass);
+    common::wait_until("the late clean-up ran", Duration::from_secs(20), || {
+        eval_calls(&servers[0]) > evals
+    });
+    assert_eq!(
+        common::owner_of(&servers[0], &k),
+        ours,
+        "a late clean-up deleted the grant's key"
+    );
+    g.unlock().unwrap();
+}
