@@ -171,7 +171,11 @@
 //!   next lock about that moment, not the rest of the TTL of the key left
 //!   there (if the process exits first, that key waits out its TTL);
 //! - a failed attempt is released on every instance, including those that
-//!   seemed to fail, so no partial hold outlives the call;
+//!   seemed to fail, so no partial hold outlives the call; each attempt has
+//!   an owner token of its own, so a clean-up that reaches an instance late
+//!   (queued behind an acquire on a stalled connection) never deletes a
+//!   later attempt's grant, and the write-back goes only to the instances
+//!   that answered the attempt;
 //!   [`Error::NoQuorum`] says how many granted and carries the last error;
 //! - renewals, [`Guard::extend`], [`Guard::unlock`] and [`Locker::holder`]
 //!   decide on the majority too. A renewal puts back a key of ours that an

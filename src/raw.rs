@@ -56,7 +56,11 @@ pub(crate) struct RawLock {
 /// One acquisition: its token (kept across retries, so a retry after a lost
 /// reply finds the key already ours) and its keys.
 pub(crate) struct Acquisition {
+    /// Its own token: the name its waiter is known by, and with one
+    /// instance the owner token of its keys.
     pub(crate) token: Token,
+    /// The owner token its keys carry (see [`Acquisition::owner`]).
+    owner: Mutex<Token>,
     /// The keys as the caller gave them, shared with its guard.
     pub(crate) caller_keys: Arc<[String]>,
     /// Its keys in Redis.
@@ -98,13 +102,25 @@ impl Acquisition {
     /// An acquisition of `keys` (what they hold says how) with a fresh
     /// token.
     fn new(caller_keys: Arc<[String]>, keys: LockKeys) -> Result<Acquisition, Error> {
+        let token = Token::new()?;
         Ok(Acquisition {
-            token: Token::new()?,
+            owner: Mutex::new(token.clone()),
+            token,
             caller_keys,
             keys,
             floor: AtomicU64::new(0),
             slot: AtomicUsize::new(NO_SLOT),
         })
+    }
+
+    /// The owner token its keys carry: its own token with one instance. In
+    /// Redlock each attempt draws a fresh one (see [`RawLock::acquire`]),
+    /// so that an attempt's clean-up, which may reach a master late (queued
+    /// behind a stalled acquire, see [`RawLock::acquire_on`]), can never
+    /// delete the keys of a later attempt; the guard goes on with the one
+    /// of the attempt that was granted.
+    pub(crate) fn owner(&self) -> Token {
+        self.owner.lock().clone()
     }
 
     /// Which permit of a semaphore this acquisition holds, once granted;
@@ -135,6 +151,7 @@ impl Acquisition {
         keys.hold = Hold::Lock;
         Ok(Arc::new(Acquisition {
             token: self.token.clone(),
+            owner: Mutex::new(self.owner()),
             caller_keys: Arc::clone(&self.caller_keys),
             keys,
             floor: AtomicU64::new(self.floor.load(Ordering::SeqCst)),
@@ -306,7 +323,7 @@ impl RawLock {
     /// is freed, and handed to the next waiter.
     pub(crate) fn dequeue(&self, a: &Acquisition) {
         let channel = self.wake.channel().unwrap_or("");
-        let call = scripts::dequeue(&a.keys, a.token.as_str(), channel);
+        let call = scripts::dequeue(&a.keys, a.owner().as_str(), channel);
         for i in 0..self.instances.len() {
             let _ = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?));
         }
@@ -412,6 +429,10 @@ impl RawLock {
         queue: Queue,
     ) -> Result<Outcome, Error> {
         let n = self.instances.len();
+        if n > 1 {
+            // A fresh owner token for each Redlock attempt (see `owner`).
+            *a.owner.lock() = Token::new()?;
+        }
         let (lead, bound) = proposal_lead_and_bound(self.config.ttl);
         let bound = u64::try_from(bound.as_micros()).unwrap_or(u64::MAX);
         let proposal = (n > 1)
@@ -426,13 +447,14 @@ impl RawLock {
         });
         let ttl = self.config.ttl;
         let drift = time::drift(ttl, self.config.drift);
+        let answered: Arc<[bool]> = answers.iter().map(Result::is_ok).collect();
         match quorum::decide_acquire(answers, ttl, sent.elapsed(), drift) {
             // One instance has nothing to write back to; with several,
             // every one that minted the grant's token already has it.
             Acquired::Granted { fence, everywhere } if n == 1 || everywhere => {
                 Ok(Outcome::Granted { sent, fence })
             }
-            Acquired::Granted { fence, .. } => match self.raise_fences(a, fence) {
+            Acquired::Granted { fence, .. } => match self.raise_fences(a, fence, &answered) {
                 Ok(true) if quorum::validity(ttl, sent.elapsed(), drift).is_some() => {
                     Ok(Outcome::Granted { sent, fence })
                 }
@@ -493,9 +515,10 @@ impl RawLock {
     ) -> Result<Grant, Error> {
         let config = &self.config;
         let ttl = time::millis_ceil(config.ttl);
-        let (token, metadata) = (a.token.as_str(), &config.metadata);
+        let owner = a.owner();
+        let (token, metadata) = (owner.as_str(), &config.metadata);
         let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal);
-        let release_by_token = || scripts::release_by_eval(&a.keys, a.token.as_str());
+        let release_by_token = || scripts::release_by_eval(&a.keys, token);
         let mut grant = None;
         let (checkout, io) = (config.checkout_timeout, config.io_timeout);
         let checked = self.version_checked.get(i);
@@ -545,10 +568,21 @@ impl RawLock {
     /// again, at most [`REPAIR_TRIES`] times, while an instance answers that
     /// another client holds the lock there: a rival's failed attempt
     /// releases it a round trip later.
-    fn raise_fences(self: &Arc<Self>, a: &Arc<Acquisition>, fence: u64) -> Result<bool, Error> {
+    ///
+    /// Only the instances that `answered` this attempt's acquire are
+    /// written to: on the others the acquire may still be on its way, with
+    /// its clean-up behind it on the same connection (see
+    /// [`RawLock::acquire_on`]), which would delete what the write-back
+    /// put there; they count as down, as they did for the grant.
+    fn raise_fences(
+        self: &Arc<Self>,
+        a: &Arc<Acquisition>,
+        fence: u64,
+        answered: &Arc<[bool]>,
+    ) -> Result<bool, Error> {
         let mut tries = 0;
         loop {
-            let everywhere = self.raise_fences_once(a, fence)?;
+            let everywhere = self.raise_fences_once(a, fence, Arc::clone(answered))?;
             tries += 1;
             if everywhere || tries >= REPAIR_TRIES {
                 return Ok(everywhere);
@@ -560,12 +594,20 @@ impl RawLock {
         self: &Arc<Self>,
         a: &Arc<Acquisition>,
         fence: u64,
+        answered: Arc<[bool]>,
     ) -> Result<bool, Error> {
+        let owner = a.owner();
         let (this, a) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(self.instances.len(), move |i| {
+            if !answered.get(i).copied().unwrap_or(false) {
+                return Err(Error::Redis(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "not written back: its acquire did not answer",
+                ))));
+            }
             let ttl = time::millis_ceil(this.config.ttl);
             let call =
-                scripts::raise_fence(&a.keys, fence, a.token.as_str(), &this.config.metadata, ttl);
+                scripts::raise_fence(&a.keys, fence, owner.as_str(), &this.config.metadata, ttl);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             Ok(replies::int_reply(&reply, "raise fence")? == 1)
         });
@@ -628,10 +670,11 @@ impl RawLock {
         // (A read-write lock's releases always look at its queue.)
         let queued =
             self.wake.channel().is_some() && self.queue_mode(a, Queue::Respect) != Queue::Ignore;
+        let owner = a.owner();
         let (this, a2) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(self.instances.len(), move |i| {
             let channel = this.wake.channel().unwrap_or("");
-            let call = scripts::release(&a2.keys, a2.token.as_str(), channel, queued);
+            let call = scripts::release(&a2.keys, owner.as_str(), channel, queued);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             let (deleted, to) = replies::parse_release(&reply)?;
             Ok((deleted, to))
@@ -686,9 +729,10 @@ impl RawLock {
         if lease.is_lost() {
             return Ok(Renewal::Lost);
         }
+        let owner = a.owner();
         let repair = self.config.topology.is_redlock().then(|| {
             let value = LockValue {
-                token: a.token.as_str(),
+                token: owner.as_str(),
                 fence,
                 metadata: &self.config.metadata,
             };
@@ -700,7 +744,7 @@ impl RawLock {
             let repair = repair
                 .as_ref()
                 .map(|(value, fence)| (value.as_str(), *fence));
-            let call = scripts::renew(&a.keys, a.token.as_str(), time::millis_ceil(ttl), repair);
+            let call = scripts::renew(&a.keys, owner.as_str(), time::millis_ceil(ttl), repair);
             let reply = this.run_renewal_on(i, &mut |c| {
                 let reply = call.invoke::<Value>(c)?;
                 // A renewal counts once the replicas have it too: else a
@@ -742,9 +786,10 @@ impl RawLock {
         a: &Arc<Acquisition>,
         ttl: Duration,
     ) -> Result<bool, Error> {
+        let owner = a.owner();
         let (this, a) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(self.instances.len(), move |i| {
-            let call = scripts::renew(&a.keys, a.token.as_str(), time::millis_ceil(ttl), None);
+            let call = scripts::renew(&a.keys, owner.as_str(), time::millis_ceil(ttl), None);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             Ok(replies::int_reply(&reply, "expire")? == 1)
         });

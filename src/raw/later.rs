@@ -105,7 +105,8 @@ impl RawLock {
                 q.items.iter().map(|(a, _)| Arc::clone(a)).collect()
             };
             for a in batch {
-                let call = scripts::release(&a.keys, a.token.as_str(), "", false);
+                let owner = a.owner();
+                let call = scripts::release(&a.keys, owner.as_str(), "", false);
                 match self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?)) {
                     // Still out of reach: the others wait for the next round.
                     Err(e) if e.is_connection() => break,
