@@ -166,10 +166,11 @@
 //!   operation takes as long as the slowest member of the quorum;
 //! - a guard's release that cannot reach an instance (it hangs, or was
 //!   skipped after a failure) is sent again, owner-checked, by a thread of
-//!   the locker every 100 ms until that instance answers, for at most the
-//!   TTL: an instance that hangs for a moment across an unlock costs the
-//!   next lock about that moment, not the rest of the TTL of the key left
-//!   there (if the process exits first, that key waits out its TTL);
+//!   the locker 100 ms later, then every 200 ms, 400 ms, ... up to every
+//!   second until that instance answers, for at most the TTL: an instance
+//!   that hangs for a moment across an unlock costs the next lock about
+//!   that moment, not the rest of the TTL of the key left there (if the
+//!   process exits first, that key waits out its TTL);
 //! - a failed attempt is released on every instance, including those that
 //!   seemed to fail, so no partial hold outlives the call; each attempt has
 //!   an owner token of its own, so a clean-up that reaches an instance late

@@ -6,8 +6,11 @@
 //! rival's and give up, for the rest of the TTL. So a guard's release that
 //! failed on a master for want of a connection (a timeout, a refused or
 //! skipped call) is kept here, and one thread per such master sends it
-//! again, owner-checked as every release is, every [`PAUSE`] until the
-//! master answers, for at most the TTL (the key expires by then) and at
+//! again, owner-checked as every release is, after [`PAUSE`] (doubling up
+//! to [`LONGEST_PAUSE`] while the master does not answer) until the
+//! master answers, past its breaker (a try costs this thread, not a
+//! caller, its timeout; an answer closes the breaker), for at most the TTL
+//! (the key expires by then) and at
 //! most [`MOST`] releases per master (beyond that the oldest is left to its
 //! TTL). Only a guard's own release is kept: its owner token is never used
 //! again, so deleting the keys that still carry it is always safe, whenever
@@ -20,14 +23,18 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::Value;
+use redis::{ConnectionLike, Value};
 
 use super::{Acquisition, RawLock};
 use crate::protocol::scripts;
 use crate::time;
 
-/// How often a master that did not answer a release is tried again.
+/// How soon a master that did not answer a release is tried again; the
+/// pause doubles, up to [`LONGEST_PAUSE`], each time it still does not
+/// answer (a try of a hung master costs a timeout, and leaves its
+/// connection settling).
 pub(super) const PAUSE: Duration = Duration::from_millis(100);
+pub(super) const LONGEST_PAUSE: Duration = Duration::from_secs(1);
 
 /// The most releases kept per master.
 pub(super) const MOST: usize = 1024;
@@ -83,7 +90,7 @@ impl RawLock {
         }
     }
 
-    /// Master `i`'s thread: every [`PAUSE`], sends the kept releases again,
+    /// Master `i`'s thread: after each pause, sends the kept releases again,
     /// each until the master answers it or it is given up; ends when none
     /// is left.
     fn release_again(&self, i: usize) {
@@ -92,8 +99,10 @@ impl RawLock {
         };
         // A pause is a wait on a channel nobody sends to.
         let (_keep, pause) = mpsc::channel::<()>();
+        let mut wait = PAUSE;
         loop {
-            let _ = pause.recv_timeout(PAUSE);
+            let _ = pause.recv_timeout(wait);
+            wait = (wait * 2).min(LONGEST_PAUSE);
             let batch: Vec<Arc<Acquisition>> = {
                 let mut q = queue.lock();
                 let now = Instant::now();
@@ -104,14 +113,28 @@ impl RawLock {
                 }
                 q.items.iter().map(|(a, _)| Arc::clone(a)).collect()
             };
+            let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
             for a in batch {
                 let owner = a.owner();
                 let call = scripts::release(&a.keys, owner.as_str(), "", false);
-                match self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?)) {
+                let mut op = |c: &mut dyn ConnectionLike| Ok(call.invoke::<Value>(c)?);
+                let result = self
+                    .instance(i)
+                    .and_then(|master| master.run(checkout, io, &mut op, None));
+                if result.is_ok() {
+                    if let Some(breaker) = self.breakers.get(i) {
+                        breaker.reset();
+                    }
+                }
+                match result {
                     // Still out of reach: the others wait for the next round.
                     Err(e) if e.is_connection() => break,
-                    // Answered (or refused for good): done with it.
-                    _ => queue.lock().items.retain(|(b, _)| !Arc::ptr_eq(b, &a)),
+                    // Answered (or refused for good): done with it, and
+                    // the next round (releases kept meanwhile) comes soon.
+                    _ => {
+                        queue.lock().items.retain(|(b, _)| !Arc::ptr_eq(b, &a));
+                        wait = PAUSE;
+                    }
                 }
             }
         }
