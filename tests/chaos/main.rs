@@ -634,7 +634,7 @@ impl Run<'_> {
             backoff_max: BACKOFF_MAX,
             flaw: self.scenario.flaw,
             sentinel: self.scenario.sentinel,
-            clock_ahead: if self.scenario.fast_clocks && id % 2 == 0 {
+            clock_ahead: if self.scenario.fast_clocks && id.is_multiple_of(2) {
                 Duration::from_secs(3600)
             } else {
                 Duration::ZERO
@@ -1065,7 +1065,7 @@ impl Run<'_> {
                 // (its token far ahead), when one does within a few tries.
                 for _ in 0..50 {
                     let pos = self.holder();
-                    if !self.scenario.fast_clocks || self.workers[pos].id % 2 == 0 {
+                    if !self.scenario.fast_clocks || self.workers[pos].id.is_multiple_of(2) {
                         break;
                     }
                     std::thread::sleep(Duration::from_millis(20));
