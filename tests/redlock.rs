@@ -559,3 +559,59 @@ fn a_late_clean_up_of_an_earlier_attempt_leaves_the_grant_alone() {
     );
     g.unlock().unwrap();
 }
+
+/// A renewal stalls on a half-open connection to one master and times
+/// out; the unlock's release reaches that master later (sent again on a
+/// fresh connection), and then the stalled connection delivers the
+/// renewal, which puts our key back there (a renewal repairs a key of ours
+/// that a master lost). That key must not keep the lock from everyone for
+/// a whole TTL.
+#[test]
+fn a_renewal_delivered_after_the_unlock_does_not_block_the_lock_for_the_ttl() {
+    use redmutex_testkit::proxy::{Mode, Proxy};
+    let servers = servers(3);
+    let proxy = Proxy::start(servers[0].port());
+    let (ttl, io) = (Duration::from_secs(6), Duration::from_millis(300));
+    let first = r2d2::Pool::builder()
+        .max_size(8)
+        .min_idle(Some(0))
+        .test_on_check_out(false)
+        .build(redis::Client::open(proxy.url()).unwrap())
+        .unwrap();
+    let holder = Locker::builder(first)
+        .instance(redmutex::pool(&servers[1].url()).unwrap())
+        .instance(redmutex::pool(&servers[2].url()).unwrap())
+        .ttl(ttl)
+        .io_timeout(io)
+        .checkout_timeout(io)
+        .build()
+        .unwrap();
+    let k = key("rl-late-renewal");
+    let on_first = common::keyspace_events(&servers[0], &k, "Kg$");
+    let on_second = common::keyspace_events(&servers[1], &k, "Kg");
+    let g = holder.lock(&k).unwrap();
+    // The grant's SET PX, then the first renewal, on both masters.
+    for events in [&on_first, &on_second] {
+        common::next_event(events, "expire", Duration::from_secs(20));
+        common::next_event(events, "expire", Duration::from_secs(20));
+    }
+    proxy.set(Mode::StallExisting);
+    // The next renewal reaches the others and stalls on the first master.
+    common::next_event(&on_second, "expire", Duration::from_secs(20));
+    g.unlock().unwrap();
+    common::next_event(&on_first, "del", Duration::from_secs(10));
+    // The stalled renewal arrives, and puts our key back.
+    proxy.set(Mode::Pass);
+    common::next_event(&on_first, "set", Duration::from_secs(20));
+    let rival = redlock_builder(&servers)
+        .ttl(ttl)
+        .io_timeout(io)
+        .checkout_timeout(io)
+        .backoff(quick())
+        .build()
+        .unwrap();
+    let (got, took) = timed(|| rival.lock_timeout(&k, Duration::from_secs(3)));
+    let g = got.unwrap_or_else(|e| panic!("the lock was still blocked after {took:?}: {e}"));
+    eprintln!("the rival got the lock {took:?} after the late renewal");
+    g.unlock().unwrap();
+}
