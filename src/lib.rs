@@ -171,7 +171,10 @@
 //!   answers, for at most the TTL. An instance that hangs for a moment
 //!   across an unlock costs the next lock about that moment, not the rest
 //!   of the TTL of the key left there (if the process exits first, that key
-//!   waits out its TTL);
+//!   waits out its TTL). Where a renewal (or the write-back) timed out, it
+//!   may still arrive after the release and put our key back (a renewal
+//!   repairs a missing key): there the release is sent again after each
+//!   pause, answered or not, for four TTLs;
 //! - a failed attempt is released on every instance, including those that
 //!   seemed to fail, so no partial hold outlives the call;
 //!   [`Error::NoQuorum`] says how many granted and carries the last error.

@@ -71,6 +71,11 @@ pub(crate) struct Acquisition {
     floor: AtomicU64,
     /// The index of the permit granted, once one is.
     slot: AtomicUsize,
+    /// Redlock: the masters (a bit each) where a call that puts our keys
+    /// there (a renewal, which repairs a missing key, or the write-back)
+    /// failed for want of a connection: it may still arrive, after the
+    /// release too, so the release is sent there again later.
+    stalled: AtomicU64,
 }
 
 /// No permit granted yet.
@@ -110,6 +115,7 @@ impl Acquisition {
             keys,
             floor: AtomicU64::new(0),
             slot: AtomicUsize::new(NO_SLOT),
+            stalled: AtomicU64::new(0),
         })
     }
 
@@ -156,6 +162,7 @@ impl Acquisition {
             keys,
             floor: AtomicU64::new(self.floor.load(Ordering::SeqCst)),
             slot: AtomicUsize::new(slot),
+            stalled: AtomicU64::new(self.stalled.load(Ordering::SeqCst)),
         }))
     }
 
@@ -175,6 +182,21 @@ impl Acquisition {
         let micros = u64::try_from(now.as_micros()).ok()?;
         let floor = self.floor.load(Ordering::SeqCst).saturating_add(1);
         Some(micros.max(floor).to_string())
+    }
+
+    /// Notes the masters whose answer in `answers` was a connection
+    /// failure of a call that puts our keys there (see `stalled`).
+    fn note_stalled<T>(&self, answers: &[Result<T, Error>]) {
+        for (i, answer) in answers.iter().enumerate().take(64) {
+            if matches!(answer, Err(e) if e.is_connection()) {
+                self.stalled.fetch_or(1 << i, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Whether a call that puts our keys on master `i` may still arrive.
+    fn stalled_on(&self, i: usize) -> bool {
+        i < 64 && self.stalled.load(Ordering::SeqCst) & (1 << i) != 0
     }
 
     /// A semaphore's permit, not granted yet.
@@ -597,6 +619,7 @@ impl RawLock {
         answered: Arc<[bool]>,
     ) -> Result<bool, Error> {
         let owner = a.owner();
+        let noted = Arc::clone(a);
         let (this, a) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(self.instances.len(), move |i| {
             if !answered.get(i).copied().unwrap_or(false) {
@@ -611,6 +634,7 @@ impl RawLock {
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             Ok(replies::int_reply(&reply, "raise fence")? == 1)
         });
+        noted.note_stalled(&answers);
         match quorum::decide_raise(answers) {
             Raised::Everywhere => Ok(true),
             Raised::Rival => Ok(false),
@@ -635,9 +659,10 @@ impl RawLock {
     /// been lost. With the hand-over, if there was one.
     ///
     /// A guard's release, the end of `a`'s token: with several instances,
-    /// one that could not be reached is sent it again once it answers (see
-    /// `later.rs`), so that the key left there does not block every later
-    /// grant for the rest of its TTL.
+    /// one that could not be reached is sent it again once it answers, and
+    /// one where a renewal or the write-back may still arrive is sent it
+    /// again for a while (see `later.rs`), so that the key left (or put
+    /// back) there does not block every later grant for a TTL.
     pub(crate) fn release(
         self: &Arc<Self>,
         a: &Arc<Acquisition>,
@@ -645,8 +670,9 @@ impl RawLock {
         let (answers, handed) = self.release_everywhere(a);
         if self.instances.len() > 1 {
             for (i, answer) in answers.iter().enumerate() {
-                if matches!(answer, Err(e) if e.is_connection()) {
-                    self.release_later(i, a);
+                let failed = matches!(answer, Err(e) if e.is_connection());
+                if failed || a.stalled_on(i) {
+                    self.release_later(i, a, a.stalled_on(i));
                 }
             }
         }
@@ -739,6 +765,7 @@ impl RawLock {
             (value.format(), fence)
         });
         let sent = Instant::now();
+        let noted = Arc::clone(a);
         let (this, a) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(self.instances.len(), move |i| {
             let repair = repair
@@ -756,6 +783,9 @@ impl RawLock {
             })?;
             Ok(replies::int_reply(&reply, "renew")? == 1)
         });
+        if self.instances.len() > 1 {
+            noted.note_stalled(&answers);
+        }
         match quorum::decide_renew(answers) {
             RenewDecision::Confirmed { rival } if lease.confirm(sent, ttl) => {
                 // A rival's attempt holds the key on an instance for a

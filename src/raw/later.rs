@@ -1,5 +1,6 @@
 //! Redlock: releases that could not reach a master, sent again once it
-//! answers.
+//! answers; releases sent again for a while where a renewal may still
+//! arrive.
 //!
 //! A master that hangs for a moment across an unlock keeps our key while
 //! the others delete it; every later grant would meet it there as a
@@ -10,12 +11,21 @@
 //! to [`LONGEST_PAUSE`] while the master does not answer) until the
 //! master answers, past its breaker (a try costs this thread, not a
 //! caller, its timeout; an answer closes the breaker), for at most the TTL
-//! (the key expires by then) and at
-//! most [`MOST`] releases per master (beyond that the oldest is left to its
-//! TTL). Only a guard's own release is kept: its owner token is never used
-//! again, so deleting the keys that still carry it is always safe, whenever
-//! it happens. (A failed attempt's clean-up is not: the next attempt of the
-//! same acquisition uses the same token.)
+//! (the key expires by then).
+//!
+//! A renewal (or the write-back) that timed out on a stalled connection
+//! may still arrive after the release, and puts our key back there (a
+//! renewal repairs a missing key), for a whole TTL. So where one of those
+//! failed, the release is kept even when it was answered, and sent again
+//! after each pause (growing to [`LONGEST_PAUSE`]) for [`STALE_TTLS`] TTLs:
+//! as long as a stalled connection is kept settling (thirty I/O timeouts,
+//! three TTLs in Redlock) and the TTL of what it may put back.
+//!
+//! At most [`MOST`] releases are kept per master (beyond that the oldest is
+//! left to its TTL). Only a guard's own release is kept: its owner token is
+//! never used again, so deleting the keys that still carry it is always
+//! safe, whenever it happens. (A failed attempt's clean-up is not: the
+//! next attempt of the same acquisition uses the same token.)
 
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -39,11 +49,22 @@ pub(super) const LONGEST_PAUSE: Duration = Duration::from_secs(1);
 /// The most releases kept per master.
 pub(super) const MOST: usize = 1024;
 
+/// For how many TTLs a release is sent again where a renewal may still
+/// arrive.
+pub(super) const STALE_TTLS: u32 = 4;
+
+/// A release kept: the moment it is given up, and whether it is sent until
+/// then even once answered (a renewal may still arrive).
+struct Item {
+    a: Arc<Acquisition>,
+    until: Instant,
+    repeat: bool,
+}
+
 /// One master's releases to send again, and whether its thread runs.
 #[derive(Default)]
 struct Queue {
-    /// Each with the moment it is given up (its keys have expired by then).
-    items: Vec<(Arc<Acquisition>, Instant)>,
+    items: Vec<Item>,
     running: bool,
 }
 
@@ -61,20 +82,27 @@ impl Later {
 }
 
 impl RawLock {
-    /// Keeps the release of `a` (a guard's) to send again to master `i`,
-    /// and starts that master's thread unless it runs.
-    pub(super) fn release_later(self: &Arc<Self>, i: usize, a: &Arc<Acquisition>) {
+    /// Keeps the release of `a` (a guard's) to send again to master `i`
+    /// (`repeat`: until it is given up, even once answered), and starts
+    /// that master's thread unless it runs.
+    pub(super) fn release_later(self: &Arc<Self>, i: usize, a: &Arc<Acquisition>, repeat: bool) {
         let Some(queue) = self.later.queues.get(i) else {
             return;
         };
-        let Some(until) = time::deadline(Instant::now(), self.config.ttl) else {
+        let ttls = if repeat { STALE_TTLS } else { 1 };
+        let keep = self.config.ttl.saturating_mul(ttls);
+        let Some(until) = time::deadline(Instant::now(), keep) else {
             return;
         };
         let mut q = queue.lock();
         if q.items.len() >= MOST {
             q.items.remove(0);
         }
-        q.items.push((Arc::clone(a), until));
+        q.items.push(Item {
+            a: Arc::clone(a),
+            until,
+            repeat,
+        });
         if q.running {
             return;
         }
@@ -103,18 +131,21 @@ impl RawLock {
         loop {
             let _ = pause.recv_timeout(wait);
             wait = (wait * 2).min(LONGEST_PAUSE);
-            let batch: Vec<Arc<Acquisition>> = {
+            let batch: Vec<(Arc<Acquisition>, bool)> = {
                 let mut q = queue.lock();
                 let now = Instant::now();
-                q.items.retain(|(_, until)| now < *until);
+                q.items.retain(|item| now < item.until);
                 if q.items.is_empty() {
                     q.running = false;
                     return;
                 }
-                q.items.iter().map(|(a, _)| Arc::clone(a)).collect()
+                q.items
+                    .iter()
+                    .map(|item| (Arc::clone(&item.a), item.repeat))
+                    .collect()
             };
             let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
-            for a in batch {
+            for (a, repeat) in batch {
                 let owner = a.owner();
                 let call = scripts::release(&a.keys, owner.as_str(), "", false);
                 let mut op = |c: &mut dyn ConnectionLike| Ok(call.invoke::<Value>(c)?);
@@ -129,10 +160,12 @@ impl RawLock {
                 match result {
                     // Still out of reach: the others wait for the next round.
                     Err(e) if e.is_connection() => break,
+                    // Sent again after each (growing) pause until given up.
+                    _ if repeat => {}
                     // Answered (or refused for good): done with it, and
                     // the next round (releases kept meanwhile) comes soon.
                     _ => {
-                        queue.lock().items.retain(|(b, _)| !Arc::ptr_eq(b, &a));
+                        queue.lock().items.retain(|item| !Arc::ptr_eq(&item.a, &a));
                         wait = PAUSE;
                     }
                 }
