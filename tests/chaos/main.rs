@@ -1082,6 +1082,10 @@ impl Run<'_> {
                 }
                 self.add_acl_user();
                 event.loses = true;
+                // Every worker's breakers may skip every master for up to
+                // the longest break (2 s) after they are back: no quorum
+                // until then is part of this fault.
+                std::thread::sleep(Duration::from_secs(2));
             }
             Kind::HangMaster => {
                 // Long enough for a call to time out there (and its
