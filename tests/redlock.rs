@@ -428,13 +428,18 @@ fn a_fast_client_clock_cannot_make_tokens_fall_after_the_masters_lose_their_data
     let before = g.fencing_token();
     g.unlock().unwrap();
     drop(fast);
+    // Minted no further ahead of a master's clock than the TTL.
+    let ttl_micros = u64::try_from(ttl.as_micros()).unwrap();
+    assert!(
+        before <= server_micros(&servers[0]) + ttl_micros,
+        "a token {before} an hour ahead of the masters' clocks"
+    );
     // Every master crashes and restarts without data (no persistence)...
     let crashed = server_micros(&servers[0]);
     for s in &mut servers {
         s.restart();
     }
     // ... no sooner than the TTL after the crash, by the masters' clock.
-    let ttl_micros = u64::try_from(ttl.as_micros()).unwrap();
     common::wait_until("a TTL after the crash", Duration::from_secs(30), || {
         server_micros(&servers[0]) > crashed + ttl_micros
     });
