@@ -54,7 +54,9 @@ pub(crate) struct RawLock {
 // `Signal` hold plain data behind locks. So `Locker` and `Guard` are too.
 
 /// One acquisition: its token (kept across retries, so a retry after a lost
-/// reply finds the key already ours) and its keys.
+/// reply finds the key already ours; in Redlock, where a failed attempt is
+/// released everywhere, each attempt's keys carry an owner token of their
+/// own, see [`Acquisition::owner`]) and its keys.
 pub(crate) struct Acquisition {
     /// Its own token: the name its waiter is known by, and with one
     /// instance the owner token of its keys.
