@@ -46,7 +46,7 @@ pub(crate) struct RawLock {
     /// Redlock: the threads that ask the other instances.
     fan: FanOut,
     /// Redlock: the releases that could not reach an instance, sent again
-    /// once it answers.
+    /// once it answers (and for a while where a late renewal may undo them).
     later: later::Later,
 }
 

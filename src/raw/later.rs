@@ -68,7 +68,8 @@ struct Queue {
     running: bool,
 }
 
-/// Per master, the releases that did not reach it.
+/// Per master, the releases that did not reach it, or that a late renewal
+/// may undo there.
 pub(crate) struct Later {
     queues: Vec<Mutex<Queue>>,
 }
