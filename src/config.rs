@@ -110,6 +110,7 @@ pub struct Builder {
     metadata: Option<String>,
     checkout_timeout: Duration,
     io_timeout: Duration,
+    clock_ahead: Duration,
 }
 
 impl fmt::Debug for Builder {
@@ -148,6 +149,7 @@ impl Builder {
             metadata: None,
             checkout_timeout: DEFAULT_CHECKOUT_TIMEOUT,
             io_timeout: DEFAULT_IO_TIMEOUT,
+            clock_ahead: Duration::ZERO,
         }
     }
 
@@ -385,6 +387,23 @@ impl Builder {
         self
     }
 
+    /// Test-only, not part of the API (hidden, may change without notice):
+    /// Redlock proposals are made as if this machine's clock ran `ahead`
+    /// fast, so that tests can show what a fast client clock does.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// let fast = redmutex::Locker::builder(pool)
+    ///     .test_clock_ahead(std::time::Duration::from_secs(3600));
+    /// # drop(fast);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    #[doc(hidden)]
+    pub fn test_clock_ahead(mut self, ahead: Duration) -> Self {
+        self.clock_ahead = ahead;
+        self
+    }
+
     /// Requires `replicas` replicas to acknowledge each acquisition: right
     /// after the acquire script, on the same connection, the locker sends
     /// `WAIT replicas <replica_timeout>`; with fewer acknowledgements it
@@ -503,6 +522,7 @@ impl Builder {
             metadata: self.metadata.unwrap_or_else(default_metadata),
             checkout_timeout: self.checkout_timeout.min(cap),
             io_timeout: self.io_timeout.min(cap),
+            clock_ahead: self.clock_ahead,
         };
         Locker::from_parts(self.instances, config)
     }
@@ -525,6 +545,8 @@ pub(crate) struct Config {
     pub(crate) metadata: String,
     pub(crate) checkout_timeout: Duration,
     pub(crate) io_timeout: Duration,
+    /// Test-only: how fast this machine's clock runs for Redlock proposals.
+    pub(crate) clock_ahead: Duration,
 }
 
 /// What the servers behind a locker are, decided once when it is built.

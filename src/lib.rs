@@ -186,9 +186,24 @@
 //! - each instance's call is bounded by a timeout of at most a tenth of the
 //!   TTL, so a dead or hung instance costs that and no more, and an
 //!   operation takes as long as the slowest member of the quorum;
+//! - a guard's release that cannot reach an instance (it hangs, or was
+//!   skipped after a failure) is sent again, owner-checked, by a thread of
+//!   the locker (which keeps the locker's pools that long): 100 ms later,
+//!   then after 200 ms, 400 ms, ... up to every second until that instance
+//!   answers, for at most the TTL. An instance that hangs for a moment
+//!   across an unlock costs the next lock about that moment, not the rest
+//!   of the TTL of the key left there (if the process exits first, that key
+//!   waits out its TTL). Where a renewal (or the write-back) timed out, it
+//!   may still arrive after the release and put our key back (a renewal
+//!   repairs a missing key): there the release is sent again after each
+//!   pause, answered or not, for four TTLs;
 //! - a failed attempt is released on every instance, including those that
 //!   seemed to fail, so no partial hold outlives the call;
-//!   [`Error::NoQuorum`] says how many granted and carries the last error;
+//!   [`Error::NoQuorum`] says how many granted and carries the last error.
+//!   Each attempt has an owner token of its own, so a clean-up that reaches
+//!   an instance late (queued behind an acquire on a stalled connection)
+//!   never deletes a later attempt's grant, and the write-back goes only to
+//!   the instances that answered the attempt;
 //! - renewals, [`Guard::extend`], [`Guard::unlock`] and [`Locker::holder`]
 //!   decide on the majority too. A renewal puts back a key of ours that an
 //!   instance lost (its data flushed or restored), with our value and the
@@ -200,11 +215,13 @@
 //!   back to the instances before the guard is returned, so any later
 //!   majority overlaps an instance that counts above it: tokens keep rising
 //!   as long as no instance loses its data. Each attempt proposes a token
-//!   (this machine's clock, a second ahead) that the instances mint when
-//!   their counters are below it; when every instance granted with that one
-//!   token, they already are as the write-back would leave them, and it is
-//!   skipped: on healthy masters a lock and an unlock are two round trips,
-//!   as on one server. The calls to the other instances run on threads the
+//!   (this machine's clock, a second ahead, or half the TTL when shorter)
+//!   that the instances mint when their counters are below it, and only up
+//!   to their own clock plus 2 s (the TTL when shorter): a client clock
+//!   that runs fast pushes no counter further. When every instance granted
+//!   with that one token, they already are as the write-back would leave
+//!   them, and it is skipped: on healthy masters a lock and an unlock are
+//!   two round trips, as on one server. The calls to the other instances run on threads the
 //!   locker keeps (per instance, one for each call under way at once).
 //!
 //! Two instances that lose their data within one renewal interval (a third
@@ -212,7 +229,10 @@
 //! held; the holder is then told at its next renewal. Restart instances no
 //! sooner than the longest TTL after a crash, or run them with
 //! `appendfsync always`. Fencing tokens follow each server's clock, so they
-//! keep rising across such restarts unless a clock went back.
+//! keep rising across such restarts unless a clock went back: a proposal
+//! leads an instance's own clock by 2 s (or the TTL) at most, whatever the
+//! client's clock says, so a restart without data no sooner than the
+//! longest TTL after the crash (as above) finds every token behind it.
 //!
 //! # Topologies and what they promise
 //!

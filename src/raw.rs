@@ -45,15 +45,24 @@ pub(crate) struct RawLock {
     wake: Arc<Listener>,
     /// Redlock: the threads that ask the other instances.
     fan: FanOut,
+    /// Redlock: the releases that could not reach an instance, sent again
+    /// once it answers (and for a while where a late renewal may undo them).
+    later: later::Later,
 }
 
 // `RawLock` is `Send + Sync`: connectors are required to be, and `Config` and
 // `Signal` hold plain data behind locks. So `Locker` and `Guard` are too.
 
 /// One acquisition: its token (kept across retries, so a retry after a lost
-/// reply finds the key already ours) and its keys.
+/// reply finds the key already ours; in Redlock, where a failed attempt is
+/// released everywhere, each attempt's keys carry an owner token of their
+/// own, see [`Acquisition::owner`]) and its keys.
 pub(crate) struct Acquisition {
+    /// Its own token: the name its waiter is known by, and with one
+    /// instance the owner token of its keys.
     pub(crate) token: Token,
+    /// The owner token its keys carry (see [`Acquisition::owner`]).
+    owner: Mutex<Token>,
     /// The keys as the caller gave them, shared with its guard.
     pub(crate) caller_keys: Arc<[String]>,
     /// Its keys in Redis.
@@ -64,27 +73,62 @@ pub(crate) struct Acquisition {
     floor: AtomicU64,
     /// The index of the permit granted, once one is.
     slot: AtomicUsize,
+    /// Redlock: the masters (a bit each) where a call that puts our keys
+    /// there (a renewal, which repairs a missing key, or the write-back)
+    /// failed for want of a connection: it may still arrive, after the
+    /// release too, so the release is sent there again later.
+    stalled: AtomicU64,
 }
 
 /// No permit granted yet.
 const NO_SLOT: usize = usize::MAX;
 
-/// How far ahead of this machine's clock a Redlock proposal is: past the
-/// masters' clocks (a one-way trip, and their skew against ours), so that
-/// they mint it rather than their own clock.
+/// How far ahead of this machine's clock a Redlock proposal is (half the
+/// TTL when that is shorter): past the masters' clocks (a one-way trip, and
+/// their skew against ours), so that they mint it rather than their own
+/// clock.
 const PROPOSAL_LEAD: Duration = Duration::from_secs(1);
+
+/// The most a Redlock proposal may lead a master's own clock (the TTL when
+/// that is shorter); a master mints its clock plus this rather than a
+/// proposal further ahead. A client clock that runs fast would otherwise
+/// push every counter as far ahead, and tokens would fall back by as much
+/// once the masters lost their data: bounded so, they keep rising across a
+/// restart without data that comes no sooner than the TTL after the crash.
+/// Twice the lead, so that a client clock up to a lead fast still has its
+/// proposal minted as it is.
+const PROPOSAL_BOUND: Duration = Duration::from_secs(2);
+
+/// The lead and the bound of a Redlock proposal for a lock of `ttl`, see
+/// [`PROPOSAL_LEAD`] and [`PROPOSAL_BOUND`].
+fn proposal_lead_and_bound(ttl: Duration) -> (Duration, Duration) {
+    (PROPOSAL_LEAD.min(ttl / 2), PROPOSAL_BOUND.min(ttl))
+}
 
 impl Acquisition {
     /// An acquisition of `keys` (what they hold says how) with a fresh
     /// token.
     fn new(caller_keys: Arc<[String]>, keys: LockKeys) -> Result<Acquisition, Error> {
+        let token = Token::new()?;
         Ok(Acquisition {
-            token: Token::new()?,
+            owner: Mutex::new(token.clone()),
+            token,
             caller_keys,
             keys,
             floor: AtomicU64::new(0),
             slot: AtomicUsize::new(NO_SLOT),
+            stalled: AtomicU64::new(0),
         })
+    }
+
+    /// The owner token its keys carry: its own token with one instance. In
+    /// Redlock each attempt draws a fresh one (see [`RawLock::acquire`]),
+    /// so that an attempt's clean-up, which may reach a master late (queued
+    /// behind a stalled acquire, see [`RawLock::acquire_on`]), can never
+    /// delete the keys of a later attempt; the guard goes on with the one
+    /// of the attempt that was granted.
+    pub(crate) fn owner(&self) -> Token {
+        self.owner.lock().clone()
     }
 
     /// Which permit of a semaphore this acquisition holds, once granted;
@@ -115,27 +159,46 @@ impl Acquisition {
         keys.hold = Hold::Lock;
         Ok(Arc::new(Acquisition {
             token: self.token.clone(),
+            owner: Mutex::new(self.owner()),
             caller_keys: Arc::clone(&self.caller_keys),
             keys,
             floor: AtomicU64::new(self.floor.load(Ordering::SeqCst)),
             slot: AtomicUsize::new(slot),
+            stalled: AtomicU64::new(self.stalled.load(Ordering::SeqCst)),
         }))
     }
 
     /// Redlock: the fencing token this attempt asks every master to mint,
-    /// this machine's clock in µs plus [`PROPOSAL_LEAD`] (and above any
-    /// counter a refused attempt saw). When every master mints it, they
-    /// are left as the grant's write-back would leave them, so it is not
-    /// needed; when one counts past it, they mint apart and the write-back
-    /// makes them agree, as before. None for a clock before 1970.
-    fn proposal(&self) -> Option<String> {
+    /// this machine's clock in µs plus `lead` (and above any counter a
+    /// refused attempt saw). When every master mints it, they are left as
+    /// the grant's write-back would leave them, so it is not needed; when
+    /// one counts past it (or it leads that master's clock by more than
+    /// [`PROPOSAL_BOUND`]), they mint apart and the write-back makes them
+    /// agree, as before. None for a clock before 1970.
+    fn proposal(&self, lead: Duration, clock_ahead: Duration) -> Option<String> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .ok()?
-            .saturating_add(PROPOSAL_LEAD);
+            .saturating_add(clock_ahead)
+            .saturating_add(lead);
         let micros = u64::try_from(now.as_micros()).ok()?;
         let floor = self.floor.load(Ordering::SeqCst).saturating_add(1);
         Some(micros.max(floor).to_string())
+    }
+
+    /// Notes the masters whose answer in `answers` was a connection
+    /// failure of a call that puts our keys there (see `stalled`).
+    fn note_stalled<T>(&self, answers: &[Result<T, Error>]) {
+        for (i, answer) in answers.iter().enumerate().take(64) {
+            if matches!(answer, Err(e) if e.is_connection()) {
+                self.stalled.fetch_or(1 << i, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Whether a call that puts our keys on master `i` may still arrive.
+    fn stalled_on(&self, i: usize) -> bool {
+        i < 64 && self.stalled.load(Ordering::SeqCst) & (1 << i) != 0
     }
 
     /// A semaphore's permit, not granted yet.
@@ -193,6 +256,7 @@ impl RawLock {
             version_checked: instances.iter().map(|_| AtomicBool::new(false)).collect(),
             breakers: instances.iter().map(|_| Breaker::default()).collect(),
             fan: FanOut::new(instances.len()),
+            later: later::Later::new(instances.len()),
             instances,
             config,
             wake: Arc::new(Listener::new(channel)),
@@ -283,7 +347,7 @@ impl RawLock {
     /// is freed, and handed to the next waiter.
     pub(crate) fn dequeue(&self, a: &Acquisition) {
         let channel = self.wake.channel().unwrap_or("");
-        let call = scripts::dequeue(&a.keys, a.token.as_str(), channel);
+        let call = scripts::dequeue(&a.keys, a.owner().as_str(), channel);
         for i in 0..self.instances.len() {
             let _ = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?));
         }
@@ -389,21 +453,32 @@ impl RawLock {
         queue: Queue,
     ) -> Result<Outcome, Error> {
         let n = self.instances.len();
-        let proposal = (n > 1).then(|| a.proposal()).flatten();
+        if n > 1 {
+            // A fresh owner token for each Redlock attempt (see `owner`).
+            *a.owner.lock() = Token::new()?;
+        }
+        let (lead, bound) = proposal_lead_and_bound(self.config.ttl);
+        let bound = u64::try_from(bound.as_micros()).unwrap_or(u64::MAX);
+        let proposal = (n > 1)
+            .then(|| a.proposal(lead, self.config.clock_ahead))
+            .flatten()
+            .map(|p| (p, bound));
         let sent = Instant::now();
         let (this, a2) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(n, move |i| {
-            this.acquire_on(i, &a2, queue, proposal.as_deref())
+            let proposal = proposal.as_ref().map(|(p, bound)| (p.as_str(), *bound));
+            this.acquire_on(i, &a2, queue, proposal)
         });
         let ttl = self.config.ttl;
         let drift = time::drift(ttl, self.config.drift);
+        let answered: Arc<[bool]> = answers.iter().map(Result::is_ok).collect();
         match quorum::decide_acquire(answers, ttl, sent.elapsed(), drift) {
             // One instance has nothing to write back to; with several,
             // every one that minted the grant's token already has it.
             Acquired::Granted { fence, everywhere } if n == 1 || everywhere => {
                 Ok(Outcome::Granted { sent, fence })
             }
-            Acquired::Granted { fence, .. } => match self.raise_fences(a, fence) {
+            Acquired::Granted { fence, .. } => match self.raise_fences(a, fence, &answered) {
                 Ok(true) if quorum::validity(ttl, sent.elapsed(), drift).is_some() => {
                     Ok(Outcome::Granted { sent, fence })
                 }
@@ -460,13 +535,14 @@ impl RawLock {
         i: usize,
         a: &Acquisition,
         queue: Queue,
-        proposal: Option<&str>,
+        proposal: Option<(&str, u64)>,
     ) -> Result<Grant, Error> {
         let config = &self.config;
         let ttl = time::millis_ceil(config.ttl);
-        let (token, metadata) = (a.token.as_str(), &config.metadata);
+        let owner = a.owner();
+        let (token, metadata) = (owner.as_str(), &config.metadata);
         let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal);
-        let release_by_token = || scripts::release_by_eval(&a.keys, a.token.as_str());
+        let release_by_token = || scripts::release_by_eval(&a.keys, token);
         let mut grant = None;
         let (checkout, io) = (config.checkout_timeout, config.io_timeout);
         let checked = self.version_checked.get(i);
@@ -516,10 +592,21 @@ impl RawLock {
     /// again, at most [`REPAIR_TRIES`] times, while an instance answers that
     /// another client holds the lock there: a rival's failed attempt
     /// releases it a round trip later.
-    fn raise_fences(self: &Arc<Self>, a: &Arc<Acquisition>, fence: u64) -> Result<bool, Error> {
+    ///
+    /// Only the instances that `answered` this attempt's acquire are
+    /// written to: on the others the acquire may still be on its way, with
+    /// its clean-up behind it on the same connection (see
+    /// [`RawLock::acquire_on`]), which would delete what the write-back
+    /// put there; they count as down, as they did for the grant.
+    fn raise_fences(
+        self: &Arc<Self>,
+        a: &Arc<Acquisition>,
+        fence: u64,
+        answered: &Arc<[bool]>,
+    ) -> Result<bool, Error> {
         let mut tries = 0;
         loop {
-            let everywhere = self.raise_fences_once(a, fence)?;
+            let everywhere = self.raise_fences_once(a, fence, Arc::clone(answered))?;
             tries += 1;
             if everywhere || tries >= REPAIR_TRIES {
                 return Ok(everywhere);
@@ -531,15 +618,25 @@ impl RawLock {
         self: &Arc<Self>,
         a: &Arc<Acquisition>,
         fence: u64,
+        answered: Arc<[bool]>,
     ) -> Result<bool, Error> {
+        let owner = a.owner();
+        let noted = Arc::clone(a);
         let (this, a) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(self.instances.len(), move |i| {
+            if !answered.get(i).copied().unwrap_or(false) {
+                return Err(Error::Redis(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "not written back: its acquire did not answer",
+                ))));
+            }
             let ttl = time::millis_ceil(this.config.ttl);
             let call =
-                scripts::raise_fence(&a.keys, fence, a.token.as_str(), &this.config.metadata, ttl);
+                scripts::raise_fence(&a.keys, fence, owner.as_str(), &this.config.metadata, ttl);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             Ok(replies::int_reply(&reply, "raise fence")? == 1)
         });
+        noted.note_stalled(&answers);
         match quorum::decide_raise(answers) {
             Raised::Everywhere => Ok(true),
             Raised::Rival => Ok(false),
@@ -552,25 +649,60 @@ impl RawLock {
     }
 
     /// Releases on every instance, ignoring the outcome (clean-up paths).
+    /// Never sent again later: the acquisition may try again with the same
+    /// token.
     fn release_quietly(self: &Arc<Self>, a: &Arc<Acquisition>) {
-        let _ = self.release(a);
+        let _ = self.release_everywhere(a);
     }
 
     /// Deletes the keys still owned by `a` on every instance, announces the
     /// release, and hands a single-key lock to the first live waiter in its
     /// queue. `Ok(true)`: a majority still had the lock; `Ok(false)`: it had
     /// been lost. With the hand-over, if there was one.
+    ///
+    /// A guard's release, the end of `a`'s token: with several instances,
+    /// one that could not be reached is sent it again once it answers, and
+    /// one where a renewal or the write-back may still arrive is sent it
+    /// again for a while (see `later.rs`), so that the key left (or put
+    /// back) there does not block every later grant for a TTL.
     pub(crate) fn release(
         self: &Arc<Self>,
         a: &Arc<Acquisition>,
     ) -> Result<(bool, Option<Handed>), Error> {
+        let (answers, handed) = self.release_everywhere(a);
+        if self.instances.len() > 1 {
+            for (i, answer) in answers.iter().enumerate() {
+                let failed = matches!(answer, Err(e) if e.is_connection());
+                if failed || a.stalled_on(i) {
+                    self.release_later(i, a, a.stalled_on(i));
+                }
+            }
+        }
+        let answers = answers
+            .into_iter()
+            .map(|answer| answer.map(|deleted| deleted == a.keys.locks.len()))
+            .collect();
+        match quorum::decide_release(answers) {
+            Released::Clean => Ok((true, handed)),
+            Released::Lost => Ok((false, handed)),
+            Released::Unknown { ours, last } => Err(self.quorum_error(ours, last)),
+        }
+    }
+
+    /// The release script of `a` on every instance: per instance, how many
+    /// keys it deleted; with the hand-over, if there was one.
+    fn release_everywhere(
+        self: &Arc<Self>,
+        a: &Arc<Acquisition>,
+    ) -> (Vec<Result<usize, Error>>, Option<Handed>) {
         // (A read-write lock's releases always look at its queue.)
         let queued =
             self.wake.channel().is_some() && self.queue_mode(a, Queue::Respect) != Queue::Ignore;
+        let owner = a.owner();
         let (this, a2) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(self.instances.len(), move |i| {
             let channel = this.wake.channel().unwrap_or("");
-            let call = scripts::release(&a2.keys, a2.token.as_str(), channel, queued);
+            let call = scripts::release(&a2.keys, owner.as_str(), channel, queued);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             let (deleted, to) = replies::parse_release(&reply)?;
             Ok((deleted, to))
@@ -583,14 +715,10 @@ impl RawLock {
                 if to.is_some() {
                     handed = to;
                 }
-                Ok(usize::try_from(deleted).is_ok_and(|d| d == a.keys.locks.len()))
+                Ok(usize::try_from(deleted).unwrap_or(usize::MAX))
             })
             .collect();
-        match quorum::decide_release(answers) {
-            Released::Clean => Ok((true, handed)),
-            Released::Lost => Ok((false, handed)),
-            Released::Unknown { ours, last } => Err(self.quorum_error(ours, last)),
-        }
+        (answers, handed)
     }
 
     /// One owner-checked renewal of `lease` on every instance, for `ttl`
@@ -629,21 +757,23 @@ impl RawLock {
         if lease.is_lost() {
             return Ok(Renewal::Lost);
         }
+        let owner = a.owner();
         let repair = self.config.topology.is_redlock().then(|| {
             let value = LockValue {
-                token: a.token.as_str(),
+                token: owner.as_str(),
                 fence,
                 metadata: &self.config.metadata,
             };
             (value.format(), fence)
         });
         let sent = Instant::now();
+        let noted = Arc::clone(a);
         let (this, a) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(self.instances.len(), move |i| {
             let repair = repair
                 .as_ref()
                 .map(|(value, fence)| (value.as_str(), *fence));
-            let call = scripts::renew(&a.keys, a.token.as_str(), time::millis_ceil(ttl), repair);
+            let call = scripts::renew(&a.keys, owner.as_str(), time::millis_ceil(ttl), repair);
             let reply = this.run_renewal_on(i, &mut |c| {
                 let reply = call.invoke::<Value>(c)?;
                 // A renewal counts once the replicas have it too: else a
@@ -655,6 +785,9 @@ impl RawLock {
             })?;
             Ok(replies::int_reply(&reply, "renew")? == 1)
         });
+        if self.instances.len() > 1 {
+            noted.note_stalled(&answers);
+        }
         match quorum::decide_renew(answers) {
             RenewDecision::Confirmed { rival } if lease.confirm(sent, ttl) => {
                 // A rival's attempt holds the key on an instance for a
@@ -685,9 +818,10 @@ impl RawLock {
         a: &Arc<Acquisition>,
         ttl: Duration,
     ) -> Result<bool, Error> {
+        let owner = a.owner();
         let (this, a) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(self.instances.len(), move |i| {
-            let call = scripts::renew(&a.keys, a.token.as_str(), time::millis_ceil(ttl), None);
+            let call = scripts::renew(&a.keys, owner.as_str(), time::millis_ceil(ttl), None);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             Ok(replies::int_reply(&reply, "expire")? == 1)
         });
@@ -971,6 +1105,8 @@ mod fan_out_tests {
         assert!(r.iter().all(Result::is_ok));
     }
 }
+
+mod later;
 
 #[cfg(test)]
 mod model_vs_redis;

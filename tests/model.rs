@@ -199,7 +199,74 @@ fn redlock(loss: Option<Loss>, flaw: Option<redlock::Flaw>) -> Redlock {
         flaw,
         drift: DRIFT,
         skew: DRIFT,
+        fast: 0,
+        bound: PROPOSAL_BOUND,
+        miss_release: false,
     }
+}
+
+/// How far a Redlock proposal may lead a master's clock in the model (the
+/// library's 2 s against its 1 s lead, below the TTL as there), and how
+/// far a fast client clock runs ahead (an hour, against a 3 ms TTL).
+const PROPOSAL_BOUND: u64 = 2;
+const FAST: u64 = 6;
+
+/// Small Redlock bounds for the checks of one fault: two clients, one
+/// attempt each (two for the first in a release build), no death.
+fn redlock_small(loss: Option<Loss>, flaw: Option<redlock::Flaw>) -> Redlock {
+    let debug = cfg!(debug_assertions) && !long();
+    Redlock {
+        attempts: if debug { vec![1, 1] } else { vec![2, 1] },
+        horizon: if debug { 1 } else { 2 },
+        deaths: 0,
+        ..redlock(loss, flaw)
+    }
+}
+
+/// A client whose clock runs far ahead proposes tokens far ahead; every
+/// master then crashes and comes back without data, the TTL later. Tokens
+/// keep rising because a master mints a proposal only up to its own clock
+/// plus the bound; without the bound they fall.
+#[test]
+fn redlock_tokens_rise_through_a_fast_client_clock_and_every_masters_restart() {
+    let fast = |flaw| Redlock {
+        fast: FAST,
+        ..redlock_small(Some(Loss::All), flaw)
+    };
+    let model = fast(None);
+    let what = format!(
+        "redlock, client 0's clock {FAST} ms fast, every master restarted without data: \
+         attempts {:?}, {} ms, TTL {} ms, proposals lead a master's clock by {} ms at most",
+        model.attempts, model.horizon, model.ttl, model.bound
+    );
+    check_all(&what, model);
+    counterexample(
+        "UnboundedProposal breaks fencing",
+        fast(Some(redlock::Flaw::UnboundedProposal)),
+        "fencing",
+    );
+}
+
+/// Master 0 misses a release (it hangs across an unlock): sent again when
+/// it answers, the key is gone before any step there meets it; left there,
+/// the next grant meets it (as a rival's, for the rest of its TTL).
+#[test]
+fn redlock_a_release_a_master_missed_leaves_no_key_behind() {
+    let missing = |flaw| Redlock {
+        miss_release: true,
+        ..redlock_small(None, flaw)
+    };
+    let model = missing(None);
+    let what = format!(
+        "redlock, master 0 misses a release: attempts {:?}, {} ms, TTL {} ms",
+        model.attempts, model.horizon, model.ttl
+    );
+    check_all(&what, model);
+    counterexample(
+        "LostReleaseStays breaks no leftover",
+        missing(Some(redlock::Flaw::LostReleaseStays)),
+        "no leftover",
+    );
 }
 
 #[test]

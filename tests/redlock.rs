@@ -437,3 +437,223 @@ fn the_tenth_of_the_ttl_cap_holds_on_a_pool_shared_with_another_locker() {
         "try_lock took {took:?} with one master frozen"
     );
 }
+
+/// A master's clock in µs (`TIME`).
+#[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
+fn server_micros(server: &common::Server) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut server.conn()).unwrap();
+    secs * 1_000_000 + micros
+}
+
+/// A client whose clock runs an hour fast proposes tokens an hour ahead;
+/// a master mints a proposal only up to its own clock plus the TTL (2 s at
+/// most), so after every master crashes and comes back without data, no
+/// sooner than the TTL later (as the crate docs advise), a grant from a
+/// correct clock still gets a larger token. No server clock went back.
+#[test]
+fn a_fast_client_clock_cannot_make_tokens_fall_after_the_masters_lose_their_data() {
+    let mut servers = servers(3);
+    let ttl = Duration::from_secs(1);
+    let k = key("rl-fast-clock");
+    let fast = redlock_builder(&servers)
+        .ttl(ttl)
+        .test_clock_ahead(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let g = fast.lock(&k).unwrap();
+    let before = g.fencing_token();
+    g.unlock().unwrap();
+    drop(fast);
+    // Minted no further ahead of a master's clock than the TTL.
+    let ttl_micros = u64::try_from(ttl.as_micros()).unwrap();
+    assert!(
+        before <= server_micros(&servers[0]) + ttl_micros,
+        "a token {before} an hour ahead of the masters' clocks"
+    );
+    // Every master crashes and restarts without data (no persistence)...
+    let crashed = server_micros(&servers[0]);
+    for s in &mut servers {
+        s.restart();
+    }
+    // ... no sooner than the TTL after the crash, by the masters' clock.
+    common::wait_until("a TTL after the crash", Duration::from_secs(30), || {
+        server_micros(&servers[0]) > crashed + ttl_micros
+    });
+    let correct = redlock_builder(&servers).ttl(ttl).build().unwrap();
+    let g = correct.lock(&k).unwrap();
+    assert!(
+        g.fencing_token() > before,
+        "the token fell from {before} to {} after the masters lost their data",
+        g.fencing_token()
+    );
+    g.unlock().unwrap();
+}
+
+/// One master hangs across an unlock (its renewal just before timed out,
+/// so the release cannot reach it either) and answers again at once: the
+/// key left there is released once it does, so another locker gets the
+/// lock well within the TTL that key had left. A hung master costs its
+/// timeout, not the rest of the TTL.
+#[test]
+fn a_master_hung_across_an_unlock_does_not_block_the_lock_for_the_ttl() {
+    let servers = servers(3);
+    let ttl = Duration::from_secs(6);
+    let io = Duration::from_millis(300);
+    let k = key("rl-hung-unlock");
+    let events = common::keyspace_events(&servers[1], &k, "Kg");
+    let holder = redlock_builder(&servers)
+        .ttl(ttl)
+        .io_timeout(io)
+        .checkout_timeout(io)
+        .build()
+        .unwrap();
+    let g = holder.lock(&k).unwrap();
+    servers[0].pause();
+    // A renewal reaches the others and times out on the hung master; the
+    // unlock waits for it, then releases.
+    common::next_event(&events, "expire", Duration::from_secs(20));
+    g.unlock().unwrap();
+    servers[0].resume();
+    let rival = redlock_builder(&servers)
+        .ttl(ttl)
+        .io_timeout(io)
+        .checkout_timeout(io)
+        .backoff(quick())
+        .build()
+        .unwrap();
+    let (got, took) = timed(|| rival.lock_timeout(&k, Duration::from_secs(3)));
+    let g = got.unwrap_or_else(|e| panic!("the lock was still blocked after {took:?}: {e}"));
+    eprintln!("the rival got the lock {took:?} after the master answered again");
+    assert_eq!(holders_of(&servers, &k), 3);
+    g.unlock().unwrap();
+}
+
+/// Calls of plain `EVAL` that `server` has run so far (the clean-up after
+/// an acquire whose reply was lost is one).
+#[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
+fn eval_calls(server: &common::Server) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_eval:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// An attempt's acquire on one master stalls on a half-open connection and
+/// times out, so its clean-up release is queued behind it on that
+/// connection; a later attempt of the same `lock` reaches that master on a
+/// fresh connection and is granted everywhere. When the stalled connection
+/// delivers, the late acquire and its clean-up must leave the grant's key
+/// there: otherwise the lock stands on a bare majority that believes it
+/// holds every master, and one more master's data loss hands it to a rival.
+#[test]
+fn a_late_clean_up_of_an_earlier_attempt_leaves_the_grant_alone() {
+    use redmutex_testkit::proxy::{Mode, Proxy};
+    let servers = servers(3);
+    let proxy = Proxy::start(servers[0].port());
+    let io = Duration::from_millis(300);
+    // No idle connection made ahead (r2d2's `min_idle`): the one the
+    // first attempt stalls on is the only one there is then.
+    let first = r2d2::Pool::builder()
+        .max_size(8)
+        .min_idle(Some(0))
+        .test_on_check_out(false)
+        .build(redis::Client::open(proxy.url()).unwrap())
+        .unwrap();
+    let locker = Locker::builder(first)
+        .instance(redmutex::pool(&servers[1].url()).unwrap())
+        .instance(redmutex::pool(&servers[2].url()).unwrap())
+        .ttl(Duration::from_secs(10))
+        .io_timeout(io)
+        .checkout_timeout(io)
+        .watchdog(false)
+        .backoff(quick())
+        .build()
+        .unwrap();
+    let k = key("rl-late-clean-up");
+    // Connections made, scripts loaded (a NOSCRIPT reply would mean
+    // nothing ran).
+    locker.lock(&k).unwrap().unlock().unwrap();
+    // A rival holds one master past the first master's break (500 ms), so
+    // that an attempt reaches it again before the lock is granted.
+    common::lock_as_someone_else(&servers[1], &k, 1200);
+    proxy.set(Mode::StallExisting);
+    let g = locker.lock_timeout(&k, Duration::from_secs(8)).unwrap();
+    // (The clean-up is a plain EVAL, queued behind the stall.)
+    let evals = eval_calls(&servers[0]);
+    let ours = common::owner_of(&servers[2], &k);
+    assert!(ours.is_some());
+    assert_eq!(common::owner_of(&servers[0], &k), ours, "not granted there");
+    // The stalled connection delivers the first attempt's acquire and its
+    // clean-up.
+    proxy.set(Mode::Pass);
+    common::wait_until("the late clean-up ran", Duration::from_secs(20), || {
+        eval_calls(&servers[0]) > evals
+    });
+    assert_eq!(
+        common::owner_of(&servers[0], &k),
+        ours,
+        "a late clean-up deleted the grant's key"
+    );
+    g.unlock().unwrap();
+}
+
+/// A renewal stalls on a half-open connection to one master and times
+/// out; the unlock's release reaches that master later (sent again on a
+/// fresh connection), and then the stalled connection delivers the
+/// renewal, which puts our key back there (a renewal repairs a key of ours
+/// that a master lost). That key must not keep the lock from everyone for
+/// a whole TTL.
+#[test]
+fn a_renewal_delivered_after_the_unlock_does_not_block_the_lock_for_the_ttl() {
+    use redmutex_testkit::proxy::{Mode, Proxy};
+    let servers = servers(3);
+    let proxy = Proxy::start(servers[0].port());
+    // An I/O timeout no loaded machine reaches but on the stall.
+    let (ttl, io) = (Duration::from_secs(10), Duration::from_secs(1));
+    let first = r2d2::Pool::builder()
+        .max_size(8)
+        .min_idle(Some(0))
+        .test_on_check_out(false)
+        .build(redis::Client::open(proxy.url()).unwrap())
+        .unwrap();
+    let holder = Locker::builder(first)
+        .instance(redmutex::pool(&servers[1].url()).unwrap())
+        .instance(redmutex::pool(&servers[2].url()).unwrap())
+        .ttl(ttl)
+        .io_timeout(io)
+        .checkout_timeout(io)
+        .build()
+        .unwrap();
+    let k = key("rl-late-renewal");
+    let on_first = common::keyspace_events(&servers[0], &k, "Kg$");
+    let on_second = common::keyspace_events(&servers[1], &k, "Kg");
+    let g = holder.lock(&k).unwrap();
+    // The grant's SET PX, then the first renewal, on both masters.
+    for events in [&on_first, &on_second] {
+        common::next_event(events, "expire", Duration::from_secs(20));
+        common::next_event(events, "expire", Duration::from_secs(20));
+    }
+    proxy.set(Mode::StallExisting);
+    // The next renewal reaches the others and stalls on the first master.
+    common::next_event(&on_second, "expire", Duration::from_secs(20));
+    g.unlock().unwrap();
+    common::next_event(&on_first, "del", Duration::from_secs(10));
+    // The stalled renewal arrives, and puts our key back.
+    proxy.set(Mode::Pass);
+    common::next_event(&on_first, "set", Duration::from_secs(20));
+    let rival = redlock_builder(&servers)
+        .ttl(ttl)
+        .io_timeout(io)
+        .checkout_timeout(io)
+        .backoff(quick())
+        .build()
+        .unwrap();
+    let (got, took) = timed(|| rival.lock_timeout(&k, Duration::from_secs(3)));
+    let g = got.unwrap_or_else(|e| panic!("the lock was still blocked after {took:?}: {e}"));
+    eprintln!("the rival got the lock {took:?} after the late renewal");
+    g.unlock().unwrap();
+}

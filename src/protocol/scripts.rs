@@ -134,7 +134,10 @@ end
 /// `mint` gives `max(counter + 1, server clock in µs, at_least)` and
 /// stores it, on every grant (`at_least`, a token of the same form, is
 /// optional: a Redlock acquisition proposes the token it would like every
-/// master to mint, see [`acquire`]). So tokens rise across anything that takes the counter back
+/// master to mint, see [`acquire`]). A proposal counts only up to the
+/// server clock plus `lead` µs (given with it): a client clock that runs
+/// fast cannot push the counter further ahead of this server's own clock,
+/// which alone it follows after a data loss. So tokens rise across anything that takes the counter back
 /// (a restart from an older snapshot or AOF, a failover to a lagging
 /// replica, a flush) as long as the server clock does not go back. Tokens
 /// are compared as decimal strings of the same form (no sign, no leading
@@ -151,10 +154,16 @@ end
 local function above(a, b)
   return #a > #b or (#a == #b and a > b)
 end
-local function mint(counter, at_least)
+local function mint(counter, at_least, lead)
   local _, _, micros = clock()
   if at_least and above(at_least, micros) then
-    micros = at_least
+    -- At most `lead` µs ahead of this server's clock (exact below 2^53).
+    local most = tonumber(micros) + (tonumber(lead) or 0)
+    if tonumber(at_least) <= most then
+      micros = at_least
+    else
+      micros = string.format('%.0f', most)
+    end
   end
   local last = redis.call('GET', counter)
   if last and not above(micros, last) then
@@ -314,7 +323,8 @@ end
 ///   `"<ms>"` respects it and, when the lock cannot be had, joins it (or
 ///   stays in it) for that many more milliseconds; `ARGV[5]`: how long the
 ///   queue keys live after that, in ms (`<ms>` + 1000); `ARGV[6]`: empty;
-///   `ARGV[7]` (optional): the least token to mint (Redlock's proposal).
+///   `ARGV[7]` (optional): the least token to mint (Redlock's proposal),
+///   `ARGV[8]` (with it): how far in µs it may lead this server's clock.
 ///
 /// Waiters whose deadline passed are dropped from the head of the queue, so
 /// a dead waiter holds the line for at most its last timeout, and one that
@@ -333,7 +343,7 @@ pub(crate) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(format!(
         "{OWNED}{MINT}{LIVE_HEAD}{JOIN}
 local function grant()
-  local fence = mint(KEYS[1], ARGV[7])
+  local fence = mint(KEYS[1], ARGV[7], ARGV[8])
   local value = token .. ':' .. fence .. ':' .. ARGV[3]
   for i = 4, #KEYS do
     redis.call('SET', KEYS[i], value, 'PX', ARGV[2])
@@ -801,16 +811,18 @@ pub(crate) enum Queue {
 /// [`PERMIT_ACQUIRE`] for one of a semaphore's permits, [`RW_ACQUIRE`] for
 /// a read or the write hold.
 ///
-/// `at_least`, for a lock: the least fencing token to mint. Redlock
-/// proposes one token to every master; when they all mint it, the grant
-/// leaves them as its write-back would, which is then not needed.
+/// `at_least`, for a lock: the least fencing token to mint, and how many
+/// µs it may lead a master's own clock (beyond that, the master mints its
+/// clock plus that lead). Redlock proposes one token to every master; when
+/// they all mint it, the grant leaves them as its write-back would, which
+/// is then not needed.
 pub(crate) fn acquire(
     keys: &LockKeys,
     token: &str,
     ttl_ms: u64,
     metadata: &str,
     queue: Queue,
-    at_least: Option<&str>,
+    at_least: Option<(&str, u64)>,
 ) -> Call {
     // The queue mode, and how long the queue keys outlive this waiter.
     let (mode, keep) = match queue {
@@ -844,8 +856,8 @@ pub(crate) fn acquire(
             call.key(&*keys.locks).key(readers).arg("w");
         }
         Hold::Lock => {
-            if let Some(at_least) = at_least {
-                call.arg("").arg(at_least);
+            if let Some((at_least, lead)) = at_least {
+                call.arg("").arg(at_least).arg(lead);
             }
         }
         Hold::Permit => {}

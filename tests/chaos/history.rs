@@ -336,6 +336,12 @@ pub enum Kind {
     KillTwo,
     /// Redlock: one master's replies delayed, so its clock seems late.
     SkewMaster,
+    /// Redlock: every master killed at once, restarted empty 1.5 TTL later
+    /// (no sooner than the TTL, as the crate docs ask).
+    KillAll,
+    /// Redlock: one master frozen (`SIGSTOP`) for a moment, long enough
+    /// for the releases sent meanwhile to time out there.
+    HangMaster,
 }
 
 impl Kind {
@@ -393,6 +399,8 @@ impl Kind {
             Kind::FlushTwo => "Redlock: two masters flushed apart",
             Kind::KillTwo => "Redlock: two masters killed at once",
             Kind::SkewMaster => "Redlock: one master's replies late",
+            Kind::KillAll => "Redlock: every master killed, restarted empty",
+            Kind::HangMaster => "Redlock: one master hung across unlocks",
         }
     }
 
@@ -410,6 +418,7 @@ impl Kind {
                 | Kind::RestartEmpty
                 | Kind::FlushTwo
                 | Kind::KillTwo
+                | Kind::KillAll
         )
     }
 
@@ -449,6 +458,7 @@ impl Kind {
                 | Kind::RestartAof
                 | Kind::RestartEmpty
                 | Kind::KillTwo
+                | Kind::KillAll
         )
     }
 }
@@ -1008,7 +1018,11 @@ pub fn check(
         // A restart takes the locks away when the server comes back.
         let from = if matches!(
             e.kind,
-            Kind::RestoreSnapshot | Kind::RestartAof | Kind::RestartEmpty | Kind::KillTwo
+            Kind::RestoreSnapshot
+                | Kind::RestartAof
+                | Kind::RestartEmpty
+                | Kind::KillTwo
+                | Kind::KillAll
         ) {
             e.end
         } else {
@@ -1046,7 +1060,7 @@ pub fn check(
                     && !std::ptr::eq(o, e)
                     && o.start < from + limits.loss_report()
                     && o.end + limits.ttl > s.enter.max(from.saturating_sub(limits.ttl))
-            }) || matches!(e.kind, Kind::KillTwo);
+            }) || matches!(e.kind, Kind::KillTwo | Kind::KillAll);
             let bound = if blocked {
                 limits.loss_report_blocked()
             } else {

@@ -78,6 +78,9 @@ struct Scenario {
     faults: Vec<Kind>,
     /// Mix the faults at random for this long instead of once each.
     soak: Option<Duration>,
+    /// Redlock: every other worker's clock runs an hour fast (its
+    /// proposals; see `Builder::test_clock_ahead`).
+    fast_clocks: bool,
 }
 
 impl Scenario {
@@ -89,6 +92,7 @@ impl Scenario {
             flaw: None,
             faults: vec![kind],
             soak: None,
+            fast_clocks: false,
         }
     }
 }
@@ -147,6 +151,25 @@ fn main() {
         flaw: None,
         faults: REDLOCK_FAULTS.to_vec(),
         soak: None,
+        fast_clocks: false,
+    });
+    scenarios.push(Scenario {
+        name: "Redlock: clocks an hour fast, every master restarted empty".into(),
+        redlock: true,
+        sentinel: None,
+        flaw: None,
+        faults: vec![Kind::KillAll; 3],
+        soak: None,
+        fast_clocks: true,
+    });
+    scenarios.push(Scenario {
+        name: "Redlock: one master hung across unlocks".into(),
+        redlock: true,
+        sentinel: None,
+        flaw: None,
+        faults: vec![Kind::HangMaster; 3],
+        soak: None,
+        fast_clocks: false,
     });
     scenarios.push(Scenario {
         name: "Redlock: a majority eroded one master at a time".into(),
@@ -155,6 +178,7 @@ fn main() {
         flaw: None,
         faults: vec![Kind::FlushTwo; 4],
         soak: None,
+        fast_clocks: false,
     });
     for (replicas, name) in [
         (0, "Sentinel failover while holding"),
@@ -167,6 +191,7 @@ fn main() {
             flaw: None,
             faults: vec![Kind::Failover; if long { 3 } else { 1 }],
             soak: None,
+            fast_clocks: false,
         });
     }
     if long {
@@ -177,6 +202,7 @@ fn main() {
             flaw: None,
             faults: SENTINEL_FAULTS.to_vec(),
             soak: Some(Duration::from_secs(60)),
+            fast_clocks: false,
         });
         scenarios.push(Scenario {
             name: "soak: every fault, mixed".into(),
@@ -185,6 +211,7 @@ fn main() {
             flaw: None,
             faults: Kind::ONE_SERVER.to_vec(),
             soak: Some(Duration::from_secs(240)),
+            fast_clocks: false,
         });
         scenarios.push(Scenario {
             name: "Redlock soak: every fault, mixed".into(),
@@ -193,6 +220,7 @@ fn main() {
             flaw: None,
             faults: REDLOCK_FAULTS.to_vec(),
             soak: Some(Duration::from_secs(90)),
+            fast_clocks: true,
         });
     }
     let only = std::env::var("REDMUTEX_CHAOS_ONLY").ok();
@@ -248,6 +276,7 @@ fn main() {
             flaw: Some(flaw),
             faults: faults.to_vec(),
             soak: None,
+            fast_clocks: false,
         };
         if only
             .as_ref()
@@ -295,7 +324,7 @@ const SENTINEL_FAULTS: [Kind; 5] = [
     Kind::PauseHolder,
 ];
 
-const REDLOCK_FAULTS: [Kind; 12] = [
+const REDLOCK_FAULTS: [Kind; 14] = [
     Kind::KillHolder,
     Kind::KillWaiter,
     Kind::PauseHolder,
@@ -308,6 +337,8 @@ const REDLOCK_FAULTS: [Kind; 12] = [
     Kind::FlushTwo,
     Kind::KillTwo,
     Kind::SkewMaster,
+    Kind::KillAll,
+    Kind::HangMaster,
 ];
 
 /// Whether a worker's record file shows a starving round begun after its
@@ -645,6 +676,11 @@ impl Run<'_> {
             backoff_max: BACKOFF_MAX,
             flaw: self.scenario.flaw,
             sentinel: self.scenario.sentinel,
+            clock_ahead: if self.scenario.fast_clocks && id.is_multiple_of(2) {
+                Duration::from_secs(3600)
+            } else {
+                Duration::ZERO
+            },
         };
         let mut child = Command::new(std::env::current_exe().expect("this binary"))
             .env(worker::ENV, settings.encode())
@@ -1065,6 +1101,42 @@ impl Run<'_> {
                 self.holder();
                 event.start = now_ns();
                 event.masters = vec![self.failover()];
+            }
+            Kind::KillAll => {
+                // With fast clocks, while a fast worker holds the slow key
+                // (its token far ahead), when one does within a few tries.
+                for _ in 0..50 {
+                    let pos = self.holder();
+                    if !self.scenario.fast_clocks || self.workers[pos].id.is_multiple_of(2) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                event.masters = vec![0, 1, 2];
+                event.victims = (0..3).flat_map(|i| self.locks_on(i)).collect();
+                event.start = now_ns();
+                for server in &mut self.servers {
+                    server.kill();
+                }
+                std::thread::sleep(TTL * 3 / 2);
+                for server in &mut self.servers {
+                    server.restart();
+                }
+                self.add_acl_user();
+                event.loses = true;
+                // Every worker's breakers may skip every master for up to
+                // the longest break (2 s) after they are back: no quorum
+                // until then is part of this fault.
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            Kind::HangMaster => {
+                // Long enough for a call to time out there (and its
+                // breaker to trip), well short of the TTL.
+                let a = self.rng.below(3) as usize;
+                event.masters = vec![a];
+                self.servers[a].pause();
+                std::thread::sleep(REDLOCK_IO * 3);
+                self.servers[a].resume();
             }
             Kind::SkewMaster => {
                 let a = self.rng.below(3) as usize;

@@ -60,12 +60,14 @@ pub struct Settings {
     /// Sentinel: `lock_urls` are the sentinels', and the locker asks this
     /// many replicas to acknowledge each grant.
     pub sentinel: Option<u64>,
+    /// Redlock: how far this worker's clock runs fast for its proposals.
+    pub clock_ahead: Duration,
 }
 
 impl Settings {
     pub fn encode(&self) -> String {
         format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
             self.id,
             self.lock_urls.join(","),
             self.resource_url,
@@ -74,7 +76,8 @@ impl Settings {
             self.io.as_millis(),
             self.backoff_max.as_millis(),
             self.flaw.map_or("-", Flaw::code),
-            self.sentinel.map_or("-".to_owned(), |n| n.to_string())
+            self.sentinel.map_or("-".to_owned(), |n| n.to_string()),
+            self.clock_ahead.as_millis()
         )
     }
 
@@ -92,6 +95,7 @@ impl Settings {
             backoff_max: ms(6),
             flaw: Flaw::parse(get(7)),
             sentinel: get(8).parse().ok(),
+            clock_ahead: ms(9),
         }
     }
 }
@@ -382,6 +386,7 @@ fn builder(b: redmutex::Builder, settings: &Settings) -> redmutex::Builder {
             Duration::from_millis(5),
             settings.backoff_max,
         ))
+        .test_clock_ahead(settings.clock_ahead)
 }
 
 /// The worker's threads, and the coordinator's commands, until its

@@ -8,21 +8,31 @@
 //! grant then raises every master's counter to its token and takes the
 //! masters where the lock is free (`RAISE_FENCE`), unless every master
 //! granted and minted the same token (the attempt proposes one, a tick
-//! ahead of its clock), which leaves them as that would; while another client
+//! ahead of its clock, which a master mints only up to its own clock plus
+//! `bound`), which leaves them as that would; while another client
 //! holds it on one of them, it tries again, at most `REPAIR_TRIES` times,
 //! then gives the grant up (released everywhere), as it does when the
 //! write-back ends after the lease's validity. A renewal extends the
 //! keys that are ours and puts back the ones that are missing, and counts
 //! on a majority; a release deletes ours everywhere. Each attempt has its
-//! own owner token, as each of the library's acquisitions does. Keys
+//! own owner token, as each of the library's Redlock attempts does. Keys
 //! expire by the masters' clock; one master (master 0; the others are
 //! alike) may lose its data once, by a flush or by a restore from an older
-//! snapshot. A client may die at any point, in the middle of a fan-out too.
+//! snapshot, or every master may restart without data, the TTL after the
+//! crash. A client may die at any point, in the middle of a fan-out too.
+//! Client 0's clock may run `fast` (its proposals lead by that much more).
+//! Master 0 may miss one release (it hangs across an unlock): the library
+//! sends it again when that master answers, which the model does before
+//! master 0's next step.
 //!
 //! Properties:
 //! - *exclusion*: at most one client believes it holds the lock, through
 //!   one master's data loss;
-//! - *fencing*: every grant's token is above every token granted before;
+//! - *fencing*: every grant's token is above every token granted before,
+//!   through a restart of every master without data too, whatever client
+//!   0's clock says;
+//! - *no leftover*: no step on master 0 meets the key of a release it
+//!   missed (once it answers again, that key is gone, not left for its TTL);
 //! - and that a grant on a bare majority (a master held by a rival's
 //!   attempt for a moment), a grant on every master with one token (no
 //!   write-back) and a data loss after a grant each happen somewhere.
@@ -57,6 +67,13 @@ pub enum Flaw {
     /// The write-back skipped for a majority that minted one token, not
     /// only when every master granted.
     OneTokenOnMajority,
+    /// A proposal minted however far it leads the master's clock (the
+    /// library before it bounded it): a fast client clock pushes every
+    /// counter ahead, and tokens fall once every master lost its data.
+    UnboundedProposal,
+    /// A release a master missed is not sent again (the library before it
+    /// did): the key stays there for its TTL, and every grant meets it.
+    LostReleaseStays,
 }
 
 /// The data loss master 0 may suffer once.
@@ -66,6 +83,8 @@ pub enum Loss {
     Flush,
     /// A restart from a snapshot saved earlier.
     Restore,
+    /// Every master crashes and restarts without data, the TTL later.
+    All,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -133,6 +152,13 @@ pub struct State {
     pub lost: bool,
     pub clients: Vec<Client>,
     pub deaths: u8,
+    /// The owner token of a release master 0 missed, to send again before
+    /// its next step.
+    pub resend: Option<u8>,
+    /// Ghosts: the owner token of a release master 0 missed (once), and
+    /// whether a step there met its key.
+    pub missed: Option<u8>,
+    pub met_missed: bool,
     /// Ghosts: the largest token granted, whether grants' tokens rose, and
     /// whether the interesting cases were reached.
     pub last_fence: u64,
@@ -155,6 +181,8 @@ pub enum Action {
     Die(usize),
     Save,
     Lose,
+    /// Master 0 misses client `c`'s release (it hangs across the unlock).
+    MissRelease(usize),
 }
 
 /// The model and its bounds.
@@ -170,6 +198,13 @@ pub struct Redlock {
     /// master may expire its key. Exclusion holds while `skew <= drift`.
     pub drift: u64,
     pub skew: u64,
+    /// How far client 0's clock runs fast, in ticks (0: not at all).
+    pub fast: u64,
+    /// How far a proposal may lead a master's own clock, in ticks (the
+    /// library's `PROPOSAL_BOUND`; below the TTL, as it is there).
+    pub bound: u64,
+    /// Whether master 0 may miss one release.
+    pub miss_release: bool,
 }
 
 const ALL: u8 = (1 << MASTERS) - 1;
@@ -186,8 +221,14 @@ impl Redlock {
         super::deadline(sent, self.ttl, self.drift)
     }
 
-    /// Mints on master `m`, at least `at_least` (the attempt's proposal).
-    fn mint(s: &mut State, m: usize, at_least: u64) -> u64 {
+    /// Mints on master `m`, at least `at_least` (the attempt's proposal),
+    /// as far as it leads the master's clock by `bound` at most.
+    fn mint(&self, s: &mut State, m: usize, at_least: u64) -> u64 {
+        let at_least = if self.flaw == Some(Flaw::UnboundedProposal) {
+            at_least
+        } else {
+            at_least.min(super::micros(s.now + self.bound))
+        };
         let master = &mut s.masters[m];
         let fence = super::mint(master.counter, s.now).max(at_least);
         master.counter = fence;
@@ -203,6 +244,16 @@ impl Redlock {
         if master.key.as_ref().is_some_and(|k| k.expires <= now) {
             master.key = None;
         }
+        if m == 0 {
+            // Answering again, master 0 first gets the release it missed.
+            if let Some(owner) = s.resend.take() {
+                if master.key.as_ref().is_some_and(|k| k.owner == owner) {
+                    master.key = None;
+                }
+            }
+            let missed = master.key.as_ref().map(|k| Some(k.owner));
+            s.met_missed |= s.missed.is_some() && missed == Some(s.missed);
+        }
         let ours = master.key.as_ref().is_some_and(|k| k.owner == token);
         let free = master.key.is_none();
         match op.step {
@@ -211,7 +262,8 @@ impl Redlock {
                     return false;
                 }
                 // The proposal: a tick ahead of the client's clock.
-                let fence = Self::mint(s, m, super::micros(op.sent + 1));
+                let clock = op.sent + if c == 0 { self.fast } else { 0 };
+                let fence = self.mint(s, m, super::micros(clock + 1));
                 s.masters[m].key = Some(Key {
                     owner: token,
                     fence,
@@ -360,6 +412,9 @@ impl Model for Redlock {
                 self.attempts.len()
             ],
             deaths: 0,
+            resend: None,
+            missed: None,
+            met_missed: false,
             last_fence: 0,
             fences_rise: true,
             repaired: false,
@@ -386,7 +441,7 @@ impl Model for Redlock {
                 if loss == Loss::Restore && s.snapshot.is_none() {
                     actions.push(Action::Save);
                 }
-                if loss == Loss::Flush || s.snapshot.is_some() {
+                if loss != Loss::Restore || s.snapshot.is_some() {
                     actions.push(Action::Lose);
                 }
             }
@@ -399,6 +454,10 @@ impl Model for Redlock {
                 actions.push(Action::Die(c));
             }
             if let Some(op) = client.op {
+                let missable = op.step == Step::Release && op.done & 1 == 0;
+                if self.miss_release && s.missed.is_none() && missable {
+                    actions.push(Action::MissRelease(c));
+                }
                 for m in 0..MASTERS {
                     if op.done & (1 << m) == 0 {
                         actions.push(Action::Run(c, m));
@@ -427,12 +486,33 @@ impl Model for Redlock {
             Action::Tick => s.now += 1,
             Action::Expire(m) => s.masters[m].key = None,
             Action::Save => s.snapshot = Some(s.masters[0].clone()),
+            Action::Lose if self.loss == Some(Loss::All) => {
+                s.masters = vec![Master::default(); MASTERS];
+                s.lost = true;
+                s.lost_after_grant = s.last_fence > 0;
+                // They come back no sooner than the TTL after the crash.
+                s.now += self.ttl;
+            }
             Action::Lose => {
                 s.masters[0] = s.snapshot.clone().unwrap_or_default();
                 s.lost = true;
                 s.lost_after_grant = s.last_fence > 0;
                 // A restart takes a moment of the master's clock.
                 s.now += 1;
+            }
+            Action::MissRelease(c) => {
+                let mut op = s.clients[c].op?;
+                let owner = Self::token(c, s.clients[c].attempts);
+                s.missed = Some(owner);
+                if self.flaw != Some(Flaw::LostReleaseStays) {
+                    s.resend = Some(owner);
+                }
+                op.done |= 1;
+                if op.done == ALL {
+                    self.decide(&mut s, c, op);
+                } else {
+                    s.clients[c].op = Some(op);
+                }
             }
             Action::Die(c) => {
                 s.deaths += 1;
@@ -487,6 +567,10 @@ impl Model for Redlock {
                     <= 1
             }),
             Property::always("fencing", |_, s: &State| s.fences_rise),
+            Property::always("no leftover", |_, s: &State| !s.met_missed),
+            Property::sometimes("a release missed", |m: &Redlock, s: &State| {
+                !m.miss_release || s.missed.is_some()
+            }),
             Property::sometimes("a grant repaired", |_, s: &State| s.repaired),
             Property::sometimes("a grant on every master with one token", |_, s: &State| {
                 s.granted_as_one
