@@ -13,6 +13,10 @@ use crate::Error;
 ///
 /// Defaults to `Backoff::exponential(8 ms, 256 ms)` with no attempt limit.
 ///
+/// Pauses of any length are accepted (`Duration::MAX` as the upper bound of
+/// an exponential backoff means no bound); one above
+/// [`MAX_TTL`](crate::MAX_TTL) is taken as `MAX_TTL`.
+///
 /// ```no_run
 /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
 /// use std::time::Duration;

@@ -436,8 +436,10 @@ impl Builder {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a TTL below 1 ms, not above its drift
-    /// allowance, or above [`MAX_TTL`]; a zero or unrepresentable acquire,
-    /// checkout or I/O timeout; an empty prefix; an invalid backoff.
+    /// allowance, or above [`MAX_TTL`]; a zero acquire, checkout or I/O
+    /// timeout, or any of them or `max_hold` above [`MAX_TTL`]; an empty
+    /// prefix; an invalid backoff. (Backoff pauses of any length are
+    /// accepted: see [`Backoff`].)
     ///
     /// ```no_run
     /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
@@ -589,8 +591,15 @@ pub(crate) fn validate_ttl(ttl: Duration, drift: Option<Duration>) -> Result<(),
     Ok(())
 }
 
-/// A wait must be representable as a deadline from now.
+/// A wait must not exceed [`MAX_TTL`] (about 4,400 years: longer means
+/// forever to any caller, and a timeout that long still fits every number
+/// sent to Redis), and must be representable as a deadline from now.
 pub(crate) fn validate_wait(what: &str, wait: Duration) -> Result<(), Error> {
+    if wait > MAX_TTL {
+        return Err(Error::InvalidInput(format!(
+            "{what} {wait:?} is above the maximum of {MAX_TTL:?}"
+        )));
+    }
     match time::deadline(Instant::now(), wait) {
         Some(_) => Ok(()),
         None => Err(Error::InvalidInput(format!(
@@ -645,6 +654,8 @@ mod tests {
     fn waits_must_be_representable() {
         assert!(validate_wait("x", Duration::from_secs(3600)).is_ok());
         assert!(validate_wait("x", Duration::MAX).is_err());
+        assert!(validate_wait("x", MAX_TTL).is_ok());
+        assert!(validate_wait("x", MAX_TTL + Duration::from_millis(1)).is_err());
     }
 
     #[test]

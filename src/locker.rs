@@ -9,7 +9,7 @@ use r2d2::{ManageConnection, Pool};
 use redis::ConnectionLike;
 
 use crate::backoff::jitter_seed;
-use crate::config::{validate_wait, Builder, Config};
+use crate::config::{validate_wait, Builder, Config, MAX_TTL};
 use crate::conn::{self, Connector};
 use crate::guard::Guard;
 use crate::info::LockInfo;
@@ -159,7 +159,7 @@ impl Locker {
     /// # Errors
     ///
     /// As [`lock`](Locker::lock); [`Error::InvalidInput`] as well when `wait`
-    /// is too large to add to the current time.
+    /// is above [`MAX_TTL`](crate::MAX_TTL).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -405,9 +405,11 @@ impl Locker {
         let watch = self.shared.signal().watch(&watched, mine.token.as_str());
         // A queued waiter's place lasts until its next attempt could come,
         // plus one round trip's worth of slack.
+        // Both bounded by MAX_TTL, so that the stay fits Redis's clock.
         let stay = backoff
             .longest()
-            .saturating_add(self.shared.config.io_timeout);
+            .min(MAX_TTL)
+            .saturating_add(self.shared.config.io_timeout.min(MAX_TTL));
         let queue = self.shared.queue_mode(&acquisition, Queue::Join(stay));
         let claim = self.shared.claim(stay);
         let mut attempts: u32 = 0;
@@ -463,7 +465,7 @@ impl Locker {
                 // Retry right when the holder's lease would have run out.
                 pause = pause.min(ttl.saturating_add(Duration::from_millis(1)));
             }
-            let mut wake = time::deadline(now, pause).unwrap_or(now);
+            let mut wake = time::deadline(now, pause.min(MAX_TTL)).unwrap_or(now);
             if let Some(d) = deadline {
                 wake = wake.min(d);
             }
