@@ -155,6 +155,11 @@ impl Builder {
     /// `<prefix>:<key>` in Redis, and the fencing counter is shared by the
     /// prefix. Lockers that must exclude each other need the same prefix.
     ///
+    /// On a Redis Cluster, a `{` in the prefix must open a non-empty hash
+    /// tag closed within it (`{jobs}`: every lock of the prefix then lives
+    /// in that tag's slot), or the prefix must have none; `build` refuses
+    /// `a{b`, `{}` or `{jobs`, whose keys would not share a slot.
+    ///
     /// Defaults to no prefix: keys are used as given.
     ///
     /// ```no_run
@@ -438,7 +443,8 @@ impl Builder {
     /// [`Error::InvalidInput`] for a TTL below 1 ms, not above its drift
     /// allowance, or above [`MAX_TTL`]; a zero acquire, checkout or I/O
     /// timeout, or any of them or `max_hold` above [`MAX_TTL`]; an empty
-    /// prefix; an invalid backoff. (Backoff pauses of any length are
+    /// prefix, or on a Redis Cluster a prefix whose first `{` opens no
+    /// non-empty hash tag closed within it (`a{b`, `{}`); an invalid backoff. (Backoff pauses of any length are
     /// accepted: see [`Backoff`].)
     ///
     /// ```no_run
@@ -451,6 +457,9 @@ impl Builder {
         validate_ttl(self.ttl, self.drift)?;
         if let Some(p) = &self.prefix {
             keys::validate_prefix(p)?;
+            if self.instances.iter().any(|i| i.is_cluster()) {
+                keys::validate_cluster_prefix(p)?;
+            }
         }
         if let Some(wait) = self.acquire_timeout {
             validate_wait("acquire timeout", wait)?;
