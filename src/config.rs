@@ -74,6 +74,26 @@ pub(crate) const MIN_POOL_FOR_LISTENER: u32 = 4;
 /// many connections, so that small pools are left to the application.
 pub(crate) const MIN_POOL_FOR_SPARE: u32 = 8;
 
+/// The longest a queued waiter goes without calling the server, whatever
+/// its backoff: a longer pause is cut into calls at least this often, each
+/// one refreshing the waiter's place (its *stay*) and taking the lock if it
+/// is free, without counting as an attempt.
+pub(crate) const MAX_QUEUED_PAUSE: Duration = Duration::from_secs(1);
+
+/// The most a waiter's stay keeps for its next call to reach the server
+/// (its checkout and I/O timeouts, when they are shorter).
+pub(crate) const MAX_STAY_SLACK: Duration = Duration::from_secs(2);
+
+/// How long a queued waiter keeps its place after each call (its *stay*):
+/// its longest pause between calls (its backoff's, at most
+/// [`MAX_QUEUED_PAUSE`]) plus the time its next call may take to reach the
+/// server (checkout and I/O timeouts, at most [`MAX_STAY_SLACK`]). So a
+/// dead waiter blocks a free lock for at most 3 s, whatever its settings.
+pub(crate) fn waiter_stay(backoff: &Backoff, checkout: Duration, io: Duration) -> Duration {
+    let pause = backoff.longest().min(MAX_QUEUED_PAUSE);
+    pause.saturating_add(checkout.saturating_add(io).min(MAX_STAY_SLACK))
+}
+
 /// Most watchdog threads kept parked for later guards, process-wide.
 pub(crate) const MAX_PARKED: usize = 64;
 
@@ -657,6 +677,27 @@ mod tests {
         validate_wait("io", DEFAULT_IO_TIMEOUT).unwrap();
         assert!(!DEFAULT_CHECKOUT_TIMEOUT.is_zero() && !DEFAULT_IO_TIMEOUT.is_zero());
         Backoff::default().validate().unwrap();
+    }
+
+    #[test]
+    fn a_waiters_stay_is_bounded_whatever_its_settings() {
+        let ms = Duration::from_millis;
+        let io = DEFAULT_IO_TIMEOUT;
+        // The defaults: 256 ms of pause, 2 s of slack.
+        assert_eq!(
+            waiter_stay(&Backoff::default(), DEFAULT_CHECKOUT_TIMEOUT, io),
+            ms(2256)
+        );
+        assert_eq!(
+            waiter_stay(&Backoff::fixed(ms(100)), ms(100), ms(200)),
+            ms(400)
+        );
+        for b in [
+            Backoff::fixed(Duration::from_secs(60)),
+            Backoff::exponential(ms(8), Duration::MAX),
+        ] {
+            assert_eq!(waiter_stay(&b, MAX_TTL, MAX_TTL), ms(3000));
+        }
     }
 
     #[test]

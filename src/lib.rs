@@ -125,15 +125,21 @@
 //!   same locker tells them directly. The waiter holds the lock without a
 //!   round trip of its own, its lease counted from its last attempt.
 //! - **A hand-over is a claim.** The release sets the lock for the
-//!   waiter's *stay* (its longest backoff pause plus the I/O timeout: 2.3 s
-//!   with the defaults) when that is shorter than its TTL; the waiter takes
+//!   waiter's *stay* (its longest backoff pause, at most 1 s, plus its
+//!   checkout and I/O timeouts, at most 2 s: 2.3 s with the defaults, 3 s
+//!   at most whatever the settings) when that is shorter than its TTL; the waiter takes
 //!   it up to its TTL with its first renewal, due a third of the claim
 //!   after its last attempt (at once, when it has no watchdog). So a waiter
 //!   killed while queued keeps the lock from the others for at most its
 //!   stay, never its TTL.
 //! - **Fairness.** A thread that releases and locks again at once queues
 //!   behind the others. A waiter that dies holds its place only until its
-//!   deadline (its stay). A waiter that gives up, or whose attempt fails
+//!   deadline (its stay). A live waiter whose backoff pauses longer than
+//!   1 s calls the server every second meanwhile, to keep its place (such
+//!   a call takes the lock if it is free, and is not counted as an
+//!   attempt); one whose next call is held up longer than its stay (a pool
+//!   the application keeps busy, a stalled server) queues again at the
+//!   back. A waiter that gives up, or whose attempt fails
 //!   with an error, leaves the queue and frees a lock handed to it
 //!   meanwhile. [`Locker::try_lock`] respects the queue.
 //! - **A safety net.** Between attempts a waiter also keeps its [`Backoff`]

@@ -105,7 +105,7 @@ fn waiter_entry(server: &Server, k: &str) -> Option<(u64, u64)> {
     let entries: Vec<String> = redis::cmd("HVALS")
         .arg(common::queue_keys(None, k).1)
         .query(&mut server.conn())
-        .unwrap();
+        .unwrap_or_default();
     let mut fields = entries.first()?.split(':');
     let at = fields.next()?.parse().ok()?;
     let stay = fields.next()?.parse().ok()?;
