@@ -101,6 +101,21 @@
 //! pages are touched ([`watchdog_threads`] counts them). A locker whose
 //! waiters wait also keeps one listener thread with one pooled connection.
 //!
+//! **Forked processes** (pre-forking servers, job runners) take locks of
+//! their own: a child gets its own owner tokens, starter and watchdog
+//! workers, even when its parent used watchdogs before the fork. A child
+//! opens its own pool and [`Locker`]: the pools, lockers and guards it
+//! inherited are the parent's (their connections are shared with the
+//! parent, their threads exist only there), so it must not use them, and
+//! should end with [`std::process::exit`] rather than drop them. Fork
+//! while no other thread is inside a call of this crate, and with no r2d2
+//! pool open: r2d2's scheduler threads wait in `parking_lot`, whose list
+//! of waiting threads a fork leaves naming the parent's threads, whose
+//! stacks the child's new threads reuse (with the parent's pool still
+//! open, children crashed inside `parking_lot_core` or lost their lock in
+//! about 1 run in 8). A pool built with `idle_timeout(None)` and
+//! `max_lifetime(None)` ends its threads as soon as it is dropped.
+//!
 //! # Dropping a guard
 //!
 //! Dropping a guard stops its watchdog (no renewal starts after that; one

@@ -1,5 +1,6 @@
 //! A forked child takes locks of its own: its guards' watchdogs run, even
 //! when the parent used watchdogs before the fork (issue 38, hole 3).
+#![allow(clippy::unwrap_used)] // test helpers fail loudly: that is the point
 
 mod common;
 
@@ -48,12 +49,42 @@ fn hold_past_its_ttl(url: &str, k: &str) -> i32 {
     }
 }
 
+/// The parent's locker: a 300 ms TTL, over a pool whose threads end as
+/// soon as it is dropped (no reaper job scheduled: no idle timeout nor
+/// maximum lifetime).
+fn parent_locker(server: &Server) -> Locker {
+    let pool = r2d2::Pool::builder()
+        .max_size(8)
+        .test_on_check_out(false)
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .build(redis::Client::open(server.url()).unwrap())
+        .unwrap();
+    Locker::builder(pool)
+        .ttl(Duration::from_millis(300))
+        .build()
+        .unwrap()
+}
+
+/// How many threads of this process have a name starting with `prefix`.
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(Result::ok)
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .filter(|name| name.starts_with(prefix))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 #[test]
 fn a_forked_childs_watchdog_renews_after_the_parent_used_one() {
     let server = Server::start();
     // The parent uses a watchdog first: its starter thread and a parked
     // worker exist, in the parent only.
-    let parent = server.locker_with_ttl(Duration::from_millis(300));
+    let parent = parent_locker(&server);
     let g = parent.lock(&key("fork-parent")).unwrap();
     wait_until("the parent's watchdog ran", Duration::from_secs(10), || {
         redmutex::watchdog_threads().running > 0
@@ -61,6 +92,14 @@ fn a_forked_childs_watchdog_renews_after_the_parent_used_one() {
     drop(g);
     wait_until("its worker parked", Duration::from_secs(10), || {
         redmutex::watchdog_threads().parked > 0
+    });
+    // The parent's pool goes before the fork (see "Forked processes" in the
+    // crate docs): r2d2's scheduler threads wait in `parking_lot`, whose
+    // queue of waiting threads a fork leaves naming threads of the parent,
+    // and the child's new threads reuse their stacks.
+    drop(parent);
+    wait_until("the pool's threads ended", Duration::from_secs(10), || {
+        threads_named("r2d2") == 0
     });
     let (url, k) = (server.url(), key("fork-child"));
     let code = fork::in_child(|| hold_past_its_ttl(&url, &k));
@@ -70,6 +109,7 @@ fn a_forked_childs_watchdog_renews_after_the_parent_used_one() {
         "the child's lock (1: lost, 2: not renewed)"
     );
     // The parent's own watchdog still works after the fork.
+    let parent = parent_locker(&server);
     let g = parent.lock(&key("fork-parent-after")).unwrap();
     assert!(
         !g.wait_lost(Duration::from_millis(1000)),
