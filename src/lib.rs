@@ -52,7 +52,11 @@
 //!   or change a lease ([`Guard::unlock`], dropping a guard,
 //!   [`Guard::extend`]) may first wait for a renewal in flight, so within
 //!   twice that. [`Locker::lock_timeout`] returns within its wait plus one
-//!   attempt. A connection on which a call timed out is not used again until
+//!   attempt, and one more call to leave the queue when the wait ran out
+//!   (the first wait of a locker may add the listener's start-up: one more
+//!   checkout and I/O timeout). An attempt that fails because the server
+//!   did not answer in time returns at once: the waiter's place ends with
+//!   its stay. A connection on which a call timed out is not used again until
 //!   it answers (a half-open connection costs one timeout, not one per
 //!   call).
 //!
@@ -155,8 +159,8 @@
 //!   attempt); one whose next call is held up longer than its stay (a pool
 //!   the application keeps busy, a stalled server) queues again at the
 //!   back. A waiter that gives up, or whose attempt fails
-//!   with an error, leaves the queue and frees a lock handed to it
-//!   meanwhile. [`Locker::try_lock`] respects the queue.
+//!   with an error other than a timeout, leaves the queue and frees a
+//!   lock handed to it meanwhile. [`Locker::try_lock`] respects the queue.
 //! - **A safety net.** Between attempts a waiter also keeps its [`Backoff`]
 //!   (exponential, 8 to 256 ms, by default) and retries when the holder's
 //!   lease would have run out, so a lost message costs one backoff pause,

@@ -426,9 +426,12 @@ impl Locker {
             let outcome = match self.shared.acquire(&acquisition, queue) {
                 Ok(outcome) => outcome,
                 Err(e) => {
-                    if queue != Queue::Ignore {
-                        // Leave the queue, so that no release hands the
-                        // lock to a waiter that has gone.
+                    // Leave the queue, so that no release hands the lock to
+                    // a waiter that has gone; not when the server just did
+                    // not answer in time (leaving would cost another
+                    // timeout, and the place, with a lock handed to it,
+                    // ends with the stay anyway).
+                    if queue != Queue::Ignore && !timed_out(&e) {
                         self.shared.dequeue(&acquisition);
                     }
                     return Err(e);
@@ -551,6 +554,16 @@ impl Locker {
             self.shared.reserve_for_renewals();
         }
         Guard::new(Arc::clone(&self.shared), a, fence, Arc::new(lease))
+    }
+}
+
+/// Whether a call failed because the server did not answer in time (or
+/// no pooled connection came): another call would most likely wait as long.
+fn timed_out(e: &Error) -> bool {
+    match e {
+        Error::Pool(_) => true,
+        Error::Redis(e) => e.is_timeout(),
+        _ => false,
     }
 }
 
