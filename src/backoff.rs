@@ -13,6 +13,13 @@ use crate::Error;
 ///
 /// Defaults to `Backoff::exponential(8 ms, 256 ms)` with no attempt limit.
 ///
+/// Pauses of any length are accepted (`Duration::MAX` as the upper bound of
+/// an exponential backoff means no bound); one above
+/// [`MAX_TTL`](crate::MAX_TTL) is taken as `MAX_TTL`. A waiter queued for
+/// the lock still calls the server at least every second, to keep its
+/// place (such a call takes the lock if it is free; it is not counted by
+/// [`max_attempts`](Backoff::max_attempts)).
+///
 /// ```no_run
 /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
 /// use std::time::Duration;

@@ -74,6 +74,26 @@ pub(crate) const MIN_POOL_FOR_LISTENER: u32 = 4;
 /// many connections, so that small pools are left to the application.
 pub(crate) const MIN_POOL_FOR_SPARE: u32 = 8;
 
+/// The longest a queued waiter goes without calling the server, whatever
+/// its backoff: a longer pause is cut into calls at least this often, each
+/// one refreshing the waiter's place (its *stay*) and taking the lock if it
+/// is free, without counting as an attempt.
+pub(crate) const MAX_QUEUED_PAUSE: Duration = Duration::from_secs(1);
+
+/// The most a waiter's stay keeps for its next call to reach the server
+/// (its checkout and I/O timeouts, when they are shorter).
+pub(crate) const MAX_STAY_SLACK: Duration = Duration::from_secs(2);
+
+/// How long a queued waiter keeps its place after each call (its *stay*):
+/// its longest pause between calls (its backoff's, at most
+/// [`MAX_QUEUED_PAUSE`]) plus the time its next call may take to reach the
+/// server (checkout and I/O timeouts, at most [`MAX_STAY_SLACK`]). So a
+/// dead waiter blocks a free lock for at most 3 s, whatever its settings.
+pub(crate) fn waiter_stay(backoff: &Backoff, checkout: Duration, io: Duration) -> Duration {
+    let pause = backoff.longest().min(MAX_QUEUED_PAUSE);
+    pause.saturating_add(checkout.saturating_add(io).min(MAX_STAY_SLACK))
+}
+
 /// Most watchdog threads kept parked for later guards, process-wide.
 pub(crate) const MAX_PARKED: usize = 64;
 
@@ -156,6 +176,11 @@ impl Builder {
     /// Namespace for this locker's keys: a lock on `key` lives at
     /// `<prefix>:<key>` in Redis, and the fencing counter is shared by the
     /// prefix. Lockers that must exclude each other need the same prefix.
+    ///
+    /// On a Redis Cluster, a `{` in the prefix must open a non-empty hash
+    /// tag closed within it (`{jobs}`: every lock of the prefix then lives
+    /// in that tag's slot), or the prefix must have none; `build` refuses
+    /// `a{b`, `{}` or `{jobs`, whose keys would not share a slot.
     ///
     /// Defaults to no prefix: keys are used as given.
     ///
@@ -460,8 +485,11 @@ impl Builder {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a TTL below 1 ms, not above its drift
-    /// allowance, or above [`MAX_TTL`]; a zero or unrepresentable acquire,
-    /// checkout or I/O timeout; an empty prefix; an invalid backoff.
+    /// allowance, or above [`MAX_TTL`]; a zero acquire, checkout or I/O
+    /// timeout, or any of them or `max_hold` above [`MAX_TTL`]; an empty
+    /// prefix, or on a Redis Cluster a prefix whose first `{` opens no
+    /// non-empty hash tag closed within it (`a{b`, `{}`); an invalid backoff. (Backoff pauses of any length are
+    /// accepted: see [`Backoff`].)
     ///
     /// ```no_run
     /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
@@ -473,6 +501,9 @@ impl Builder {
         validate_ttl(self.ttl, self.drift)?;
         if let Some(p) = &self.prefix {
             keys::validate_prefix(p)?;
+            if self.instances.iter().any(|i| i.is_cluster()) {
+                keys::validate_cluster_prefix(p)?;
+            }
         }
         if let Some(wait) = self.acquire_timeout {
             validate_wait("acquire timeout", wait)?;
@@ -616,8 +647,15 @@ pub(crate) fn validate_ttl(ttl: Duration, drift: Option<Duration>) -> Result<(),
     Ok(())
 }
 
-/// A wait must be representable as a deadline from now.
+/// A wait must not exceed [`MAX_TTL`] (about 4,400 years: longer means
+/// forever to any caller, and a timeout that long still fits every number
+/// sent to Redis), and must be representable as a deadline from now.
 pub(crate) fn validate_wait(what: &str, wait: Duration) -> Result<(), Error> {
+    if wait > MAX_TTL {
+        return Err(Error::InvalidInput(format!(
+            "{what} {wait:?} is above the maximum of {MAX_TTL:?}"
+        )));
+    }
     match time::deadline(Instant::now(), wait) {
         Some(_) => Ok(()),
         None => Err(Error::InvalidInput(format!(
@@ -708,9 +746,32 @@ mod tests {
     }
 
     #[test]
+    fn a_waiters_stay_is_bounded_whatever_its_settings() {
+        let ms = Duration::from_millis;
+        let io = DEFAULT_IO_TIMEOUT;
+        // The defaults: 256 ms of pause, 2 s of slack.
+        assert_eq!(
+            waiter_stay(&Backoff::default(), DEFAULT_CHECKOUT_TIMEOUT, io),
+            ms(2256)
+        );
+        assert_eq!(
+            waiter_stay(&Backoff::fixed(ms(100)), ms(100), ms(200)),
+            ms(400)
+        );
+        for b in [
+            Backoff::fixed(Duration::from_secs(60)),
+            Backoff::exponential(ms(8), Duration::MAX),
+        ] {
+            assert_eq!(waiter_stay(&b, MAX_TTL, MAX_TTL), ms(3000));
+        }
+    }
+
+    #[test]
     fn waits_must_be_representable() {
         assert!(validate_wait("x", Duration::from_secs(3600)).is_ok());
         assert!(validate_wait("x", Duration::MAX).is_err());
+        assert!(validate_wait("x", MAX_TTL).is_ok());
+        assert!(validate_wait("x", MAX_TTL + Duration::from_millis(1)).is_err());
     }
 
     #[test]

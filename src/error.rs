@@ -90,7 +90,7 @@ pub enum Error {
     },
 
     /// A setting or argument that cannot work: a TTL below one millisecond or
-    /// too large for Redis, a zero or unrepresentable timeout, an empty key or
+    /// too large for Redis, a zero timeout or one above `MAX_TTL`, an empty key or
     /// key list, a duplicate key in a multi-key lock, a reserved key name.
     ///
     /// Returned by [`Builder::build`](crate::Builder::build) and by any method

@@ -361,7 +361,9 @@ impl Guard {
     /// held as before: nobody else gets it. For a job that must not run
     /// again before a given time, even when it ended early (a cron job on a
     /// host whose clock or schedule is a little late). An `at` that is not
-    /// at least a millisecond away is a plain [`unlock`](Guard::unlock).
+    /// at least a millisecond away is a plain [`unlock`](Guard::unlock); one
+    /// more than [`MAX_TTL`](crate::MAX_TTL) away is taken as `MAX_TTL`
+    /// from now (about 4,400 years).
     ///
     /// # Errors
     ///
@@ -379,7 +381,10 @@ impl Guard {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn expire_at(mut self, at: Instant) -> Result<(), Error> {
-        let left = at.saturating_duration_since(Instant::now());
+        // Redis refuses an expiry past its clock's range: MAX_TTL is forever.
+        let left = at
+            .saturating_duration_since(Instant::now())
+            .min(crate::MAX_TTL);
         if left < Duration::from_millis(1) {
             return self.unlock();
         }

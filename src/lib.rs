@@ -71,7 +71,11 @@
 //!   or change a lease ([`Guard::unlock`], dropping a guard,
 //!   [`Guard::extend`]) may first wait for a renewal in flight, so within
 //!   twice that. [`Locker::lock_timeout`] returns within its wait plus one
-//!   attempt. A connection on which a call timed out is not used again until
+//!   attempt, and one more call to leave the queue when the wait ran out
+//!   (the first wait of a locker may add the listener's start-up: one more
+//!   checkout and I/O timeout). An attempt that fails because the server
+//!   did not answer in time returns at once: the waiter's place ends with
+//!   its stay. A connection on which a call timed out is not used again until
 //!   it answers (a half-open connection costs one timeout, not one per
 //!   call).
 //!
@@ -121,6 +125,21 @@
 //! waiters wait also keeps one listener thread with one pooled connection.
 //! [`Locker::open`] checks the password on a short-lived thread of its own.
 //!
+//! **Forked processes** (pre-forking servers, job runners) take locks of
+//! their own: a child gets its own owner tokens, starter and watchdog
+//! workers, even when its parent used watchdogs before the fork. A child
+//! opens its own pool and [`Locker`]: the pools, lockers and guards it
+//! inherited are the parent's (their connections are shared with the
+//! parent, their threads exist only there), so it must not use them, and
+//! should end with [`std::process::exit`] rather than drop them. Fork
+//! while no other thread is inside a call of this crate, and with no r2d2
+//! pool open: r2d2's scheduler threads wait in `parking_lot`, whose list
+//! of waiting threads a fork leaves naming the parent's threads, whose
+//! stacks the child's new threads reuse (with the parent's pool still
+//! open, children crashed inside `parking_lot_core` or lost their lock in
+//! about 1 run in 8). A pool built with `idle_timeout(None)` and
+//! `max_lifetime(None)` ends its threads as soon as it is dropped.
+//!
 //! # Dropping a guard
 //!
 //! Dropping a guard stops its watchdog (no renewal starts after that; one
@@ -145,19 +164,26 @@
 //!   same locker tells them directly. The waiter holds the lock without a
 //!   round trip of its own, its lease counted from its last attempt.
 //! - **A hand-over is a claim.** The release sets the lock for the
-//!   waiter's *stay* (its longest backoff pause plus the I/O timeout: 2.3 s
-//!   with the defaults) when that is shorter than its TTL; the waiter takes
-//!   it up to its TTL with one renewal before `lock` returns (when that
-//!   renewal comes too late for the claim, the waiter frees it and waits
-//!   on; when it fails, `lock` returns its error and frees the claim), so the
-//!   guard it gets has a full lease, as after any other grant. So a waiter
+//!   waiter's *stay* (its longest backoff pause, at most 1 s, plus its
+//!   checkout and I/O timeouts, at most 2 s: 2.3 s with the defaults, 3 s
+//!   at most whatever the settings) when that is shorter than its TTL; the
+//!   waiter takes it up to its TTL with one renewal before `lock` returns
+//!   (when that renewal comes too late for the claim, the waiter frees it
+//!   and waits on; when it fails, `lock` returns its error and frees the
+//!   claim), so the guard it gets has a full lease, as after any other
+//!   grant. So a waiter
 //!   killed while queued keeps the lock from the others for at most its
 //!   stay, never its TTL.
 //! - **Fairness.** A thread that releases and locks again at once queues
 //!   behind the others. A waiter that dies holds its place only until its
-//!   deadline (its stay). A waiter that gives up, or whose attempt fails
-//!   with an error, leaves the queue and frees a lock handed to it
-//!   meanwhile. [`Locker::try_lock`] respects the queue.
+//!   deadline (its stay). A live waiter whose backoff pauses longer than
+//!   1 s calls the server every second meanwhile, to keep its place (such
+//!   a call takes the lock if it is free, and is not counted as an
+//!   attempt); one whose next call is held up longer than its stay (a pool
+//!   the application keeps busy, a stalled server) queues again at the
+//!   back. A waiter that gives up, or whose attempt fails
+//!   with an error other than a timeout, leaves the queue and frees a
+//!   lock handed to it meanwhile. [`Locker::try_lock`] respects the queue.
 //! - **A safety net.** Between attempts a waiter also keeps its [`Backoff`]
 //!   (exponential, 8 to 256 ms, by default) and retries when the holder's
 //!   lease would have run out, so a lost message costs one backoff pause,

@@ -9,7 +9,9 @@ use r2d2::{ManageConnection, Pool};
 use redis::ConnectionLike;
 
 use crate::backoff::jitter_seed;
-use crate::config::{validate_wait, Builder, Config, DEFAULT_IO_TIMEOUT};
+use crate::config::{
+    validate_wait, waiter_stay, Builder, Config, DEFAULT_IO_TIMEOUT, MAX_QUEUED_PAUSE, MAX_TTL,
+};
 use crate::conn::{self, Connector};
 use crate::guard::Guard;
 use crate::info::LockInfo;
@@ -240,7 +242,7 @@ impl Locker {
     /// # Errors
     ///
     /// As [`lock`](Locker::lock); [`Error::InvalidInput`] as well when `wait`
-    /// is too large to add to the current time.
+    /// is above [`MAX_TTL`](crate::MAX_TTL).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -508,23 +510,35 @@ impl Locker {
         let watched = Arc::clone(acquisition.keys.watched());
         let mine = Arc::clone(&acquisition);
         let watch = self.shared.signal().watch(&watched, mine.token.as_str());
-        // A queued waiter's place lasts until its next attempt could come,
-        // plus one round trip's worth of slack.
-        let stay = backoff
-            .longest()
-            .saturating_add(self.shared.config.io_timeout);
+        // A queued waiter's place lasts until its next call could come,
+        // plus that call's way to the server; a call comes at least every
+        // MAX_QUEUED_PAUSE, whatever the backoff (see `waiter_stay`).
+        let config = &self.shared.config;
+        let stay = waiter_stay(&backoff, config.checkout_timeout, config.io_timeout);
         let queue = self.shared.queue_mode(&acquisition, Queue::Join(stay));
         let claim = self.shared.claim(stay);
+        // A queued waiter calls at least this often: a pause of its backoff
+        // that is longer is cut into calls that only refresh its place.
+        let refresh_every = (queue != Queue::Ignore).then_some(MAX_QUEUED_PAUSE);
+        // When the backoff's next attempt is due, while refreshes come first.
+        let mut due: Option<Instant> = None;
         let mut attempts: u32 = 0;
         loop {
             let seen = watch.current();
-            attempts = attempts.saturating_add(1);
+            // A call made only to refresh the waiter's place is no attempt.
+            if due.is_none_or(|d| Instant::now() >= d) {
+                due = None;
+                attempts = attempts.saturating_add(1);
+            }
             let outcome = match self.shared.acquire(&acquisition, queue) {
                 Ok(outcome) => outcome,
                 Err(e) => {
-                    if queue != Queue::Ignore {
-                        // Leave the queue, so that no release hands the
-                        // lock to a waiter that has gone.
+                    // Leave the queue, so that no release hands the lock to
+                    // a waiter that has gone; not when the server just did
+                    // not answer in time (leaving would cost another
+                    // timeout, and the place, with a lock handed to it,
+                    // ends with the stay anyway).
+                    if queue != Queue::Ignore && !timed_out(&e) {
                         self.shared.dequeue(&acquisition);
                     }
                     return Err(e);
@@ -563,12 +577,24 @@ impl Locker {
                 // The listener just came up: a release may have slipped by.
                 continue;
             }
-            let mut pause = backoff.delay(attempts - 1, jitter_seed());
+            // The backoff's next attempt (kept while refreshes come first).
+            let mut next = due.unwrap_or_else(|| {
+                let pause = backoff.delay(attempts - 1, jitter_seed()).min(MAX_TTL);
+                time::deadline(now, pause).unwrap_or(now)
+            });
             if let Some(ttl) = holder_ttl {
                 // Retry right when the holder's lease would have run out.
-                pause = pause.min(ttl.saturating_add(Duration::from_millis(1)));
+                let ends = ttl.saturating_add(Duration::from_millis(1)).min(MAX_TTL);
+                next = next.min(time::deadline(now, ends).unwrap_or(now));
             }
-            let mut wake = time::deadline(now, pause).unwrap_or(now);
+            let mut wake = next;
+            due = None;
+            if let Some(refresh) = refresh_every.and_then(|r| time::deadline(now, r)) {
+                if refresh < next && deadline.is_none_or(|d| refresh < d) {
+                    wake = refresh;
+                    due = Some(next);
+                }
+            }
             if let Some(d) = deadline {
                 wake = wake.min(d);
             }
@@ -654,6 +680,16 @@ where
     let items: Vec<I::Item> = keys.into_iter().collect();
     let keys: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
     f(&keys)
+}
+
+/// Whether a call failed because the server did not answer in time (or
+/// no pooled connection came): another call would most likely wait as long.
+fn timed_out(e: &Error) -> bool {
+    match e {
+        Error::Pool(_) => true,
+        Error::Redis(e) => e.is_timeout(),
+        _ => false,
+    }
 }
 
 /// The log event of a lock had after waiting: `how` (acquired, or handed

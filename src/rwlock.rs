@@ -109,7 +109,7 @@ impl RwLock {
     /// # Errors
     ///
     /// As [`read`](RwLock::read); [`Error::InvalidInput`] as well when
-    /// `wait` is too large to add to the current time.
+    /// `wait` is above [`MAX_TTL`](crate::MAX_TTL).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -193,7 +193,7 @@ impl RwLock {
     /// # Errors
     ///
     /// As [`write`](RwLock::write); [`Error::InvalidInput`] as well when
-    /// `wait` is too large to add to the current time.
+    /// `wait` is above [`MAX_TTL`](crate::MAX_TTL).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

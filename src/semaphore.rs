@@ -104,7 +104,7 @@ impl Semaphore {
     /// # Errors
     ///
     /// As [`acquire`](Semaphore::acquire); [`Error::InvalidInput`] as well
-    /// when `wait` is too large to add to the current time.
+    /// when `wait` is above [`MAX_TTL`](crate::MAX_TTL).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

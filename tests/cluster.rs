@@ -157,3 +157,44 @@ fn none_lost_after_renewals(held: &[redmutex::Guard]) {
         g.ensure_held().unwrap();
     }
 }
+
+/// Issue 38, hole 5: on a cluster, a prefix whose `{` opens no proper hash
+/// tag would put the internal keys in another slot than the lock key (every
+/// call then fails with CROSSSLOT): `build()` refuses it, naming the rule;
+/// a prefix with a proper tag, or a `}` alone, works.
+#[test]
+fn a_prefix_with_a_broken_hash_tag_is_refused_and_good_ones_work() {
+    let cluster = Cluster::start();
+    for bad in ["a{b", "{}", "{jobs", "x{}y", "}{a"] {
+        match Locker::builder(cluster.pool()).prefix(bad).build() {
+            Err(Error::InvalidInput(m)) => assert!(m.contains("hash tag"), "{bad}: {m}"),
+            other => panic!("prefix {bad:?}: {other:?}"),
+        }
+    }
+    for good in ["jobs", "{jobs}", "a}b", "x{a}y", "{a}{", "a{b}c{d"] {
+        let locker = Locker::builder(cluster.pool())
+            .prefix(good)
+            .ttl(Duration::from_millis(900))
+            .build()
+            .unwrap_or_else(|e| panic!("prefix {good:?}: {e:?}"));
+        for name in ["k", "{t}k", "k{"] {
+            let k = key(name);
+            let g = locker
+                .try_lock(&k)
+                .unwrap_or_else(|e| panic!("prefix {good:?}, key {k:?}: {e:?}"))
+                .unwrap();
+            // A waiter queues (the queue keys) and gives up.
+            let r = locker.lock_timeout(&k, Duration::from_millis(50));
+            assert!(
+                matches!(r, Err(Error::Timeout { .. })),
+                "prefix {good:?}: {r:?}"
+            );
+            g.unlock().unwrap();
+            locker.lock(&k).unwrap().unlock().unwrap();
+            let permit = locker.semaphore(&k, 2).unwrap().try_acquire().unwrap();
+            assert!(permit.is_some(), "prefix {good:?}: a permit");
+            let w = locker.rwlock(&k).unwrap().try_write().unwrap();
+            assert!(w.is_some(), "prefix {good:?}: the write lock");
+        }
+    }
+}

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{key, wait_until, Server};
-use redmutex::Locker;
+use redmutex::{Backoff, Locker};
+use redmutex_testkit::proxy::{Mode, Proxy};
 
 fn queued(server: &Server, k: &str) -> i64 {
     redis::cmd("ZCARD")
@@ -96,4 +97,106 @@ fn a_dead_waiter_holds_the_line_only_until_its_deadline() {
         "a dead entry must not block"
     );
     assert_eq!(queued(&server, &k), 0, "the dead entry was dropped");
+}
+
+/// The waiters' hash entry of the only waiter on `k`:
+/// `<ms>:<stay ms>:<ttl ms>:<metadata>`, as `(ms, stay ms)`.
+fn waiter_entry(server: &Server, k: &str) -> Option<(u64, u64)> {
+    let entries: Vec<String> = redis::cmd("HVALS")
+        .arg(common::queue_keys(None, k).1)
+        .query(&mut server.conn())
+        .unwrap_or_default();
+    let mut fields = entries.first()?.split(':');
+    let at = fields.next()?.parse().ok()?;
+    let stay = fields.next()?.parse().ok()?;
+    Some((at, stay))
+}
+
+/// The most a waiter's stay may be, whatever its backoff and timeouts
+/// (see "Waiting" in the crate docs).
+const MAX_STAY_MS: u64 = 3000;
+
+/// Issue 38, hole 4: a waiter with a minute of backoff, dead while queued
+/// (its process gone: here its link goes dark), blocks a free lock for at
+/// most its stay, a few seconds, not for its backoff.
+#[test]
+fn a_dead_waiter_with_a_slow_backoff_blocks_a_free_lock_for_seconds_only() {
+    let server = Server::start();
+    let k = key("dead-slow-waiter");
+    let held = server
+        .locker_with_ttl(Duration::from_secs(2))
+        .lock(&k)
+        .unwrap();
+    let proxy = Proxy::start(server.port());
+    let waiter = Locker::builder(redmutex::pool(&proxy.url()).unwrap())
+        .ttl(Duration::from_secs(2))
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .io_timeout(Duration::from_millis(500))
+        .checkout_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let k2 = k.clone();
+    // Never joined: on a failure it would wait out its minute.
+    let _waiter = std::thread::spawn(move || waiter.lock_timeout(&k2, Duration::from_secs(120)));
+    wait_until("the waiter queued", Duration::from_secs(20), || {
+        queued(&server, &k) == 1
+    });
+    proxy.set(Mode::Blackhole);
+    let (_, stay) = waiter_entry(&server, &k).expect("the waiter's entry");
+    // The holder ends with `expire_at`: nothing is handed over, the lock
+    // becomes free with the dead waiter still at the head of the queue.
+    held.expire_at(std::time::Instant::now() + Duration::from_millis(100))
+        .unwrap();
+    let other = server.locker();
+    let (got, took) = common::timed(|| other.lock_timeout(&k, Duration::from_secs(20)));
+    assert!(
+        stay <= MAX_STAY_MS,
+        "the dead waiter's place lasts {stay} ms after its last call"
+    );
+    assert!(
+        got.is_ok(),
+        "a free lock stayed refused for {took:?} behind a dead waiter: {got:?}"
+    );
+    assert!(took < Duration::from_secs(15), "{took:?}");
+}
+
+/// The other half of hole 4's fix: a live waiter whose backoff is longer
+/// than its stay keeps its place (it refreshes it), and the release hands
+/// the lock to it, not to a waiter that came later.
+#[test]
+fn a_live_waiter_with_a_slow_backoff_keeps_its_place() {
+    let server = Server::start();
+    let k = key("live-slow-waiter");
+    let held = server.locker().lock(&k).unwrap();
+    let slow = server.slow_locker();
+    let k2 = k.clone();
+    let first = std::thread::spawn(move || {
+        slow.lock_timeout(&k2, Duration::from_secs(60))
+            .map(|g| g.fencing_token())
+    });
+    wait_until("the slow waiter queued", Duration::from_secs(20), || {
+        queued(&server, &k) == 1
+    });
+    let (at, stay) = waiter_entry(&server, &k).unwrap();
+    // Its place outlives its stay: refreshed (as the server sees it) past
+    // the end of the first stay.
+    wait_until(
+        "the slow waiter refreshed its place",
+        Duration::from_secs(30),
+        || waiter_entry(&server, &k).is_some_and(|(now, _)| now > at + stay),
+    );
+    let later = server.locker();
+    let k3 = k.clone();
+    let second = std::thread::spawn(move || {
+        later
+            .lock_timeout(&k3, Duration::from_secs(60))
+            .map(|g| g.fencing_token())
+    });
+    wait_until("the second waiter queued", Duration::from_secs(20), || {
+        queued(&server, &k) == 2
+    });
+    held.unlock().unwrap();
+    let a = first.join().unwrap().unwrap();
+    let b = second.join().unwrap().unwrap();
+    assert!(a < b, "the slow waiter, first in line, was served second");
 }

@@ -177,3 +177,91 @@ fn the_queue_of_one_key_is_not_the_waiters_of_another() {
     assert!(wx.join().unwrap());
     assert!(wy.join().unwrap());
 }
+
+/// Issue 38, hole 8: every `Duration` a caller gives (settings, backoff
+/// bounds, waits, `expire_at`) either is refused with `InvalidInput` or
+/// works (a wait, then a `Timeout`); none reaches a script as a number Redis
+/// refuses, and none panics.
+#[test]
+fn extreme_durations_wait_or_are_refused_never_a_redis_error() {
+    let server = Server::start();
+    let ms = Duration::from_millis;
+    let k = common::key("extreme-durations");
+    let held = server.locker().lock(&k).unwrap();
+    // Representable as a deadline, too large for any expiry in Redis.
+    let huge = [
+        Duration::MAX,
+        Duration::from_millis(u64::MAX),
+        Duration::from_secs(u64::MAX / 1000),
+        redmutex::MAX_TTL + ms(1),
+    ];
+    // A contended wait of 300 ms: a `Timeout`, or the setting was refused.
+    let waits_then_times_out = |what: &str, built: Result<Locker, Error>| match built {
+        Err(Error::InvalidInput(_)) => {}
+        Ok(locker) => {
+            let r = locker.lock_timeout(&k, ms(300));
+            assert!(
+                matches!(r, Err(Error::Timeout { .. })),
+                "{what}: a contended lock_timeout gave {r:?}"
+            );
+        }
+        Err(e) => panic!("{what}: build gave {e:?}"),
+    };
+    for d in huge {
+        let backoffs = [
+            Backoff::exponential(ms(8), d),
+            Backoff::exponential(d, d),
+            Backoff::fixed(d),
+        ];
+        for b in backoffs {
+            waits_then_times_out(&format!("{b:?}"), server.builder().backoff(b).build());
+        }
+        waits_then_times_out(
+            &format!("io timeout {d:?}"),
+            server.builder().io_timeout(d).build(),
+        );
+        waits_then_times_out(
+            &format!("checkout timeout {d:?}"),
+            server.builder().checkout_timeout(d).build(),
+        );
+        waits_then_times_out(
+            &format!("acquire timeout {d:?}"),
+            server.builder().acquire_timeout(d).build(),
+        );
+        waits_then_times_out(
+            &format!("max hold {d:?}"),
+            server.builder().max_hold(d).build(),
+        );
+        invalid(server.builder().ttl(d).build());
+        invalid(server.builder().drift(d).build());
+        let locker = server.locker();
+        invalid(locker.lock_timeout(&k, d));
+        invalid(locker.lock_all_timeout(&[&k], d));
+        invalid(
+            locker
+                .semaphore("extreme-sem", 1)
+                .unwrap()
+                .acquire_timeout(d),
+        );
+        invalid(locker.rwlock("extreme-rw").unwrap().read_timeout(d));
+        invalid(locker.rwlock("extreme-rw").unwrap().write_timeout(d));
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        invalid(locker.lock_or_stop(&k, Some(d), &stop));
+        invalid(held.extend(d));
+        // An expiry as far as an `Instant` goes: kept (at most MAX_TTL),
+        // or refused; never a Redis error.
+        let g = locker.lock(&common::key("extreme-expire-at")).unwrap();
+        if let Some(at) = std::time::Instant::now().checked_add(d) {
+            let r = g.expire_at(at);
+            assert!(
+                matches!(r, Ok(()) | Err(Error::InvalidInput(_))),
+                "expire_at(now + {d:?}) gave {r:?}"
+            );
+        }
+        let _: () = redis::cmd("DEL")
+            .arg(common::key("extreme-expire-at"))
+            .query(&mut server.conn())
+            .unwrap();
+    }
+    held.ensure_held().unwrap();
+}

@@ -13,19 +13,24 @@
 //! went first ([`cancel`]). Taking and releasing a short-lived lock then
 //! wakes no thread at all: scheduling a job later than the starter's next
 //! wake-up only pushes it on a heap.
+//!
+//! A child forked after its parent used watchdogs inherits this state but
+//! none of the threads it names: every entry point first makes the state
+//! this process's own ([`adopt`]), so a child's guards get a starter and
+//! workers of their own.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, SendError};
-use std::sync::LazyLock;
+use std::sync::{Condvar as StdCondvar, LazyLock, Mutex as StdMutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::config::{MAX_PARKED, PARK_LIFETIME};
 use crate::sync::mpsc::{self, Sender};
-use crate::sync::{Condvar, Mutex};
+use crate::sync::Mutex;
 
 /// Stack size of a worker: a watchdog formats a command and parses a small
 /// reply, nothing deep.
@@ -103,10 +108,48 @@ impl<J> Parked<J> {
     fn len(&self) -> usize {
         self.list.lock().len()
     }
+
+    /// Forgets every parked worker, in a forked child where none of them
+    /// exists: their senders are leaked, not dropped, since their channels
+    /// are the parent's.
+    fn forget_all(&self) {
+        std::mem::forget(std::mem::take(&mut *self.list.lock()));
+    }
+}
+
+/// The process this module's state belongs to (0: none yet).
+static OWNER: AtomicU32 = AtomicU32::new(0);
+
+/// Makes this module's state this process's own. In a child forked after
+/// its parent used watchdogs, the starter is marked spawned and workers are
+/// parked, but none of those threads exists here: a job scheduled or handed
+/// to them would never run, and the child's guards would lose their
+/// leases. So the first call in a new process forgets them (the parent's
+/// scheduled jobs too: they renew the parent's guards, and are leaked
+/// rather than dropped), and the next job gets a starter and a worker of
+/// its own. One atomic load and a `getpid` when nothing changed.
+fn adopt() {
+    let pid = std::process::id();
+    if OWNER.load(Ordering::Acquire) == pid {
+        return;
+    }
+    let mut s = schedule();
+    if s.pid != pid {
+        std::mem::forget(std::mem::take(&mut s.jobs));
+        s.heap.clear();
+        s.wakes_at = None;
+        s.spawned = false;
+        // `next_id` goes on: an id the parent handed out names no job here.
+        s.pid = pid;
+        WORKERS.parked.forget_all();
+        WORKERS.running.store(0, Ordering::Relaxed);
+    }
+    OWNER.store(pid, Ordering::Release);
 }
 
 /// Runs `job` on a parked worker, or on a new one when none is parked.
 pub(crate) fn run(job: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    adopt();
     let Err(job) = WORKERS.parked.hand(Box::new(job)) else {
         return Ok(());
     };
@@ -156,23 +199,41 @@ struct Schedule {
     jobs: HashMap<u64, Job>,
     /// When the starter wakes up next, if it is running and asleep.
     wakes_at: Option<Instant>,
-    /// Whether the starter thread has been spawned.
+    /// Whether the starter thread has been spawned (in process `pid`).
     spawned: bool,
+    /// The process this schedule belongs to (see [`adopt`]).
+    pid: u32,
     /// The lead time of the latest job: how long the starter sleeps when it
     /// has nothing to start, so that a job like it needs no wake-up.
     lead: Duration,
     next_id: u64,
 }
 
+/// The schedule and what the starter sleeps on: `std`'s, not
+/// `parking_lot`'s, whose queue of parked threads lives in user memory. A
+/// child forked while its parent's starter slept would inherit that
+/// thread's entry in the queue; and since the child's new threads reuse
+/// the stacks (and thread-locals) of the parent's other threads, its own
+/// starter could then corrupt the queue. `std`'s futex-based ones keep no
+/// such list.
 struct Starter {
-    schedule: Mutex<Schedule>,
-    changed: Condvar,
+    schedule: StdMutex<Schedule>,
+    changed: StdCondvar,
 }
 
 static STARTER: LazyLock<Starter> = LazyLock::new(|| Starter {
-    schedule: Mutex::new(Schedule::default()),
-    changed: Condvar::new(),
+    schedule: StdMutex::new(Schedule::default()),
+    changed: StdCondvar::new(),
 });
+
+/// The schedule, locked. Nothing panics while holding it, so it is never
+/// poisoned; if it were, its data would still be whole.
+fn schedule() -> MutexGuard<'static, Schedule> {
+    STARTER
+        .schedule
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
 
 /// The longest the starter sleeps with nothing to start.
 const STARTER_IDLE: Duration = Duration::from_secs(1);
@@ -182,12 +243,13 @@ const STARTER_IDLE: Duration = Duration::from_secs(1);
 /// at once gets `u64::MAX`, which names no scheduled job, so both do nothing
 /// with it.
 pub(crate) fn run_at(at: Instant, job: impl FnOnce() + Send + 'static) -> io::Result<u64> {
+    adopt();
     let now = Instant::now();
     if at <= now {
         run(job)?;
         return Ok(u64::MAX);
     }
-    let mut s = STARTER.schedule.lock();
+    let mut s = schedule();
     if !s.spawned {
         thread::Builder::new()
             .name("redmutex-starter".into())
@@ -209,7 +271,8 @@ pub(crate) fn run_at(at: Instant, job: impl FnOnce() + Send + 'static) -> io::Re
 /// Makes a scheduled job start no later than `at`. Returns false when it
 /// has started already (or was cancelled).
 pub(crate) fn advance(id: u64, at: Instant) -> bool {
-    let mut s = STARTER.schedule.lock();
+    adopt();
+    let mut s = schedule();
     if !s.jobs.contains_key(&id) {
         return false;
     }
@@ -222,7 +285,8 @@ pub(crate) fn advance(id: u64, at: Instant) -> bool {
 
 /// Drops a scheduled job that has not started. Never wakes a thread.
 pub(crate) fn cancel(id: u64) {
-    let mut s = STARTER.schedule.lock();
+    adopt();
+    let mut s = schedule();
     if s.jobs.remove(&id).is_some() && s.heap.len() > 64 && s.heap.len() > 2 * s.jobs.len() {
         // Mostly cancelled entries: keep the heap from growing with them.
         let live = &s.jobs;
@@ -238,7 +302,7 @@ pub(crate) fn cancel(id: u64) {
 
 /// The starter thread: hands each job to a worker when its time comes.
 fn starter() {
-    let mut s = STARTER.schedule.lock();
+    let mut s = schedule();
     loop {
         let now = Instant::now();
         let mut due = Vec::new();
@@ -259,7 +323,7 @@ fn starter() {
                 // it is reported lost at its deadline.
                 let _ = run(job);
             }
-            s = STARTER.schedule.lock();
+            s = schedule();
             continue;
         }
         let idle = s.lead.min(STARTER_IDLE);
@@ -268,7 +332,10 @@ fn starter() {
             None => now + idle,
         };
         s.wakes_at = Some(wake);
-        STARTER.changed.wait_until(&mut s, wake);
+        s = STARTER
+            .changed
+            .wait_timeout(s, wake.saturating_duration_since(Instant::now()))
+            .map_or_else(|e| e.into_inner().0, |(s, _)| s);
         s.wakes_at = None;
     }
 }
@@ -301,10 +368,11 @@ pub struct WatchdogThreads {
 /// # Ok::<(), redmutex::Error>(())
 /// ```
 pub fn watchdog_threads() -> WatchdogThreads {
+    adopt();
     WatchdogThreads {
         running: WORKERS.running.load(Ordering::Relaxed),
         parked: WORKERS.parked.len(),
-        pending: STARTER.schedule.lock().jobs.len(),
+        pending: schedule().jobs.len(),
     }
 }
 

@@ -308,9 +308,52 @@ pub(crate) fn validate_prefix(prefix: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// On a Redis Cluster, checks that a prefix keeps every key of a lock in
+/// the lock key's slot. Redis hashes the first `{...}` of a key: in a
+/// prefix, a `{` must open a non-empty hash tag closed within the prefix
+/// (`{jobs}`, `x{a}y`: every lock of the prefix then shares that tag's
+/// slot), or the prefix must have no `{`. Otherwise (`a{b`, `{}`, `{jobs`)
+/// the internal keys, which add a `{<tag>}` of their own after the prefix,
+/// would hash another part of their name than the lock key does.
+pub(crate) fn validate_cluster_prefix(prefix: &str) -> Result<(), Error> {
+    let Some(open) = prefix.find('{') else {
+        return Ok(());
+    };
+    let after = prefix.get(open + 1..).unwrap_or_default();
+    match after.find('}') {
+        Some(close) if close > 0 => Ok(()),
+        _ => Err(Error::InvalidInput(format!(
+            "prefix {prefix:?} has a '{{' that opens no hash tag: on a Redis Cluster a '{{' \
+             in a prefix must open a non-empty hash tag closed within the prefix, \
+             like \"{{jobs}}\" (all its locks then share one slot), or the prefix must \
+             have none"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cluster_prefixes_open_no_broken_hash_tag() {
+        for bad in ["a{b", "{}", "{jobs", "x{}y", "}{a", "{"] {
+            assert!(validate_cluster_prefix(bad).is_err(), "{bad}");
+        }
+        for good in ["jobs", "{jobs}", "a}b", "x{a}y", "{a}{", "a{b}c{d", "}"] {
+            validate_cluster_prefix(good).unwrap();
+            // What the rule is for: a good prefix's lock key and internal
+            // keys hash to one slot, whatever the key.
+            let space = KeySpace::new(Some(good.into()));
+            for key in ["k", "{t}k", "k{", "}{"] {
+                let keys = space.lock_keys(&[key], true);
+                let slot = slots::slot(&space.lock_key(key));
+                for k in [&keys.fence, &keys.queue, &keys.waiters] {
+                    assert_eq!(slots::slot(k), slot, "{good} {key} {k}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn prefixed_and_bare_names() {

@@ -5,6 +5,7 @@
 //! - [`server`]: find a Redis server, or start a throw-away `redis-server`
 //!   on a free loopback port, with its data outside the working tree;
 //! - [`proxy`]: a TCP proxy with faults or a fixed delay;
+//! - [`fork`]: run a closure in a forked child and get its exit code;
 //! - [`model`]: the lock protocol as a `stateright` model, checked over
 //!   every interleaving by `tests/model.rs` and run step by step against the
 //!   real scripts by the library's unit tests (`src/model_vs_redis.rs`).
@@ -13,6 +14,7 @@
 //! that the packaged crates build their tests and examples: a dev-dependency
 //! with no API promise of its own.
 
+pub mod fork;
 pub mod model;
 pub mod proxy;
 pub mod server;

@@ -168,9 +168,12 @@ pub enum Action {
 pub struct Protocol {
     pub clients: usize,
     pub ttl: u64,
-    /// How long a waiter stays queued after an attempt (its backoff plus
-    /// an I/O timeout, in the library); the claim is the smaller of the
-    /// two.
+    /// How long a waiter stays queued after an attempt (in the library,
+    /// `waiter_stay`: its longest pause, at most 1 s, plus its checkout and
+    /// I/O timeouts, at most 2 s; a queued waiter calls at least every
+    /// second whatever its backoff, which is what the fair schedule's
+    /// "asks again before its stay runs out" stands for); the claim is the
+    /// smaller of the stay and the TTL.
     pub stay: u64,
     /// Time does not go past this.
     pub horizon: u64,
