@@ -76,3 +76,33 @@ fn a_job_in_the_terminal_is_still_stopped_on_a_loss() {
     assert!(!alive(leader));
     drop(input);
 }
+
+/// Ctrl-Z in the terminal stops the job's group (it is the foreground
+/// one); redmutex must not leave it stopped for good with the terminal and
+/// the lock. Here the shell has no job control (`script` runs the command
+/// as its session's leader, whose group is orphaned, so the suspension
+/// cannot reach a shell): the job is resumed and goes on reading, as it
+/// would without redmutex, where the kernel ignores Ctrl-Z for an orphaned
+/// group.
+#[test]
+fn ctrl_z_in_the_terminal_does_not_leave_the_job_stopped() {
+    let s = setup("terminal-ctrl-z");
+    let job = "echo $$ > \"$PID\"; echo started > \"$READY\"; read line; \
+               echo \"got $line\" > \"$OUT\"";
+    let mut script = in_terminal(&s, &format!("run ctrlz -- sh -c '{job}'"));
+    let mut input = script.0.stdin.take().unwrap();
+    wait_for("the job started", || s.file("ready").exists());
+    input.write_all(b"\x1a").unwrap();
+    input.flush().unwrap();
+    input.write_all(b"hello\n").unwrap();
+    input.flush().unwrap();
+    wait_for("the job read the terminal after Ctrl-Z", || {
+        std::fs::read_to_string(s.file("out")).is_ok_and(|o| o.trim() == "got hello")
+    });
+    drop(input);
+    let status = finish_within(std::mem::replace(
+        &mut script.0,
+        Command::new("true").spawn().unwrap(),
+    ));
+    assert!(status.success(), "{status:?}");
+}
