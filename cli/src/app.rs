@@ -60,8 +60,10 @@ failover that loses the key: pass $REDMUTEX_FENCING_TOKEN to what the job writes
 
 From a terminal (stdin a terminal, redmutex in its foreground) the command's group is made
 the terminal's foreground group: it reads the terminal and gets Ctrl-C and Ctrl-\\ itself,
-and the terminal comes back when it ends. Ctrl-Z stops the command but not redmutex, which
-keeps the lock: resume it with `kill -CONT -- -PGID` (its group).
+and the terminal comes back when it ends. Ctrl-Z stops the command and then redmutex, so the
+shell gets the terminal back; `fg` or `bg` resumes both (with no job control, as under
+script(1), the command is resumed at once). While stopped nothing renews the lease: a stop
+longer than the lease ends with the command killed by the watcher and exit 70.
 
 While waiting (-w, or no -n), once Redis has answered, connection errors are retried within
 the wait (logged with -v); a Redis that never answered ends the run at once with 69.

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use libc::{
-    SIGALRM, SIGHUP, SIGINT, SIGIO, SIGKILL, SIGPROF, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2,
-    SIGVTALRM, SIGXCPU, SIGXFSZ,
+    SIGALRM, SIGHUP, SIGINT, SIGIO, SIGKILL, SIGPROF, SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU,
+    SIGUSR1, SIGUSR2, SIGVTALRM, SIGXCPU, SIGXFSZ,
 };
 use redmutex::{Error, Guard, Locker};
 use signal_hook::iterator::Signals;
@@ -132,6 +132,7 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         child,
         group,
         status: None,
+        stopped: None,
     };
     let told = watcher
         .group(group)
@@ -144,9 +145,17 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         say!("redmutex: the watcher process has exited ({e}): the command was stopped");
         return ExitCode::from(UNAVAILABLE);
     }
-    let outcome = supervise(&mut job, &guard, args, taken_at, &signals, &mut watcher);
+    let outcome = supervise(
+        &mut job,
+        &guard,
+        args,
+        taken_at,
+        &signals,
+        &mut watcher,
+        terminal.as_ref(),
+    );
     if let Some(t) = &terminal {
-        t.restore();
+        t.give_back(group);
     }
     match outcome {
         Ok(status) => {
@@ -160,7 +169,7 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
             stop_group(&mut job, kill_at, &signals);
             watcher.done();
             if let Some(t) = &terminal {
-                t.restore();
+                t.give_back(group);
             }
             drop(guard);
             say!("redmutex: {why}: the command was stopped");
@@ -369,6 +378,44 @@ impl Terminal {
         }
     }
 
+    /// Takes the terminal back from the command's group `job`, unless it has
+    /// already gone elsewhere (this process was resumed in the background
+    /// by `bg`, and the shell has it): SIGTTOU ignored, taking it then would
+    /// steal it from the shell.
+    fn give_back(&self, job: i32) {
+        // SAFETY: as in `take`.
+        unsafe {
+            if libc::tcgetpgrp(libc::STDIN_FILENO) == job {
+                libc::tcsetpgrp(libc::STDIN_FILENO, self.group);
+            }
+        }
+    }
+
+    /// The command's group `job` was stopped from the terminal (Ctrl-Z, or
+    /// it read or wrote the terminal from the background): the terminal
+    /// goes back to this process's group, which stops as a whole with
+    /// SIGTSTP, so that the shell sees its job stopped and gets the
+    /// terminal. Once resumed (`fg` or `bg`), the command's group is
+    /// resumed too, given the terminal again only when this process is in
+    /// the foreground. Where the stop cannot reach a shell (this group is
+    /// orphaned: no job control), the kernel discards it and the command is
+    /// resumed at once, as the kernel ignores Ctrl-Z for an orphaned group.
+    /// While this process is stopped, nothing renews the lease: the
+    /// watcher kills the command's group a kill margin before it runs out.
+    fn suspend(&self, job: i32) {
+        // SAFETY: plain system calls on integers. A stop signal sent to
+        // our own group stops this thread before kill(2) returns, or is
+        // discarded (orphaned group).
+        unsafe {
+            self.give_back(job);
+            libc::kill(-self.group, libc::SIGTSTP);
+            if libc::tcgetpgrp(libc::STDIN_FILENO) == self.group {
+                libc::tcsetpgrp(libc::STDIN_FILENO, job);
+            }
+            libc::kill(-job, libc::SIGCONT);
+        }
+    }
+
     /// Gives the terminal back to this process's group.
     fn restore(&self) {
         // SAFETY: as in `take`; a failure leaves the terminal as it was.
@@ -385,6 +432,9 @@ struct Job {
     group: i32,
     /// How the leader ended, once it has and was reaped.
     status: Option<ExitStatus>,
+    /// The signal that stopped the leader, when it was seen stopped and
+    /// that was not yet dealt with.
+    stopped: Option<i32>,
 }
 
 impl Job {
@@ -399,11 +449,17 @@ impl Job {
             let (pid, flags) = if blocking {
                 (leader, 0)
             } else {
-                (-self.group, libc::WNOHANG)
+                (-self.group, libc::WNOHANG | libc::WUNTRACED)
             };
             // SAFETY: waitpid with a pointer to a local integer.
             let reaped = unsafe { libc::waitpid(pid, &mut raw, flags) };
-            if reaped == leader {
+            if reaped > 0 && libc::WIFSTOPPED(raw) {
+                // Stopped, not ended (WUNTRACED): only the leader's stop
+                // matters, to pass a Ctrl-Z on (see `Terminal::suspend`).
+                if reaped == leader {
+                    self.stopped = Some(libc::WSTOPSIG(raw));
+                }
+            } else if reaped == leader {
                 self.status = Some(ExitStatus::from_raw(raw));
             } else if reaped <= 0 {
                 let err = io::Error::last_os_error().raw_os_error();
@@ -481,6 +537,7 @@ fn supervise(
     taken_at: Instant,
     signals: &mpsc::Receiver<i32>,
     watcher: &mut Watcher,
+    terminal: Option<&Terminal>,
 ) -> Result<ExitStatus, String> {
     let max_until = args.max_hold.and_then(|m| taken_at.checked_add(m));
     let margin = kill_margin(args.ttl);
@@ -499,6 +556,12 @@ fn supervise(
                 stop_group(job, kill_at, signals);
                 return Ok(status);
             }
+        }
+        // Stopped from the terminal: left so, it would keep the terminal
+        // and the lock for good; a stop by SIGSTOP (someone's choice) is
+        // left alone.
+        if let (Some(t), Some(SIGTSTP | SIGTTIN | SIGTTOU)) = (terminal, job.stopped.take()) {
+            t.suspend(job.group);
         }
         while let Ok(signal) = signals.try_recv() {
             signal_group(job.group, signal);
