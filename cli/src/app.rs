@@ -123,7 +123,8 @@ struct Server {
 pub struct RunArgs {
     #[command(flatten)]
     server: Server,
-    /// The lease length, renewed while the command runs.
+    /// The lease length, renewed while the command runs; at least 300ms
+    /// with the default kill grace.
     #[arg(long, default_value = "30s", value_parser = duration)]
     pub ttl: Duration,
     /// Give up at once when the lock is busy.
@@ -315,8 +316,21 @@ pub fn main() -> ExitCode {
             if args.verbose && log::set_logger(&STDERR).is_ok() {
                 log::set_max_level(log::LevelFilter::Debug);
             }
+            let margin = run::kill_margin(args.ttl);
+            if args.kill_grace.is_none()
+                && run::kill_grace(&args).saturating_add(margin) > args.ttl / 2
+            {
+                // The default grace follows the TTL, but the margin's floor
+                // does not: below this, the run would start the job and
+                // then stop it (or its watcher kill it) with the lease fine.
+                return usage(&format!(
+                    "--ttl {:?} is below the command's minimum of {:?}: the kill grace (a third \
+                     of the TTL) plus the kill margin ({margin:?}) must fit in half the TTL",
+                    args.ttl,
+                    run::MIN_TTL
+                ));
+            }
             if let Some(grace) = args.kill_grace {
-                let margin = run::kill_margin(args.ttl);
                 if grace.saturating_add(margin) > args.ttl / 2 {
                     return usage(&format!(
                         "--kill-grace {grace:?} plus the kill margin ({margin:?}) must be at most \
@@ -337,6 +351,14 @@ pub fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn min_ttl_is_where_the_default_grace_and_the_margin_fit() {
+        let fits = |ttl: Duration| ttl / 3 + run::kill_margin(ttl) <= ttl / 2;
+        assert!(fits(run::MIN_TTL));
+        assert!(fits(Duration::from_secs(30)));
+        assert!(!fits(run::MIN_TTL - Duration::from_millis(1)));
+    }
 
     #[test]
     fn durations() {

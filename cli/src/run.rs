@@ -58,6 +58,12 @@ pub fn kill_margin(ttl: Duration) -> Duration {
     (ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }
 
+/// The shortest `--ttl` a run takes: with the default kill grace (a third
+/// of the TTL) and the kill margin's floor of 50 ms, the two fit in half
+/// the TTL from here on, so that renewals (every third of the TTL) keep the
+/// lease past the point where the job must be stopped.
+pub const MIN_TTL: Duration = Duration::from_millis(300);
+
 /// The kill grace: `--kill-grace`, or a third of the TTL, at most 10 s.
 pub fn kill_grace(args: &RunArgs) -> Duration {
     args.kill_grace
