@@ -51,11 +51,12 @@ The job never runs without the lock, as far as this host can tell:
     signal) or is stopped or stuck, a watcher process started before the command
     (`redmutex __watch`, in a process group of its own) stops the group the same way: it
     learns of the death when its pipe from redmutex closes, and sends SIGKILL no later than
-    the kill margin before the last deadline it was told. No watcher, no command.
+    the kill margin before the last deadline it was told. No watcher, no command: a watcher
+    killed alone is replaced within 50ms, or the command is stopped (exit 70).
 Not covered: processes that left the command's process group (setsid, a daemon, a new
 process group: use systemd or cgroups for those); the watcher killed along with redmutex
-(kill -9 of both, the OOM killer choosing both); a process in uninterruptible sleep dies
-only when it wakes; a paused VM, clock drift beyond the library's allowance or a Redis
+or within 50ms of it (kill -9 of both, the OOM killer choosing both); a process in
+uninterruptible sleep dies only when it wakes; a paused VM, clock drift beyond the library's allowance or a Redis
 failover that loses the key: pass $REDMUTEX_FENCING_TOKEN to what the job writes.
 
 From a terminal (stdin a terminal, redmutex in its foreground) the command's group is made

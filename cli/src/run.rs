@@ -548,9 +548,14 @@ fn supervise(
     let max_until = args.max_hold.and_then(|m| taken_at.checked_add(m));
     let margin = kill_margin(args.ttl);
     loop {
-        // A watcher gone was said when it went; the job runs on under
-        // this process alone.
-        let _ = watcher.deadline(guard.valid_until());
+        // A watcher killed on its own is replaced; with none, a SIGKILL of
+        // this process would leave the job running past the lease.
+        if let Err(e) = watcher.keep(guard.valid_until()) {
+            return Err(format!(
+                "the watcher process of lock {:?} has exited and cannot be replaced ({e})",
+                args.key
+            ));
+        }
         if job.all_done() {
             if let Some(status) = job.status {
                 return Ok(status);

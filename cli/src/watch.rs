@@ -10,6 +10,10 @@
 //! - `D <ms>`: the lease's local deadline is `<ms>` from now;
 //! - `X`: the group has exited (or was stopped): nothing left to do.
 //!
+//! A watcher that exits on its own (killed alone) is replaced by the
+//! supervisor within one of its looks (50 ms); when none can be started,
+//! the supervisor stops the command.
+//!
 //! When its stdin ends without `X` (the supervisor died, whatever killed
 //! it), it sends the group SIGTERM, then SIGKILL at the earlier of the kill
 //! grace and the kill margin before the last deadline it was told. When the
@@ -34,6 +38,11 @@ pub struct Watcher {
     pipe: Option<ChildStdin>,
     /// The last deadline sent, to send only changes.
     sent: Option<Instant>,
+    /// The kill grace and margin it was started with, for a replacement.
+    grace: Duration,
+    margin: Duration,
+    /// The command's group, once told, for a replacement.
+    group: Option<i32>,
 }
 
 impl Watcher {
@@ -55,12 +64,40 @@ impl Watcher {
             child,
             pipe,
             sent: None,
+            grace,
+            margin,
+            group: None,
         })
     }
 
     /// Tells the watcher the command's process group.
     pub fn group(&mut self, group: i32) -> io::Result<()> {
+        self.group = Some(group);
         self.send(&format!("G {group}"))
+    }
+
+    /// Tells the watcher the lease's local deadline `until` (when it
+    /// changed), after replacing the watcher with a new one told the same
+    /// group when it has exited (killed on its own: `kill -9`, the OOM
+    /// killer). `Err` when no watcher runs: the command must be stopped.
+    pub fn keep(&mut self, until: Instant) -> io::Result<()> {
+        let exited = !matches!(self.child.try_wait(), Ok(None));
+        if !exited && self.deadline(until).is_ok() {
+            return Ok(());
+        }
+        let mut new = Watcher::start(self.grace, self.margin)?;
+        if let Some(g) = self.group {
+            new.group(g)?;
+        }
+        new.deadline(until)?;
+        let mut old = std::mem::replace(self, new);
+        // The old one has exited, or cannot be told anything: killed
+        // first (its pipe closing would have it stop the group), then
+        // reaped so that it leaves no zombie.
+        let _ = old.child.kill();
+        drop(old.pipe.take());
+        let _ = old.child.wait();
+        Ok(())
     }
 
     /// Tells the watcher the lease's local deadline, when it changed.
