@@ -22,6 +22,7 @@
 
 use std::io::{self, BufRead, Write};
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -49,8 +50,8 @@ impl Watcher {
     /// Starts the watcher (this program, `__watch`) with the kill grace and
     /// margin of this run.
     pub fn start(grace: Duration, margin: Duration) -> io::Result<Watcher> {
-        let exe = std::env::current_exe()?;
-        let mut child = Command::new(exe)
+        let mut child = Command::new(own_image()?)
+            .arg0("redmutex")
             .arg("__watch")
             .arg(millis(grace).to_string())
             .arg(millis(margin).to_string())
@@ -123,6 +124,22 @@ impl Watcher {
             None => Err(io::Error::from(io::ErrorKind::BrokenPipe)),
         }
     }
+}
+
+/// The program to start the watcher from: on Linux the running image
+/// itself (`/proc/self/exe`), which still works, and is still the same
+/// version, when the file it was started from was replaced or removed
+/// meanwhile (an upgrade during a long wait); elsewhere, or without
+/// `/proc`, the path it was started from.
+fn own_image() -> io::Result<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        let image = std::path::Path::new("/proc/self/exe");
+        if image.exists() {
+            return Ok(image.to_path_buf());
+        }
+    }
+    std::env::current_exe()
 }
 
 /// A duration in whole milliseconds, rounded down, saturating.
