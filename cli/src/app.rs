@@ -64,7 +64,9 @@ the terminal's foreground group: it reads the terminal and gets Ctrl-C and Ctrl-
 and the terminal comes back when it ends. Ctrl-Z stops the command and then redmutex, so the
 shell gets the terminal back; `fg` or `bg` resumes both (with no job control, as under
 script(1), the command is resumed at once). While stopped nothing renews the lease: a stop
-longer than the lease ends with the command killed by the watcher and exit 70.
+longer than the lease ends with the command killed by the watcher and exit 70. Started in
+the background (`&`), a command that reads the terminal stops redmutex with it, as a
+background job stops, and `fg` gives it the terminal.
 
 While waiting (-w, or no -n), once Redis has answered, connection errors are retried within
 the wait (logged with -v); a Redis that never answered ends the run at once with 69.

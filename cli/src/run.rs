@@ -329,23 +329,26 @@ fn spawn(args: &RunArgs, guard: &Guard, terminal: Option<&Terminal>) -> io::Resu
         .env("REDMUTEX_KEY", &args.key)
         .env("REDMUTEX_FENCING_TOKEN", guard.fencing_token().to_string())
         .process_group(0);
-    if terminal.is_some() {
+    if let Some(t) = terminal {
+        let foreground = t.foreground;
         // SAFETY: runs in the child between fork and exec, and calls only
         // async-signal-safe functions (getpid, tcsetpgrp, signal), with no
         // allocation and no lock.
         unsafe {
-            command.pre_exec(|| {
+            command.pre_exec(move || {
                 // SIGTTOU is ignored (inherited from `Terminal::take`), so
                 // a background group may take the terminal; then back to
                 // its default for the command.
-                libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid());
+                if foreground {
+                    libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid());
+                }
                 libc::signal(libc::SIGTTOU, libc::SIG_DFL);
                 Ok(())
             });
         }
     }
     let child = command.spawn()?;
-    if terminal.is_some() {
+    if terminal.is_some_and(|t| t.foreground) {
         let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
         // SAFETY: plain system calls on integers; failures (the child has
         // already done it, or exited) are harmless.
@@ -357,30 +360,35 @@ fn spawn(args: &RunArgs, guard: &Guard, terminal: Option<&Terminal>) -> io::Resu
     Ok(child)
 }
 
-/// This process's terminal, when it runs in its foreground with the
-/// terminal as stdin: the command's group is then put in the foreground.
+/// This process's controlling terminal, when it is stdin: when this
+/// process runs in its foreground, the command's group is put in the
+/// foreground; either way, the command's stops by the terminal are passed
+/// on to the shell (see [`Terminal::suspend`]).
 pub struct Terminal {
     /// This process's own group, which gets the terminal back.
     group: i32,
+    /// Whether this process was in the terminal's foreground when the
+    /// command started (else it was started in the background, `&`).
+    foreground: bool,
 }
 
 impl Terminal {
-    /// `Some` when stdin is a terminal whose foreground group is ours. Then
+    /// `Some` when stdin is this process's controlling terminal. Then
     /// ignores SIGTTOU for good, so that this process, in the background
     /// while the command runs, can take the terminal back and write its
     /// messages whatever the terminal's `tostop`.
     fn take() -> Option<Terminal> {
         // SAFETY: plain system calls on integers and a signal disposition.
         unsafe {
-            if libc::isatty(libc::STDIN_FILENO) != 1 {
+            if libc::isatty(libc::STDIN_FILENO) != 1
+                || libc::tcgetsid(libc::STDIN_FILENO) != libc::getsid(0)
+            {
                 return None;
             }
             let group = libc::getpgrp();
-            if libc::tcgetpgrp(libc::STDIN_FILENO) != group {
-                return None;
-            }
+            let foreground = libc::tcgetpgrp(libc::STDIN_FILENO) == group;
             libc::signal(libc::SIGTTOU, libc::SIG_IGN);
-            Some(Terminal { group })
+            Some(Terminal { group, foreground })
         }
     }
 
@@ -397,24 +405,29 @@ impl Terminal {
         }
     }
 
-    /// The command's group `job` was stopped from the terminal (Ctrl-Z, or
-    /// it read or wrote the terminal from the background): the terminal
-    /// goes back to this process's group, which stops as a whole with
-    /// SIGTSTP, so that the shell sees its job stopped and gets the
-    /// terminal. Once resumed (`fg` or `bg`), the command's group is
-    /// resumed too, given the terminal again only when this process is in
-    /// the foreground. Where the stop cannot reach a shell (this group is
-    /// orphaned: no job control), the kernel discards it and the command is
-    /// resumed at once, as the kernel ignores Ctrl-Z for an orphaned group.
-    /// While this process is stopped, nothing renews the lease: the
-    /// watcher kills the command's group a kill margin before it runs out.
-    fn suspend(&self, job: i32) {
+    /// The command's group `job` was stopped by `signal` from the terminal
+    /// (Ctrl-Z, or it read or wrote the terminal from the background): the
+    /// terminal goes back to this process's group, which stops as a whole
+    /// with SIGTSTP, so that the shell sees its job stopped and gets the
+    /// terminal; but a command that only touched the terminal while this
+    /// process has it (`fg` came first) is given it without a stop. Once
+    /// resumed (`fg` or `bg`), the command's group is resumed too, given
+    /// the terminal again only when this process is in the foreground.
+    /// Where the stop cannot reach a shell (this group is orphaned: no job
+    /// control), the kernel discards it and the command is resumed at
+    /// once, as the kernel ignores Ctrl-Z for an orphaned group. While this
+    /// process is stopped, nothing renews the lease: the watcher kills the
+    /// command's group a kill margin before it runs out.
+    fn suspend(&self, job: i32, signal: i32) {
         // SAFETY: plain system calls on integers. A stop signal sent to
         // our own group stops this thread before kill(2) returns, or is
         // discarded (orphaned group).
         unsafe {
             self.give_back(job);
-            libc::kill(-self.group, libc::SIGTSTP);
+            let ours = libc::tcgetpgrp(libc::STDIN_FILENO) == self.group;
+            if signal == SIGTSTP || !ours {
+                libc::kill(-self.group, libc::SIGTSTP);
+            }
             if libc::tcgetpgrp(libc::STDIN_FILENO) == self.group {
                 libc::tcsetpgrp(libc::STDIN_FILENO, job);
             }
@@ -422,11 +435,13 @@ impl Terminal {
         }
     }
 
-    /// Gives the terminal back to this process's group.
+    /// Gives the terminal back to this process's group, when it had it.
     fn restore(&self) {
         // SAFETY: as in `take`; a failure leaves the terminal as it was.
         unsafe {
-            libc::tcsetpgrp(libc::STDIN_FILENO, self.group);
+            if self.foreground {
+                libc::tcsetpgrp(libc::STDIN_FILENO, self.group);
+            }
         }
     }
 }
@@ -571,8 +586,10 @@ fn supervise(
         // Stopped from the terminal: left so, it would keep the terminal
         // and the lock for good; a stop by SIGSTOP (someone's choice) is
         // left alone.
-        if let (Some(t), Some(SIGTSTP | SIGTTIN | SIGTTOU)) = (terminal, job.stopped.take()) {
-            t.suspend(job.group);
+        if let (Some(t), Some(signal @ (SIGTSTP | SIGTTIN | SIGTTOU))) =
+            (terminal, job.stopped.take())
+        {
+            t.suspend(job.group, signal);
         }
         while let Ok(signal) = signals.try_recv() {
             signal_group(job.group, signal);
