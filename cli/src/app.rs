@@ -51,17 +51,22 @@ The job never runs without the lock, as far as this host can tell:
     signal) or is stopped or stuck, a watcher process started before the command
     (`redmutex __watch`, in a process group of its own) stops the group the same way: it
     learns of the death when its pipe from redmutex closes, and sends SIGKILL no later than
-    the kill margin before the last deadline it was told. No watcher, no command.
+    the kill margin before the last deadline it was told. No watcher, no command: a watcher
+    killed alone is replaced within 50ms, or the command is stopped (exit 70).
 Not covered: processes that left the command's process group (setsid, a daemon, a new
 process group: use systemd or cgroups for those); the watcher killed along with redmutex
-(kill -9 of both, the OOM killer choosing both); a process in uninterruptible sleep dies
-only when it wakes; a paused VM, clock drift beyond the library's allowance or a Redis
+or within 50ms of it (kill -9 of both, the OOM killer choosing both); a process in
+uninterruptible sleep dies only when it wakes; a paused VM, clock drift beyond the library's allowance or a Redis
 failover that loses the key: pass $REDMUTEX_FENCING_TOKEN to what the job writes.
 
 From a terminal (stdin a terminal, redmutex in its foreground) the command's group is made
 the terminal's foreground group: it reads the terminal and gets Ctrl-C and Ctrl-\\ itself,
-and the terminal comes back when it ends. Ctrl-Z stops the command but not redmutex, which
-keeps the lock: resume it with `kill -CONT -- -PGID` (its group).
+and the terminal comes back when it ends. Ctrl-Z stops the command and then redmutex, so the
+shell gets the terminal back; `fg` or `bg` resumes both (with no job control, as under
+script(1), the command is resumed at once). While stopped nothing renews the lease: a stop
+longer than the lease ends with the command killed by the watcher and exit 70. Started in
+the background (`&`), a command that reads the terminal stops redmutex with it, as a
+background job stops, and `fg` gives it the terminal.
 
 While waiting (-w, or no -n), once Redis has answered, connection errors are retried within
 the wait (logged with -v); a Redis that never answered ends the run at once with 69.
@@ -121,7 +126,8 @@ struct Server {
 pub struct RunArgs {
     #[command(flatten)]
     server: Server,
-    /// The lease length, renewed while the command runs.
+    /// The lease length, renewed while the command runs; at least 300ms
+    /// with the default kill grace.
     #[arg(long, default_value = "30s", value_parser = duration)]
     pub ttl: Duration,
     /// Give up at once when the lock is busy.
@@ -313,8 +319,21 @@ pub fn main() -> ExitCode {
             if args.verbose && log::set_logger(&STDERR).is_ok() {
                 log::set_max_level(log::LevelFilter::Debug);
             }
+            let margin = run::kill_margin(args.ttl);
+            if args.kill_grace.is_none()
+                && run::kill_grace(&args).saturating_add(margin) > args.ttl / 2
+            {
+                // The default grace follows the TTL, but the margin's floor
+                // does not: below this, the run would start the job and
+                // then stop it (or its watcher kill it) with the lease fine.
+                return usage(&format!(
+                    "--ttl {:?} is below the command's minimum of {:?}: the kill grace (a third \
+                     of the TTL) plus the kill margin ({margin:?}) must fit in half the TTL",
+                    args.ttl,
+                    run::MIN_TTL
+                ));
+            }
             if let Some(grace) = args.kill_grace {
-                let margin = run::kill_margin(args.ttl);
                 if grace.saturating_add(margin) > args.ttl / 2 {
                     return usage(&format!(
                         "--kill-grace {grace:?} plus the kill margin ({margin:?}) must be at most \
@@ -335,6 +354,14 @@ pub fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn min_ttl_is_where_the_default_grace_and_the_margin_fit() {
+        let fits = |ttl: Duration| ttl / 3 + run::kill_margin(ttl) <= ttl / 2;
+        assert!(fits(run::MIN_TTL));
+        assert!(fits(Duration::from_secs(30)));
+        assert!(!fits(run::MIN_TTL - Duration::from_millis(1)));
+    }
 
     #[test]
     fn durations() {

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use libc::{
-    SIGALRM, SIGHUP, SIGINT, SIGIO, SIGKILL, SIGPROF, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2,
-    SIGVTALRM, SIGXCPU, SIGXFSZ,
+    SIGALRM, SIGHUP, SIGINT, SIGIO, SIGKILL, SIGPROF, SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU,
+    SIGUSR1, SIGUSR2, SIGVTALRM, SIGXCPU, SIGXFSZ,
 };
 use redmutex::{Error, Guard, Locker};
 use signal_hook::iterator::Signals;
@@ -57,6 +57,12 @@ const TICK: Duration = Duration::from_millis(50);
 pub fn kill_margin(ttl: Duration) -> Duration {
     (ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }
+
+/// The shortest `--ttl` a run takes: with the default kill grace (a third
+/// of the TTL) and the kill margin's floor of 50 ms, the two fit in half
+/// the TTL from here on, so that renewals (every third of the TTL) keep the
+/// lease past the point where the job must be stopped.
+pub const MIN_TTL: Duration = Duration::from_millis(300);
 
 /// The kill grace: `--kill-grace`, or a third of the TTL, at most 10 s.
 pub fn kill_grace(args: &RunArgs) -> Duration {
@@ -132,6 +138,7 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         child,
         group,
         status: None,
+        stopped: None,
     };
     let told = watcher
         .group(group)
@@ -144,9 +151,17 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         say!("redmutex: the watcher process has exited ({e}): the command was stopped");
         return ExitCode::from(UNAVAILABLE);
     }
-    let outcome = supervise(&mut job, &guard, args, taken_at, &signals, &mut watcher);
+    let outcome = supervise(
+        &mut job,
+        &guard,
+        args,
+        taken_at,
+        &signals,
+        &mut watcher,
+        terminal.as_ref(),
+    );
     if let Some(t) = &terminal {
-        t.restore();
+        t.give_back(group);
     }
     match outcome {
         Ok(status) => {
@@ -160,7 +175,7 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
             stop_group(&mut job, kill_at, &signals);
             watcher.done();
             if let Some(t) = &terminal {
-                t.restore();
+                t.give_back(group);
             }
             drop(guard);
             say!("redmutex: {why}: the command was stopped");
@@ -314,23 +329,26 @@ fn spawn(args: &RunArgs, guard: &Guard, terminal: Option<&Terminal>) -> io::Resu
         .env("REDMUTEX_KEY", &args.key)
         .env("REDMUTEX_FENCING_TOKEN", guard.fencing_token().to_string())
         .process_group(0);
-    if terminal.is_some() {
+    if let Some(t) = terminal {
+        let foreground = t.foreground;
         // SAFETY: runs in the child between fork and exec, and calls only
         // async-signal-safe functions (getpid, tcsetpgrp, signal), with no
         // allocation and no lock.
         unsafe {
-            command.pre_exec(|| {
+            command.pre_exec(move || {
                 // SIGTTOU is ignored (inherited from `Terminal::take`), so
                 // a background group may take the terminal; then back to
                 // its default for the command.
-                libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid());
+                if foreground {
+                    libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid());
+                }
                 libc::signal(libc::SIGTTOU, libc::SIG_DFL);
                 Ok(())
             });
         }
     }
     let child = command.spawn()?;
-    if terminal.is_some() {
+    if terminal.is_some_and(|t| t.foreground) {
         let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
         // SAFETY: plain system calls on integers; failures (the child has
         // already done it, or exited) are harmless.
@@ -342,38 +360,88 @@ fn spawn(args: &RunArgs, guard: &Guard, terminal: Option<&Terminal>) -> io::Resu
     Ok(child)
 }
 
-/// This process's terminal, when it runs in its foreground with the
-/// terminal as stdin: the command's group is then put in the foreground.
+/// This process's controlling terminal, when it is stdin: when this
+/// process runs in its foreground, the command's group is put in the
+/// foreground; either way, the command's stops by the terminal are passed
+/// on to the shell (see [`Terminal::suspend`]).
 pub struct Terminal {
     /// This process's own group, which gets the terminal back.
     group: i32,
+    /// Whether this process was in the terminal's foreground when the
+    /// command started (else it was started in the background, `&`).
+    foreground: bool,
 }
 
 impl Terminal {
-    /// `Some` when stdin is a terminal whose foreground group is ours. Then
+    /// `Some` when stdin is this process's controlling terminal. Then
     /// ignores SIGTTOU for good, so that this process, in the background
     /// while the command runs, can take the terminal back and write its
     /// messages whatever the terminal's `tostop`.
     fn take() -> Option<Terminal> {
         // SAFETY: plain system calls on integers and a signal disposition.
         unsafe {
-            if libc::isatty(libc::STDIN_FILENO) != 1 {
+            if libc::isatty(libc::STDIN_FILENO) != 1
+                || libc::tcgetsid(libc::STDIN_FILENO) != libc::getsid(0)
+            {
                 return None;
             }
             let group = libc::getpgrp();
-            if libc::tcgetpgrp(libc::STDIN_FILENO) != group {
-                return None;
-            }
+            let foreground = libc::tcgetpgrp(libc::STDIN_FILENO) == group;
             libc::signal(libc::SIGTTOU, libc::SIG_IGN);
-            Some(Terminal { group })
+            Some(Terminal { group, foreground })
         }
     }
 
-    /// Gives the terminal back to this process's group.
+    /// Takes the terminal back from the command's group `job`, unless it has
+    /// already gone elsewhere (this process was resumed in the background
+    /// by `bg`, and the shell has it): SIGTTOU ignored, taking it then would
+    /// steal it from the shell.
+    fn give_back(&self, job: i32) {
+        // SAFETY: as in `take`.
+        unsafe {
+            if libc::tcgetpgrp(libc::STDIN_FILENO) == job {
+                libc::tcsetpgrp(libc::STDIN_FILENO, self.group);
+            }
+        }
+    }
+
+    /// The command's group `job` was stopped by `signal` from the terminal
+    /// (Ctrl-Z, or it read or wrote the terminal from the background): the
+    /// terminal goes back to this process's group, which stops as a whole
+    /// with SIGTSTP, so that the shell sees its job stopped and gets the
+    /// terminal; but a command that only touched the terminal while this
+    /// process has it (`fg` came first) is given it without a stop. Once
+    /// resumed (`fg` or `bg`), the command's group is resumed too, given
+    /// the terminal again only when this process is in the foreground.
+    /// Where the stop cannot reach a shell (this group is orphaned: no job
+    /// control), the kernel discards it and the command is resumed at
+    /// once, as the kernel ignores Ctrl-Z for an orphaned group. While this
+    /// process is stopped, nothing renews the lease: the watcher kills the
+    /// command's group a kill margin before it runs out.
+    fn suspend(&self, job: i32, signal: i32) {
+        // SAFETY: plain system calls on integers. A stop signal sent to
+        // our own group stops this thread before kill(2) returns, or is
+        // discarded (orphaned group).
+        unsafe {
+            self.give_back(job);
+            let ours = libc::tcgetpgrp(libc::STDIN_FILENO) == self.group;
+            if signal == SIGTSTP || !ours {
+                libc::kill(-self.group, libc::SIGTSTP);
+            }
+            if libc::tcgetpgrp(libc::STDIN_FILENO) == self.group {
+                libc::tcsetpgrp(libc::STDIN_FILENO, job);
+            }
+            libc::kill(-job, libc::SIGCONT);
+        }
+    }
+
+    /// Gives the terminal back to this process's group, when it had it.
     fn restore(&self) {
         // SAFETY: as in `take`; a failure leaves the terminal as it was.
         unsafe {
-            libc::tcsetpgrp(libc::STDIN_FILENO, self.group);
+            if self.foreground {
+                libc::tcsetpgrp(libc::STDIN_FILENO, self.group);
+            }
         }
     }
 }
@@ -385,6 +453,9 @@ struct Job {
     group: i32,
     /// How the leader ended, once it has and was reaped.
     status: Option<ExitStatus>,
+    /// The signal that stopped the leader, when it was seen stopped and
+    /// that was not yet dealt with.
+    stopped: Option<i32>,
 }
 
 impl Job {
@@ -399,11 +470,17 @@ impl Job {
             let (pid, flags) = if blocking {
                 (leader, 0)
             } else {
-                (-self.group, libc::WNOHANG)
+                (-self.group, libc::WNOHANG | libc::WUNTRACED)
             };
             // SAFETY: waitpid with a pointer to a local integer.
             let reaped = unsafe { libc::waitpid(pid, &mut raw, flags) };
-            if reaped == leader {
+            if reaped > 0 && libc::WIFSTOPPED(raw) {
+                // Stopped, not ended (WUNTRACED): only the leader's stop
+                // matters, to pass a Ctrl-Z on (see `Terminal::suspend`).
+                if reaped == leader {
+                    self.stopped = Some(libc::WSTOPSIG(raw));
+                }
+            } else if reaped == leader {
                 self.status = Some(ExitStatus::from_raw(raw));
             } else if reaped <= 0 {
                 let err = io::Error::last_os_error().raw_os_error();
@@ -481,13 +558,19 @@ fn supervise(
     taken_at: Instant,
     signals: &mpsc::Receiver<i32>,
     watcher: &mut Watcher,
+    terminal: Option<&Terminal>,
 ) -> Result<ExitStatus, String> {
     let max_until = args.max_hold.and_then(|m| taken_at.checked_add(m));
     let margin = kill_margin(args.ttl);
     loop {
-        // A watcher gone was said when it went; the job runs on under
-        // this process alone.
-        let _ = watcher.deadline(guard.valid_until());
+        // A watcher killed on its own is replaced; with none, a SIGKILL of
+        // this process would leave the job running past the lease.
+        if let Err(e) = watcher.keep(guard.valid_until()) {
+            return Err(format!(
+                "the watcher process of lock {:?} has exited and cannot be replaced ({e})",
+                args.key
+            ));
+        }
         if job.all_done() {
             if let Some(status) = job.status {
                 return Ok(status);
@@ -499,6 +582,14 @@ fn supervise(
                 stop_group(job, kill_at, signals);
                 return Ok(status);
             }
+        }
+        // Stopped from the terminal: left so, it would keep the terminal
+        // and the lock for good; a stop by SIGSTOP (someone's choice) is
+        // left alone.
+        if let (Some(t), Some(signal @ (SIGTSTP | SIGTTIN | SIGTTOU))) =
+            (terminal, job.stopped.take())
+        {
+            t.suspend(job.group, signal);
         }
         while let Ok(signal) = signals.try_recv() {
             signal_group(job.group, signal);

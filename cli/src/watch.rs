@@ -10,6 +10,10 @@
 //! - `D <ms>`: the lease's local deadline is `<ms>` from now;
 //! - `X`: the group has exited (or was stopped): nothing left to do.
 //!
+//! A watcher that exits on its own (killed alone) is replaced by the
+//! supervisor within one of its looks (50 ms); when none can be started,
+//! the supervisor stops the command.
+//!
 //! When its stdin ends without `X` (the supervisor died, whatever killed
 //! it), it sends the group SIGTERM, then SIGKILL at the earlier of the kill
 //! grace and the kill margin before the last deadline it was told. When the
@@ -18,6 +22,7 @@
 
 use std::io::{self, BufRead, Write};
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -34,14 +39,19 @@ pub struct Watcher {
     pipe: Option<ChildStdin>,
     /// The last deadline sent, to send only changes.
     sent: Option<Instant>,
+    /// The kill grace and margin it was started with, for a replacement.
+    grace: Duration,
+    margin: Duration,
+    /// The command's group, once told, for a replacement.
+    group: Option<i32>,
 }
 
 impl Watcher {
     /// Starts the watcher (this program, `__watch`) with the kill grace and
     /// margin of this run.
     pub fn start(grace: Duration, margin: Duration) -> io::Result<Watcher> {
-        let exe = std::env::current_exe()?;
-        let mut child = Command::new(exe)
+        let mut child = Command::new(own_image()?)
+            .arg0("redmutex")
             .arg("__watch")
             .arg(millis(grace).to_string())
             .arg(millis(margin).to_string())
@@ -55,12 +65,40 @@ impl Watcher {
             child,
             pipe,
             sent: None,
+            grace,
+            margin,
+            group: None,
         })
     }
 
     /// Tells the watcher the command's process group.
     pub fn group(&mut self, group: i32) -> io::Result<()> {
+        self.group = Some(group);
         self.send(&format!("G {group}"))
+    }
+
+    /// Tells the watcher the lease's local deadline `until` (when it
+    /// changed), after replacing the watcher with a new one told the same
+    /// group when it has exited (killed on its own: `kill -9`, the OOM
+    /// killer). `Err` when no watcher runs: the command must be stopped.
+    pub fn keep(&mut self, until: Instant) -> io::Result<()> {
+        let exited = !matches!(self.child.try_wait(), Ok(None));
+        if !exited && self.deadline(until).is_ok() {
+            return Ok(());
+        }
+        let mut new = Watcher::start(self.grace, self.margin)?;
+        if let Some(g) = self.group {
+            new.group(g)?;
+        }
+        new.deadline(until)?;
+        let mut old = std::mem::replace(self, new);
+        // The old one has exited, or cannot be told anything: killed
+        // first (its pipe closing would have it stop the group), then
+        // reaped so that it leaves no zombie.
+        let _ = old.child.kill();
+        drop(old.pipe.take());
+        let _ = old.child.wait();
+        Ok(())
     }
 
     /// Tells the watcher the lease's local deadline, when it changed.
@@ -86,6 +124,22 @@ impl Watcher {
             None => Err(io::Error::from(io::ErrorKind::BrokenPipe)),
         }
     }
+}
+
+/// The program to start the watcher from: on Linux the running image
+/// itself (`/proc/self/exe`), which still works, and is still the same
+/// version, when the file it was started from was replaced or removed
+/// meanwhile (an upgrade during a long wait); elsewhere, or without
+/// `/proc`, the path it was started from.
+fn own_image() -> io::Result<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        let image = std::path::Path::new("/proc/self/exe");
+        if image.exists() {
+            return Ok(image.to_path_buf());
+        }
+    }
+    std::env::current_exe()
 }
 
 /// A duration in whole milliseconds, rounded down, saturating.

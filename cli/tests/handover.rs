@@ -54,3 +54,43 @@ fn a_run_that_waits_is_handed_the_lock_and_runs_its_job() {
     eprintln!("{loops} rounds with a {hold_ms} ms hold: {stopped} jobs stopped");
     assert_eq!(stopped, 0, "of {loops} rounds");
 }
+
+/// A run that waits while its binary is upgraded (the file replaced or
+/// removed, as a package manager does) is still handed the lock and runs
+/// its job: its watcher is this same program, and must be started from
+/// the running image, not from a path that now names another file or
+/// none.
+#[test]
+fn a_run_whose_binary_was_replaced_while_waiting_still_runs_its_job() {
+    let s = setup("handover-upgrade");
+    let copy = s.file("redmutex-copy");
+    std::fs::copy(env!("CARGO_BIN_EXE_redmutex"), &copy).unwrap();
+    let holder_job = "echo started > \"$READY\"; while [ ! -e \"$GO\" ]; do sleep 0.02; done";
+    let first = s.start_with(
+        &["run", "ukey", "--", "sh", "-c", holder_job],
+        &[("GO", s.file("go"))],
+    );
+    let second = std::process::Command::new(&copy)
+        .args(["run", "-w", "60s", "ukey", "--", "sh", "-c"])
+        .arg("echo ran > \"$OUT\"")
+        .env("REDIS_URL", s.server.url())
+        .env("OUT", s.file("out"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the second run queued", || {
+        s.conn().zcard::<_, u64>("__redmutex__:queue:ukey").unwrap() == 1
+    });
+    std::fs::remove_file(&copy).unwrap();
+    std::fs::write(s.file("go"), "go").unwrap();
+    assert_eq!(code(&finish(first)), 0);
+    let second = finish(second);
+    assert_eq!(code(&second), 0, "{second:?}");
+    assert_eq!(
+        std::fs::read_to_string(s.file("out"))
+            .unwrap_or_default()
+            .trim(),
+        "ran"
+    );
+}

@@ -33,6 +33,30 @@ fn a_short_ttl_alone_works_and_only_an_explicit_grace_is_refused() {
     assert!(err.contains("--kill-grace"), "{err}");
 }
 
+/// A `--ttl` that the run accepts never stops the job by itself: with the
+/// default kill grace, a TTL too short for the kill margin (50 ms at
+/// least) and the renewals must be refused before the job starts (64),
+/// not let it start and then stop it (70) or have the watcher kill it
+/// (137) while the lease is fine.
+#[test]
+fn a_ttl_too_short_for_the_command_is_refused_before_the_job_starts() {
+    let s = setup("ttl-short");
+    let job = "echo started > \"$READY\"; sleep 0.5; echo done > \"$OUT\"";
+    for ttl in ["100ms", "150ms"] {
+        let _ = std::fs::remove_file(s.file("ready"));
+        let _ = std::fs::remove_file(s.file("out"));
+        let out = s.run(&["run", "--ttl", ttl, "shortkey", "--", "sh", "-c", job]);
+        match code(&out) {
+            0 => assert!(s.file("out").exists(), "--ttl {ttl}: {out:?}"),
+            64 => assert!(
+                !s.file("ready").exists(),
+                "--ttl {ttl}: refused, but after the job started: {out:?}"
+            ),
+            _ => panic!("--ttl {ttl}: the job was started, then stopped: {out:?}"),
+        }
+    }
+}
+
 /// `--help` with a password in `REDIS_URL` does not print it; it shows
 /// each default once, and its usage line does not make `--url` look
 /// required.

@@ -243,3 +243,75 @@ fn a_supervisor_stopped_with_sigstop_leaves_no_job_past_the_lease() {
     let status = finish_within(run);
     assert_eq!(status.code(), Some(70), "{status:?}");
 }
+
+/// The watchers (`redmutex __watch`) whose parent is `run`, alive.
+fn watchers_of(run: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...
+        let after = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
+        let ppid = after.split_whitespace().nth(1).and_then(|p| p.parse().ok());
+        if ppid == Some(run) && cmdline.windows(7).any(|w| w == b"__watch") && alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// The watcher killed alone (an operator's `kill -9`, the OOM killer): the
+/// supervisor must not go on without one, or its own SIGKILL later leaves
+/// the job running past the lease. Either a new watcher takes over, or the
+/// job is stopped; then the supervisor's SIGKILL leaves no job past the key.
+#[test]
+fn a_watcher_killed_alone_does_not_leave_the_job_unwatched() {
+    let s = setup("watcher-killed");
+    let job = "trap '' TERM; sleep 1000 & echo $! > \"$OUT\"; ".to_owned() + RUNS;
+    let run = s
+        .cmd(&["run", "--ttl", "3s", "wkey", "--", "sh", "-c", &job])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the child started", || s.file("ready").exists());
+    let leader = job_pid(&s);
+    let background: u32 = std::fs::read_to_string(s.file("out"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let first = watchers_of(run.id());
+    assert_eq!(first.len(), 1, "one watcher: {first:?}");
+    let sent = std::process::Command::new("kill")
+        .args(["-KILL", &first[0].to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    wait_for("a new watcher, or the job stopped", || {
+        !alive(leader) || watchers_of(run.id()).iter().any(|w| *w != first[0])
+    });
+    let sent = std::process::Command::new("kill")
+        .args(["-KILL", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    assert_eq!(finish_within(run).code(), None, "killed");
+    let mut conn = s.conn();
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let running = [leader, background].map(alive);
+        let pttl: i64 = redis::cmd("PTTL").arg("wkey").query(&mut conn).unwrap();
+        if pttl == -2 {
+            // Alive before the key was seen gone: alive past the lease.
+            assert_eq!(running, [false, false], "the job outlived the key");
+            break;
+        }
+        assert!(Instant::now() < end, "the key never expired");
+    }
+}
