@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use r2d2::{CustomizeConnection, ManageConnection, Pool, PooledConnection};
 use redis::{ConnectionLike, RedisError};
@@ -166,13 +166,15 @@ pub(crate) trait Connector: Send + Sync + 'static {
     ) -> Result<redis::Value, Error>;
 
     /// Runs a renewal on the connection kept aside for renewals (see
-    /// [`Connector::reserve`]). The renewals of all the locker's guards
-    /// share it: one that finds it busy queues for it, at most `checkout`
-    /// in all (each renewal holds it for one round trip), and only past that
-    /// goes to the pool as [`Connector::run`] does, for an idle connection
-    /// only; so it still returns within `checkout + io`. An
-    /// application that holds every other pooled connection cannot starve
-    /// a lease this way. When the spare is found closed, a fresh connection
+    /// [`Connector::reserve`]), or, when another renewal has it, on an idle
+    /// pooled connection beside it, so a pool left idle renews side by
+    /// side. With neither, it waits for the next connection one of the
+    /// locker's renewals is done with (the spare, or a pooled one), at most
+    /// `checkout` in all, and past that takes an idle pooled connection
+    /// only; so it still returns within `checkout + io`. An application
+    /// that holds every other pooled connection cannot starve a lease this
+    /// way: the renewals then take turns on the spare, one round trip each.
+    /// When the spare is found closed, a fresh connection
     /// takes its place at once and the renewal is sent again on it; when a
     /// renewal on it times out, it leaves the slot to settle, and comes back
     /// to it once it answers again. With no spare, the connection checked
@@ -226,6 +228,29 @@ pub(crate) struct Pooled<M: ManageConnection> {
     pool: Pool<M>,
     /// Shared with the thread that settles the spare after a timeout.
     spare: Arc<Mutex<Option<PooledConnection<M>>>>,
+    /// Wakes the renewals that wait for a connection when one of the
+    /// locker's renewals is done with one (the spare, or a pooled one).
+    freed: Arc<Freed>,
+}
+
+/// The slot of the connection kept aside for renewals.
+type SpareSlot<M> = Arc<Mutex<Option<PooledConnection<M>>>>;
+
+/// A count of the connections a locker's renewals were done with, and the
+/// renewals that wait for the next.
+#[derive(Default)]
+struct Freed {
+    count: Mutex<u64>,
+    changed: Condvar,
+}
+
+impl Freed {
+    /// Says a connection came free: wakes the renewal that waited longest.
+    fn notify(&self) {
+        let mut count = self.count.lock();
+        *count = count.wrapping_add(1);
+        self.changed.notify_one();
+    }
 }
 
 /// The type-erased connector of a pool.
@@ -237,6 +262,7 @@ where
     Arc::new(Pooled {
         pool,
         spare: Arc::new(Mutex::new(None)),
+        freed: Arc::default(),
     })
 }
 
@@ -305,7 +331,7 @@ const SETTLE_PINGS: u32 = 30;
 fn settle<M>(
     mut conn: PooledConnection<M>,
     undo: Option<redis::Cmd>,
-    home: Option<Arc<Mutex<Option<PooledConnection<M>>>>>,
+    home: Option<(SpareSlot<M>, Arc<Freed>)>,
 ) where
     M: ManageConnection,
     M::Connection: ConnectionLike,
@@ -328,11 +354,13 @@ fn settle<M>(
                     break;
                 }
             }
-            if let (true, Some(home)) = (answered, home) {
+            if let (true, Some((home, freed))) = (answered, home) {
                 let mut slot = home.lock();
                 if slot.is_none() {
                     *slot = Some(conn);
                 }
+                drop(slot);
+                freed.notify();
             }
         });
 }
@@ -370,19 +398,8 @@ where
         op: Op<'_>,
         undo: Option<redis::Cmd>,
     ) -> Result<redis::Value, Error> {
-        let mut conn = self.pool.get_timeout(checkout)?;
-        let (result, after) = run_on_conn(&mut conn, io, op);
-        let undo = undo.filter(|_| matches!(&result, Err(Error::Redis(e)) if e.is_io_error()));
-        match after {
-            After::Fine => {}
-            After::TimedOut => settle(conn, undo, None),
-            After::Closed => {
-                if let Some(undo) = undo {
-                    undo_on_fresh(&self.pool, checkout, io, undo);
-                }
-            }
-        }
-        result
+        let conn = self.pool.get_timeout(checkout)?;
+        self.run_checked_out(conn, checkout, io, op, undo)
     }
 
     fn run_renewal(
@@ -394,48 +411,42 @@ where
         if self.pool.max_size() < MIN_POOL_FOR_SPARE {
             return self.run(checkout, io, op, None);
         }
-        // Other renewals have the spare: wait for it, within the checkout
-        // timeout, else try the pool for an idle connection.
         let start = Instant::now();
-        let Some(mut slot) = self.spare.try_lock_for(checkout) else {
-            return self.run(Duration::ZERO, io, op, None);
+        let deadline = crate::time::deadline(start, checkout);
+        // The spare, or else an idle pooled connection, beside the renewal
+        // on the spare; with neither, wait (within the checkout timeout) for
+        // the next the locker's renewals are done with: an application
+        // holding the pool starves none of them, and one that leaves it idle
+        // has its connections renew side by side.
+        let slot = loop {
+            let seen = *self.freed.count.lock();
+            if let Some(slot) = self.spare.try_lock() {
+                break slot;
+            }
+            if let Some(conn) = self.pool.try_get() {
+                let result = self.run_checked_out(conn, checkout, io, op, None);
+                self.freed.notify();
+                return result;
+            }
+            let mut count = self.freed.count.lock();
+            if *count != seen {
+                continue;
+            }
+            let timed_out = match deadline {
+                Some(at) => self.freed.changed.wait_until(&mut count, at).timed_out(),
+                None => {
+                    self.freed.changed.wait(&mut count);
+                    false
+                }
+            };
+            if timed_out {
+                drop(count);
+                return self.run(Duration::ZERO, io, op, None);
+            }
         };
         let checkout = checkout.saturating_sub(start.elapsed());
-        let mut first = None;
-        if let Some(mut conn) = slot.take() {
-            let (result, after) = run_on_conn(&mut conn, io, op);
-            match after {
-                After::Fine => {
-                    *slot = Some(conn);
-                    return result;
-                }
-                // It comes back to the slot once it answers again; the
-                // next renewal goes through the pool meanwhile.
-                After::TimedOut => {
-                    drop(slot);
-                    settle(conn, None, Some(Arc::clone(&self.spare)));
-                    return result;
-                }
-                // Back to the pool, which drops it as closed; its place in
-                // the pool is taken again at once, before the application
-                // takes it.
-                After::Closed => first = Some(result),
-            }
-        }
-        let mut conn = match self.pool.get_timeout(checkout) {
-            Ok(conn) => conn,
-            Err(e) => return first.unwrap_or(Err(e.into())),
-        };
-        // A renewal is owner-checked: sending it again is safe.
-        let (result, after) = run_on_conn(&mut conn, io, op);
-        match after {
-            After::Fine => *slot = Some(conn),
-            After::TimedOut => {
-                drop(slot);
-                settle(conn, None, Some(Arc::clone(&self.spare)));
-            }
-            After::Closed => {}
-        }
+        let result = self.renew_on_spare(slot, checkout, io, op);
+        self.freed.notify();
         result
     }
 
@@ -476,6 +487,92 @@ where
             state.idle_connections,
             self.pool.max_size()
         )
+    }
+}
+
+impl<M> Pooled<M>
+where
+    M: ManageConnection,
+    M::Connection: ConnectionLike,
+{
+    /// [`Connector::run`] past the checkout: runs `op` on `conn`, and
+    /// settles the connection, or sends `undo`, as that says.
+    fn run_checked_out(
+        &self,
+        mut conn: PooledConnection<M>,
+        checkout: Duration,
+        io: Duration,
+        op: Op<'_>,
+        undo: Option<redis::Cmd>,
+    ) -> Result<redis::Value, Error> {
+        let (result, after) = run_on_conn(&mut conn, io, op);
+        let undo = undo.filter(|_| matches!(&result, Err(Error::Redis(e)) if e.is_io_error()));
+        match after {
+            After::Fine => {}
+            After::TimedOut => settle(conn, undo, None),
+            After::Closed => {
+                if let Some(undo) = undo {
+                    undo_on_fresh(&self.pool, checkout, io, undo);
+                }
+            }
+        }
+        result
+    }
+
+    /// [`Connector::run_renewal`] once it has the spare's slot: on the
+    /// spare, or else on a connection from the pool (within `checkout`),
+    /// which becomes the spare.
+    fn renew_on_spare(
+        &self,
+        mut slot: MutexGuard<'_, Option<PooledConnection<M>>>,
+        checkout: Duration,
+        io: Duration,
+        op: Op<'_>,
+    ) -> Result<redis::Value, Error> {
+        let mut first = None;
+        if let Some(mut conn) = slot.take() {
+            let (result, after) = run_on_conn(&mut conn, io, op);
+            match after {
+                After::Fine => {
+                    *slot = Some(conn);
+                    return result;
+                }
+                // It comes back to the slot once it answers again; the
+                // next renewal goes through the pool meanwhile.
+                After::TimedOut => {
+                    drop(slot);
+                    settle(
+                        conn,
+                        None,
+                        Some((Arc::clone(&self.spare), Arc::clone(&self.freed))),
+                    );
+                    return result;
+                }
+                // Back to the pool, which drops it as closed; its place in
+                // the pool is taken again at once, before the application
+                // takes it.
+                After::Closed => first = Some(result),
+            }
+        }
+        let mut conn = match self.pool.get_timeout(checkout) {
+            Ok(conn) => conn,
+            Err(e) => return first.unwrap_or(Err(e.into())),
+        };
+        // A renewal is owner-checked: sending it again is safe.
+        let (result, after) = run_on_conn(&mut conn, io, op);
+        match after {
+            After::Fine => *slot = Some(conn),
+            After::TimedOut => {
+                drop(slot);
+                settle(
+                    conn,
+                    None,
+                    Some((Arc::clone(&self.spare), Arc::clone(&self.freed))),
+                );
+            }
+            After::Closed => {}
+        }
+        result
     }
 }
 
