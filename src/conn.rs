@@ -429,10 +429,10 @@ where
                 return result;
             }
             let mut count = self.freed.count.lock();
-            if *count != seen {
-                continue;
-            }
             let timed_out = match deadline {
+                // One came free meanwhile, and was taken: look again, while
+                // there is time.
+                _ if *count != seen => deadline.is_some_and(|at| Instant::now() >= at),
                 Some(at) => self.freed.changed.wait_until(&mut count, at).timed_out(),
                 None => {
                     self.freed.changed.wait(&mut count);
