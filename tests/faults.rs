@@ -595,3 +595,60 @@ fn guards_times_round_trip_below_a_third_of_the_ttl_keep_their_leases_in_a_held_
         g.unlock().unwrap();
     }
 }
+
+/// A renewal whose connection set aside for renewals is cut late in its
+/// wait (here at 1.7 s of a 2 s I/O timeout), while the server stops
+/// answering: it gives up within checkout + I/O timeout, the bound the docs
+/// give for every renewal, instead of sending itself again on a pooled
+/// connection for another I/O timeout. (It took about 3.7 s.)
+#[test]
+fn a_renewal_whose_spare_is_cut_late_returns_within_the_documented_bound() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let pool = r2d2::Pool::builder()
+        .max_size(8)
+        .test_on_check_out(false)
+        .build(redis::Client::open(proxy.url()).unwrap())
+        .unwrap();
+    let (checkout, io) = (Duration::from_millis(100), Duration::from_secs(2));
+    let locker = Locker::builder(pool)
+        .ttl(Duration::from_secs(60))
+        .io_timeout(io)
+        .checkout_timeout(checkout)
+        .build()
+        .unwrap();
+    let guard = locker.lock(&key("cut-late")).unwrap();
+    // The renewal runs on the spare: the only connection that ran a script.
+    guard.extend(Duration::from_secs(60)).unwrap();
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut server.conn())
+        .unwrap();
+    let spare: Vec<&str> = list
+        .lines()
+        .filter(|l| l.contains(" cmd=eval"))
+        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .collect();
+    assert_eq!(spare.len(), 1, "{list}");
+    proxy.set(Mode::Blackhole);
+    let cut = {
+        let (id, mut conn) = (spare[0].to_owned(), server.conn());
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(1700));
+            let _: i64 = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("ID")
+                .arg(id)
+                .query(&mut conn)
+                .unwrap();
+        })
+    };
+    let (r, took) = timed(|| guard.extend(Duration::from_secs(60)));
+    cut.join().unwrap();
+    proxy.set(Mode::Pass);
+    assert!(r.is_err(), "{r:?}");
+    assert!(
+        within(took, checkout + io),
+        "a renewal took {took:?}, past checkout + I/O timeout"
+    );
+}
