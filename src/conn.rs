@@ -174,8 +174,9 @@ pub(crate) trait Connector: Send + Sync + 'static {
     /// only; so it still returns within `checkout + io`. An application
     /// that holds every other pooled connection cannot starve a lease this
     /// way: the renewals then take turns on the spare, one round trip each.
-    /// When the spare is found closed, a fresh connection
-    /// takes its place at once and the renewal is sent again on it; when a
+    /// When the spare is found closed, a fresh connection takes its place at
+    /// once and the renewal is sent again on it, if the checkout timeout has
+    /// not passed meanwhile; when a
     /// renewal on it times out, it leaves the slot to settle, and comes back
     /// to it once it answers again. With no spare, the connection checked
     /// out for the renewal (within what is left of `checkout`) becomes the
@@ -444,8 +445,7 @@ where
                 return self.run(Duration::ZERO, io, op, None);
             }
         };
-        let checkout = checkout.saturating_sub(start.elapsed());
-        let result = self.renew_on_spare(slot, checkout, io, op);
+        let result = self.renew_on_spare(slot, start, checkout, io, op);
         self.freed.notify();
         result
     }
@@ -520,11 +520,12 @@ where
     }
 
     /// [`Connector::run_renewal`] once it has the spare's slot: on the
-    /// spare, or else on a connection from the pool (within `checkout`),
-    /// which becomes the spare.
+    /// spare, or else on a connection from the pool (within what is left of
+    /// `checkout` since `start`), which becomes the spare.
     fn renew_on_spare(
         &self,
         mut slot: MutexGuard<'_, Option<PooledConnection<M>>>,
+        start: Instant,
         checkout: Duration,
         io: Duration,
         op: Op<'_>,
@@ -554,7 +555,15 @@ where
                 After::Closed => first = Some(result),
             }
         }
-        let mut conn = match self.pool.get_timeout(checkout) {
+        // Sent again only within the checkout timeout: a spare found closed
+        // late in its wait has taken the time of a checkout already.
+        let left = checkout.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            if let Some(first) = first.take() {
+                return first;
+            }
+        }
+        let mut conn = match self.pool.get_timeout(left) {
             Ok(conn) => conn,
             Err(e) => return first.unwrap_or(Err(e.into())),
         };
