@@ -3,10 +3,11 @@
 
 use std::any::{Any, TypeId};
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard};
 
 use r2d2::{CustomizeConnection, ManageConnection, Pool, PooledConnection};
 use redis::{ConnectionLike, RedisError};
@@ -168,12 +169,13 @@ pub(crate) trait Connector: Send + Sync + 'static {
     /// Runs a renewal on the connection kept aside for renewals (see
     /// [`Connector::reserve`]), or, when another renewal has it, on an idle
     /// pooled connection beside it, so a pool left idle renews side by
-    /// side. With neither, it waits for the next connection one of the
-    /// locker's renewals is done with (the spare, or a pooled one), at most
-    /// `checkout` in all, and past that takes an idle pooled connection
-    /// only; so it still returns within `checkout + io`. An application
-    /// that holds every other pooled connection cannot starve a lease this
-    /// way: the renewals then take turns on the spare, one round trip each.
+    /// side. With neither, it waits, at most `checkout`: for the pool while
+    /// other renewals of the locker hold some of it (they give it back
+    /// within `io`), else for the spare, and past that takes an idle pooled
+    /// connection only; so it still returns within `checkout + io`. An
+    /// application that holds every other pooled connection cannot starve
+    /// a lease this way: the renewals then take turns on the spare, one
+    /// round trip each.
     /// When the spare is found closed, a fresh connection takes its place at
     /// once and the renewal is sent again on it, if the checkout timeout has
     /// not passed meanwhile; when a
@@ -229,29 +231,10 @@ pub(crate) struct Pooled<M: ManageConnection> {
     pool: Pool<M>,
     /// Shared with the thread that settles the spare after a timeout.
     spare: Arc<Mutex<Option<PooledConnection<M>>>>,
-    /// Wakes the renewals that wait for a connection when one of the
-    /// locker's renewals is done with one (the spare, or a pooled one).
-    freed: Arc<Freed>,
-}
-
-/// The slot of the connection kept aside for renewals.
-type SpareSlot<M> = Arc<Mutex<Option<PooledConnection<M>>>>;
-
-/// A count of the connections a locker's renewals were done with, and the
-/// renewals that wait for the next.
-#[derive(Default)]
-struct Freed {
-    count: Mutex<u64>,
-    changed: Condvar,
-}
-
-impl Freed {
-    /// Says a connection came free: wakes the renewal that waited longest.
-    fn notify(&self) {
-        let mut count = self.count.lock();
-        *count = count.wrapping_add(1);
-        self.changed.notify_one();
-    }
+    /// How many of the locker's renewals run on a pooled connection (not
+    /// the spare) right now: those come back to the pool within the I/O
+    /// timeout, so a renewal that finds the spare busy waits for the pool.
+    borrowed: AtomicUsize,
 }
 
 /// The type-erased connector of a pool.
@@ -263,7 +246,7 @@ where
     Arc::new(Pooled {
         pool,
         spare: Arc::new(Mutex::new(None)),
-        freed: Arc::default(),
+        borrowed: AtomicUsize::new(0),
     })
 }
 
@@ -332,7 +315,7 @@ const SETTLE_PINGS: u32 = 30;
 fn settle<M>(
     mut conn: PooledConnection<M>,
     undo: Option<redis::Cmd>,
-    home: Option<(SpareSlot<M>, Arc<Freed>)>,
+    home: Option<Arc<Mutex<Option<PooledConnection<M>>>>>,
 ) where
     M: ManageConnection,
     M::Connection: ConnectionLike,
@@ -355,13 +338,11 @@ fn settle<M>(
                     break;
                 }
             }
-            if let (true, Some((home, freed))) = (answered, home) {
+            if let (true, Some(home)) = (answered, home) {
                 let mut slot = home.lock();
                 if slot.is_none() {
                     *slot = Some(conn);
                 }
-                drop(slot);
-                freed.notify();
             }
         });
 }
@@ -413,41 +394,32 @@ where
             return self.run(checkout, io, op, None);
         }
         let start = Instant::now();
-        let deadline = crate::time::deadline(start, checkout);
-        // The spare, or else an idle pooled connection, beside the renewal
-        // on the spare; with neither, wait (within the checkout timeout) for
-        // the next the locker's renewals are done with: an application
-        // holding the pool starves none of them, and one that leaves it idle
-        // has its connections renew side by side.
-        let slot = loop {
-            let seen = *self.freed.count.lock();
-            if let Some(slot) = self.spare.try_lock() {
-                break slot;
-            }
-            if let Some(conn) = self.pool.try_get() {
+        let slot = match self.spare.try_lock() {
+            Some(slot) => slot,
+            // Another renewal has the spare: an idle pooled connection
+            // serves this one beside it. With none idle, it waits (within
+            // the checkout timeout) for the pool while the locker's own
+            // renewals hold some of it, as they give it back within the I/O
+            // timeout; else, with an application holding the pool, for the
+            // spare, and past that takes an idle connection only.
+            None => {
+                let conn = match self.pool.try_get() {
+                    Some(conn) => conn,
+                    None if self.borrowed.load(Ordering::SeqCst) > 0 => {
+                        self.pool.get_timeout(checkout)?
+                    }
+                    None => match self.spare.try_lock_for(checkout) {
+                        Some(slot) => return self.renew_on_spare(slot, start, checkout, io, op),
+                        None => return self.run(Duration::ZERO, io, op, None),
+                    },
+                };
+                self.borrowed.fetch_add(1, Ordering::SeqCst);
                 let result = self.run_checked_out(conn, checkout, io, op, None);
-                self.freed.notify();
+                self.borrowed.fetch_sub(1, Ordering::SeqCst);
                 return result;
             }
-            let mut count = self.freed.count.lock();
-            let timed_out = match deadline {
-                // One came free meanwhile, and was taken: look again, while
-                // there is time.
-                _ if *count != seen => deadline.is_some_and(|at| Instant::now() >= at),
-                Some(at) => self.freed.changed.wait_until(&mut count, at).timed_out(),
-                None => {
-                    self.freed.changed.wait(&mut count);
-                    false
-                }
-            };
-            if timed_out {
-                drop(count);
-                return self.run(Duration::ZERO, io, op, None);
-            }
         };
-        let result = self.renew_on_spare(slot, start, checkout, io, op);
-        self.freed.notify();
-        result
+        self.renew_on_spare(slot, start, checkout, io, op)
     }
 
     fn reserve(&self) {
@@ -542,11 +514,7 @@ where
                 // next renewal goes through the pool meanwhile.
                 After::TimedOut => {
                     drop(slot);
-                    settle(
-                        conn,
-                        None,
-                        Some((Arc::clone(&self.spare), Arc::clone(&self.freed))),
-                    );
+                    settle(conn, None, Some(Arc::clone(&self.spare)));
                     return result;
                 }
                 // Back to the pool, which drops it as closed; its place in
@@ -573,11 +541,7 @@ where
             After::Fine => *slot = Some(conn),
             After::TimedOut => {
                 drop(slot);
-                settle(
-                    conn,
-                    None,
-                    Some((Arc::clone(&self.spare), Arc::clone(&self.freed))),
-                );
+                settle(conn, None, Some(Arc::clone(&self.spare)));
             }
             After::Closed => {}
         }
