@@ -62,8 +62,8 @@
 //!   round trip below a third of the TTL. (Measured with a pool of 8, a TTL
 //!   of 1.5 s and 300 ms timeouts, the rest of the pool held: 3,000 guards
 //!   on loopback lost no lease; over a 10 ms round trip, 60 guards lost
-//!   none and 100 lost 62. The pool left idle, 150 guards over that link
-//!   lost none.)
+//!   none and 100 lost 62 to 75. The pool left idle, 150 and 400 guards over
+//!   that link lost none.)
 //! - **Fencing tokens.** Every grant carries a number strictly greater than
 //!   every earlier grant of the same key ([`Guard::fencing_token`]): each
 //!   grant mints `max(counter + 1, server clock in µs)`, so tokens keep
