@@ -3,10 +3,11 @@
 
 use std::any::{Any, TypeId};
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use r2d2::{CustomizeConnection, ManageConnection, Pool, PooledConnection};
 use redis::{ConnectionLike, RedisError};
@@ -166,14 +167,18 @@ pub(crate) trait Connector: Send + Sync + 'static {
     ) -> Result<redis::Value, Error>;
 
     /// Runs a renewal on the connection kept aside for renewals (see
-    /// [`Connector::reserve`]). The renewals of all the locker's guards
-    /// share it: one that finds it busy queues for it, at most `checkout`
-    /// in all (each renewal holds it for one round trip), and only past that
-    /// goes to the pool as [`Connector::run`] does, for an idle connection
-    /// only; so it still returns within `checkout + io`. An
+    /// [`Connector::reserve`]), or, when another renewal has it, on an idle
+    /// pooled connection beside it, so a pool left idle renews side by
+    /// side. With neither, it waits, at most `checkout`: for the pool while
+    /// other renewals of the locker hold some of it (they give it back
+    /// within `io`), else for the spare, and past that takes an idle pooled
+    /// connection only; so it still returns within `checkout + io`. An
     /// application that holds every other pooled connection cannot starve
-    /// a lease this way. When the spare is found closed, a fresh connection
-    /// takes its place at once and the renewal is sent again on it; when a
+    /// a lease this way: the renewals then take turns on the spare, one
+    /// round trip each.
+    /// When the spare is found closed, a fresh connection takes its place at
+    /// once and the renewal is sent again on it, if the checkout timeout has
+    /// not passed meanwhile; when a
     /// renewal on it times out, it leaves the slot to settle, and comes back
     /// to it once it answers again. With no spare, the connection checked
     /// out for the renewal (within what is left of `checkout`) becomes the
@@ -226,6 +231,10 @@ pub(crate) struct Pooled<M: ManageConnection> {
     pool: Pool<M>,
     /// Shared with the thread that settles the spare after a timeout.
     spare: Arc<Mutex<Option<PooledConnection<M>>>>,
+    /// How many of the locker's renewals run on a pooled connection (not
+    /// the spare) right now: those come back to the pool within the I/O
+    /// timeout, so a renewal that finds the spare busy waits for the pool.
+    borrowed: AtomicUsize,
 }
 
 /// The type-erased connector of a pool.
@@ -237,6 +246,7 @@ where
     Arc::new(Pooled {
         pool,
         spare: Arc::new(Mutex::new(None)),
+        borrowed: AtomicUsize::new(0),
     })
 }
 
@@ -370,19 +380,8 @@ where
         op: Op<'_>,
         undo: Option<redis::Cmd>,
     ) -> Result<redis::Value, Error> {
-        let mut conn = self.pool.get_timeout(checkout)?;
-        let (result, after) = run_on_conn(&mut conn, io, op);
-        let undo = undo.filter(|_| matches!(&result, Err(Error::Redis(e)) if e.is_io_error()));
-        match after {
-            After::Fine => {}
-            After::TimedOut => settle(conn, undo, None),
-            After::Closed => {
-                if let Some(undo) = undo {
-                    undo_on_fresh(&self.pool, checkout, io, undo);
-                }
-            }
-        }
-        result
+        let conn = self.pool.get_timeout(checkout)?;
+        self.run_checked_out(conn, checkout, io, op, undo)
     }
 
     fn run_renewal(
@@ -394,49 +393,33 @@ where
         if self.pool.max_size() < MIN_POOL_FOR_SPARE {
             return self.run(checkout, io, op, None);
         }
-        // Other renewals have the spare: wait for it, within the checkout
-        // timeout, else try the pool for an idle connection.
         let start = Instant::now();
-        let Some(mut slot) = self.spare.try_lock_for(checkout) else {
-            return self.run(Duration::ZERO, io, op, None);
-        };
-        let checkout = checkout.saturating_sub(start.elapsed());
-        let mut first = None;
-        if let Some(mut conn) = slot.take() {
-            let (result, after) = run_on_conn(&mut conn, io, op);
-            match after {
-                After::Fine => {
-                    *slot = Some(conn);
-                    return result;
-                }
-                // It comes back to the slot once it answers again; the
-                // next renewal goes through the pool meanwhile.
-                After::TimedOut => {
-                    drop(slot);
-                    settle(conn, None, Some(Arc::clone(&self.spare)));
-                    return result;
-                }
-                // Back to the pool, which drops it as closed; its place in
-                // the pool is taken again at once, before the application
-                // takes it.
-                After::Closed => first = Some(result),
+        let slot = match self.spare.try_lock() {
+            Some(slot) => slot,
+            // Another renewal has the spare: an idle pooled connection
+            // serves this one beside it. With none idle, it waits (within
+            // the checkout timeout) for the pool while the locker's own
+            // renewals hold some of it, as they give it back within the I/O
+            // timeout; else, with an application holding the pool, for the
+            // spare, and past that takes an idle connection only.
+            None => {
+                let conn = match self.pool.try_get() {
+                    Some(conn) => conn,
+                    None if self.borrowed.load(Ordering::SeqCst) > 0 => {
+                        self.pool.get_timeout(checkout)?
+                    }
+                    None => match self.spare.try_lock_for(checkout) {
+                        Some(slot) => return self.renew_on_spare(slot, start, checkout, io, op),
+                        None => return self.run(Duration::ZERO, io, op, None),
+                    },
+                };
+                self.borrowed.fetch_add(1, Ordering::SeqCst);
+                let result = self.run_checked_out(conn, checkout, io, op, None);
+                self.borrowed.fetch_sub(1, Ordering::SeqCst);
+                return result;
             }
-        }
-        let mut conn = match self.pool.get_timeout(checkout) {
-            Ok(conn) => conn,
-            Err(e) => return first.unwrap_or(Err(e.into())),
         };
-        // A renewal is owner-checked: sending it again is safe.
-        let (result, after) = run_on_conn(&mut conn, io, op);
-        match after {
-            After::Fine => *slot = Some(conn),
-            After::TimedOut => {
-                drop(slot);
-                settle(conn, None, Some(Arc::clone(&self.spare)));
-            }
-            After::Closed => {}
-        }
-        result
+        self.renew_on_spare(slot, start, checkout, io, op)
     }
 
     fn reserve(&self) {
@@ -476,6 +459,93 @@ where
             state.idle_connections,
             self.pool.max_size()
         )
+    }
+}
+
+impl<M> Pooled<M>
+where
+    M: ManageConnection,
+    M::Connection: ConnectionLike,
+{
+    /// [`Connector::run`] past the checkout: runs `op` on `conn`, and
+    /// settles the connection, or sends `undo`, as that says.
+    fn run_checked_out(
+        &self,
+        mut conn: PooledConnection<M>,
+        checkout: Duration,
+        io: Duration,
+        op: Op<'_>,
+        undo: Option<redis::Cmd>,
+    ) -> Result<redis::Value, Error> {
+        let (result, after) = run_on_conn(&mut conn, io, op);
+        let undo = undo.filter(|_| matches!(&result, Err(Error::Redis(e)) if e.is_io_error()));
+        match after {
+            After::Fine => {}
+            After::TimedOut => settle(conn, undo, None),
+            After::Closed => {
+                if let Some(undo) = undo {
+                    undo_on_fresh(&self.pool, checkout, io, undo);
+                }
+            }
+        }
+        result
+    }
+
+    /// [`Connector::run_renewal`] once it has the spare's slot: on the
+    /// spare, or else on a connection from the pool (within what is left of
+    /// `checkout` since `start`), which becomes the spare.
+    fn renew_on_spare(
+        &self,
+        mut slot: MutexGuard<'_, Option<PooledConnection<M>>>,
+        start: Instant,
+        checkout: Duration,
+        io: Duration,
+        op: Op<'_>,
+    ) -> Result<redis::Value, Error> {
+        let mut first = None;
+        if let Some(mut conn) = slot.take() {
+            let (result, after) = run_on_conn(&mut conn, io, op);
+            match after {
+                After::Fine => {
+                    *slot = Some(conn);
+                    return result;
+                }
+                // It comes back to the slot once it answers again; the
+                // next renewal goes through the pool meanwhile.
+                After::TimedOut => {
+                    drop(slot);
+                    settle(conn, None, Some(Arc::clone(&self.spare)));
+                    return result;
+                }
+                // Back to the pool, which drops it as closed; its place in
+                // the pool is taken again at once, before the application
+                // takes it.
+                After::Closed => first = Some(result),
+            }
+        }
+        // Sent again only within the checkout timeout: a spare found closed
+        // late in its wait has taken the time of a checkout already.
+        let left = checkout.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            if let Some(first) = first.take() {
+                return first;
+            }
+        }
+        let mut conn = match self.pool.get_timeout(left) {
+            Ok(conn) => conn,
+            Err(e) => return first.unwrap_or(Err(e.into())),
+        };
+        // A renewal is owner-checked: sending it again is safe.
+        let (result, after) = run_on_conn(&mut conn, io, op);
+        match after {
+            After::Fine => *slot = Some(conn),
+            After::TimedOut => {
+                drop(slot);
+                settle(conn, None, Some(Arc::clone(&self.spare)));
+            }
+            After::Closed => {}
+        }
+        result
     }
 }
 
