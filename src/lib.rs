@@ -412,8 +412,10 @@
 // sync.rs             lock and channel shims: parking_lot/std, or loom under `--cfg loom`
 
 mod backoff;
+mod builder;
 mod config;
 mod conn;
+mod defaults;
 mod error;
 mod guard;
 mod info;
@@ -432,11 +434,12 @@ mod token;
 mod wake;
 
 pub use backoff::Backoff;
-pub use config::{
-    Builder, DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE,
-    DEFAULT_REPLICA_TIMEOUT, DEFAULT_TTL, MAX_TTL,
-};
+pub use builder::Builder;
 pub use conn::{pool, pool_with, SocketTimeouts};
+pub use defaults::{
+    DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_REPLICA_TIMEOUT,
+    DEFAULT_TTL, MAX_TTL,
+};
 pub use error::Error;
 pub use guard::Guard;
 pub use info::LockInfo;
