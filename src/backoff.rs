@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::config::DEFAULT_BACKOFF;
+use crate::defaults::DEFAULT_BACKOFF;
 use crate::Error;
 
 /// How long a waiting [`lock`](crate::Locker::lock) call pauses between two

@@ -12,7 +12,7 @@ use parking_lot::{Mutex, MutexGuard};
 use r2d2::{CustomizeConnection, ManageConnection, Pool, PooledConnection};
 use redis::{ConnectionLike, RedisError};
 
-use crate::config::{
+use crate::defaults::{
     DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE, MIN_POOL_FOR_LISTENER,
     MIN_POOL_FOR_SPARE,
 };

@@ -387,7 +387,9 @@
 // rwlock.rs           `RwLock`: readers or one writer of a name, each hold a `Guard` over its key
 // guard.rs            `Guard`: a held lock, its lease API, release on drop
 // info.rs             `LockInfo`, what `Locker::holder` reports
-// config.rs           `Builder`, the frozen `Config`, the `Topology` decided once, every default
+// builder.rs          `Builder`: checks the settings and builds a `Locker` (above it)
+// config.rs           the frozen `Config`, the `Topology` decided once, the duration checks
+// defaults.rs         every default and limit (`DEFAULT_*`, `MAX_TTL`, ...); imports nothing
 // error.rs            `Error`, with `is_timeout` / `is_connection`
 // open.rs             URLs checked and told in words, the password check of `open`,
 //                     the Sentinel and Cluster pools
@@ -414,10 +416,30 @@
 // token.rs            owner tokens (never printed)
 // time.rs             duration arithmetic
 // sync.rs             lock and channel shims: parking_lot/std, or loom under `--cfg loom`
+//
+// Layers: a file imports its own layer or lower ones, never a higher one
+// (`.ci/layers.py` lists each file's imports and flags any that run upward):
+//
+// 1 leaves      defaults, time, token, sync, error, info: constants, arithmetic, plain
+//               types; `defaults` and `sync` import nothing of the crate
+// 2 mechanism   config, backoff, quorum, protocol/, conn, open, server, lease/, wake/,
+//               raw/: what is said to Redis and decided from its replies; reads the
+//               leaves and the frozen `Config`, never a handle or the builder
+// 3 held        guard: a held lock over raw/ and lease/
+// 4 API         locker, semaphore, rwlock: the handles (they build each other's guards)
+// 5 entry       builder: builds a `Locker` from the defaults and the settings given
+// 6 root        lib.rs: docs and re-exports only
+//
+// Two imports still run upward, each for a stated reason: `Locker::new` and
+// `Locker::builder` return a `Builder` (the API's entry point, as r2d2's
+// `Pool::builder`), and error.rs reads a server's refusal through open.rs's
+// reply-text readers (`auth_reason`, `handshake_unknown`, `database_refused`).
 
 mod backoff;
+mod builder;
 mod config;
 mod conn;
+mod defaults;
 mod error;
 mod guard;
 mod info;
@@ -436,11 +458,12 @@ mod token;
 mod wake;
 
 pub use backoff::Backoff;
-pub use config::{
-    Builder, DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE,
-    DEFAULT_REPLICA_TIMEOUT, DEFAULT_TTL, MAX_TTL,
-};
+pub use builder::Builder;
 pub use conn::{pool, pool_with, SocketTimeouts};
+pub use defaults::{
+    DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_REPLICA_TIMEOUT,
+    DEFAULT_TTL, MAX_TTL,
+};
 pub use error::Error;
 pub use guard::Guard;
 pub use info::LockInfo;

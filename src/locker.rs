@@ -9,10 +9,10 @@ use r2d2::{ManageConnection, Pool};
 use redis::ConnectionLike;
 
 use crate::backoff::jitter_seed;
-use crate::config::{
-    validate_wait, waiter_stay, Builder, Config, DEFAULT_IO_TIMEOUT, MAX_QUEUED_PAUSE, MAX_TTL,
-};
+use crate::builder::Builder;
+use crate::config::{validate_wait, waiter_stay, Config};
 use crate::conn::{self, Connector};
+use crate::defaults::{DEFAULT_IO_TIMEOUT, MAX_QUEUED_PAUSE, MAX_TTL};
 use crate::guard::Guard;
 use crate::info::LockInfo;
 use crate::lease::Lease;

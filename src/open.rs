@@ -9,8 +9,8 @@ use redis::cluster::ClusterClient;
 use redis::sentinel::{LockedSentinelClient, SentinelClient, SentinelServerType};
 use redis::{ErrorKind, RedisError};
 
-use crate::config::{DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE};
 use crate::conn::SocketTimeouts;
+use crate::defaults::{DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE};
 use crate::time;
 use crate::Error;
 

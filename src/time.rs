@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::config::default_drift;
+use crate::defaults::default_drift;
 
 /// Whole milliseconds in `d`, rounded up, saturating at `u64::MAX`.
 ///

@@ -28,7 +28,7 @@ use std::sync::{Condvar as StdCondvar, LazyLock, Mutex as StdMutex, MutexGuard, 
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::config::{MAX_PARKED, PARK_LIFETIME};
+use crate::defaults::{MAX_PARKED, PARK_LIFETIME};
 use crate::sync::mpsc::{self, Sender};
 use crate::sync::Mutex;
 

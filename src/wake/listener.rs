@@ -119,7 +119,7 @@ impl Listener {
                     target: "redmutex::listen",
                     "this pool lends no connection for a release listener (a cluster, fewer \
                      than {} connections, or not plain redis-rs ones): waiters poll with their \
-                     backoff", crate::config::MIN_POOL_FOR_LISTENER
+                     backoff", crate::defaults::MIN_POOL_FOR_LISTENER
                 );
                 *state = State::Unsupported;
             }

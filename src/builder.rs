@@ -1,0 +1,561 @@
+//! `Builder`, which configures and builds a [`Locker`]; it sits above the
+//! locker it builds, and reads its defaults from `defaults.rs`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backoff::Backoff;
+use crate::config::{validate_ttl, validate_wait, Config, Topology};
+use crate::conn::{self, Connector};
+use crate::defaults::{
+    DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_REPLICA_TIMEOUT, DEFAULT_TTL,
+};
+use crate::locker::Locker;
+use crate::protocol::keys::{self, KeySpace};
+use crate::Error;
+
+/// Configures a [`Locker`]. Start with [`Locker::builder`], chain the
+/// setters (each consumes and returns the builder), finish with
+/// [`build`](Builder::build).
+///
+/// ```no_run
+/// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+/// use std::time::Duration;
+/// let locker = redmutex::Locker::builder(pool)
+///     .prefix("billing")
+///     .ttl(Duration::from_secs(10))
+///     .acquire_timeout(Duration::from_secs(30))
+///     .build()?;
+/// # let _ = locker;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct Builder {
+    instances: Vec<Arc<dyn Connector>>,
+    drift: Option<Duration>,
+    min_replicas: u64,
+    replica_timeout: Duration,
+    prefix: Option<String>,
+    ttl: Duration,
+    acquire_timeout: Option<Duration>,
+    backoff: Backoff,
+    watchdog: bool,
+    max_hold: Option<Duration>,
+    metadata: Option<String>,
+    checkout_timeout: Duration,
+    io_timeout: Duration,
+    clock_ahead: Duration,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("instances", &self.instances.len())
+            .field("drift", &self.drift)
+            .field("min_replicas", &self.min_replicas)
+            .field("replica_timeout", &self.replica_timeout)
+            .field("prefix", &self.prefix)
+            .field("ttl", &self.ttl)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("backoff", &self.backoff)
+            .field("watchdog", &self.watchdog)
+            .field("max_hold", &self.max_hold)
+            .field("metadata", &self.metadata)
+            .field("checkout_timeout", &self.checkout_timeout)
+            .field("io_timeout", &self.io_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Builder {
+    pub(crate) fn new(connector: Arc<dyn Connector>) -> Self {
+        Builder {
+            instances: vec![connector],
+            drift: None,
+            min_replicas: 0,
+            replica_timeout: DEFAULT_REPLICA_TIMEOUT,
+            prefix: None,
+            ttl: DEFAULT_TTL,
+            acquire_timeout: None,
+            backoff: Backoff::default(),
+            watchdog: true,
+            max_hold: None,
+            metadata: None,
+            checkout_timeout: DEFAULT_CHECKOUT_TIMEOUT,
+            io_timeout: DEFAULT_IO_TIMEOUT,
+            clock_ahead: Duration::ZERO,
+        }
+    }
+
+    /// Namespace for this locker's keys: a lock on `key` lives at
+    /// `<prefix>:<key>` in Redis, and the fencing counter is shared by the
+    /// prefix. Lockers that must exclude each other need the same prefix.
+    ///
+    /// On a Redis Cluster, a `{` in the prefix must open a non-empty hash
+    /// tag closed within it (`{jobs}`: every lock of the prefix then lives
+    /// in that tag's slot), or the prefix must have none; `build` refuses
+    /// `a{b`, `{}` or `{jobs`, whose keys would not share a slot.
+    ///
+    /// Defaults to no prefix: keys are used as given.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// // The lock on "deploy" lives at "locks:deploy".
+    /// let locker = redmutex::Locker::builder(pool).prefix("locks").build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = Some(prefix.into());
+        self
+    }
+
+    /// Lease length. A holder that dies loses the lock after at most this
+    /// long; while a guard lives its watchdog renews the lease every `ttl / 3`.
+    /// Must be at least 1 ms, longer than its drift allowance (1 % + 2 ms),
+    /// and at most [`MAX_TTL`](crate::MAX_TTL).
+    ///
+    /// Defaults to [`DEFAULT_TTL`] (30 s).
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// // Others take over 5 s after this process dies.
+    /// let locker = redmutex::Locker::builder(pool).ttl(Duration::from_secs(5)).build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How long [`Locker::lock`] and [`Locker::lock_all`] wait for a busy
+    /// lock before [`Error::Timeout`].
+    ///
+    /// Defaults to no limit, like a mutex.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .acquire_timeout(Duration::from_secs(10))
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn acquire_timeout(mut self, wait: Duration) -> Self {
+        self.acquire_timeout = Some(wait);
+        self
+    }
+
+    /// Pauses between attempts while waiting, and an optional attempt limit.
+    ///
+    /// Defaults to [`Backoff::default`]: exponential from 8 ms to 256 ms.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .backoff(redmutex::Backoff::fixed(Duration::from_millis(20)))
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Whether each guard keeps its lease alive with a watchdog thread.
+    /// Without it the lease ends `ttl` after acquisition unless you call
+    /// [`Guard::extend`](crate::Guard::extend).
+    ///
+    /// Defaults to `true`.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// // A fixed one-minute lease, bsm/redislock style.
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .watchdog(false)
+    ///     .ttl(Duration::from_secs(60))
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn watchdog(mut self, on: bool) -> Self {
+        self.watchdog = on;
+        self
+    }
+
+    /// The longest a guard's watchdog keeps its lease alive: once `hold`
+    /// has passed since the grant, it stops renewing, the lease runs out at
+    /// its deadline (at most a TTL later), and the guard becomes lost, with a
+    /// `warn` log event (target `redmutex::renew`) saying why. A job that
+    /// hangs then cannot keep the lock forever. Defaults to none.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .max_hold(Duration::from_secs(3600)) // no nightly job runs past an hour
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn max_hold(mut self, hold: Duration) -> Self {
+        self.max_hold = Some(hold);
+        self
+    }
+
+    /// Free text stored with every lock this locker takes, shown by
+    /// [`Locker::holder`] to whoever wonders who holds a key.
+    ///
+    /// Defaults to `<hostname>:<process id>`. The host name is read once
+    /// per process: on Linux from `/proc/sys/kernel/hostname` (or
+    /// `/etc/hostname` without `/proc`), else from the `HOSTNAME` or (on
+    /// Windows) `COMPUTERNAME` variable, else from `uname -n` (macOS, the
+    /// BSDs); "unknown-host" when none answers.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .metadata("nightly-report on build-03")
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn metadata(mut self, metadata: impl Into<String>) -> Self {
+        self.metadata = Some(metadata.into());
+        self
+    }
+
+    /// The longest wait for a pooled connection, on every operation (the
+    /// pool's own `connection_timeout` is not used: r2d2's default is 30 s).
+    ///
+    /// Defaults to [`DEFAULT_CHECKOUT_TIMEOUT`] (2 s).
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .checkout_timeout(Duration::from_millis(500))
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn checkout_timeout(mut self, wait: Duration) -> Self {
+        self.checkout_timeout = wait;
+        self
+    }
+
+    /// Read and write timeout the locker puts on each plain redis-rs
+    /// connection it takes whose timeouts differ, so that even a pool built
+    /// with r2d2's defaults cannot hang a lock call on a stalled server, and
+    /// lockers that share one pool each keep their own timeout.
+    ///
+    /// Defaults to [`DEFAULT_IO_TIMEOUT`] (2 s).
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .io_timeout(Duration::from_millis(500))
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn io_timeout(mut self, timeout: Duration) -> Self {
+        self.io_timeout = timeout;
+        self
+    }
+
+    /// Adds an independent Redis master: with several, the locker runs
+    /// Redlock. Every operation goes to all instances in parallel, and a
+    /// lock is granted when a majority (N/2 + 1) took it within the lease's
+    /// validity (`ttl` minus the time the requests took minus the drift
+    /// allowance). The instances must be independent masters, not replicas
+    /// of each other. Each call to an instance is bounded by the checkout and
+    /// I/O timeouts, capped in this mode at a tenth of the TTL so that a dead
+    /// or hung instance costs little of the lease. An instance whose
+    /// connection fails (refused, unreachable, timed out) is then skipped,
+    /// counted as failed without being asked, for half a second, and tried again
+    /// by the next call after that; each failed try doubles the break, up
+    /// to 2 s, and a success ends it. So a dead master costs its timeout
+    /// once in a while, not on every lock, renewal and release.
+    ///
+    /// Defaults to one instance: the pool given to [`Locker::builder`].
+    ///
+    /// ```no_run
+    /// let locker = redmutex::Locker::builder(redmutex::pool("redis://10.0.0.1/")?)
+    ///     .instance(redmutex::pool("redis://10.0.0.2/")?)
+    ///     .instance(redmutex::pool("redis://10.0.0.3/")?)
+    ///     .build()?;
+    /// let guard = locker.lock("payments")?; // held on at least 2 of the 3
+    /// # drop(guard);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn instance<M>(mut self, pool: r2d2::Pool<M>) -> Self
+    where
+        M: r2d2::ManageConnection,
+        M::Connection: redis::ConnectionLike,
+    {
+        self.instances.push(conn::connector(pool));
+        self
+    }
+
+    /// The clock-drift allowance taken off every lease: the local deadline
+    /// is `sent + ttl - drift`. Raise it when clocks (or the servers' timers)
+    /// may run at different rates.
+    ///
+    /// Defaults to 1 % of the TTL plus 2 ms, recomputed when `extend`
+    /// changes the TTL.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .drift(Duration::from_millis(50))
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn drift(mut self, drift: Duration) -> Self {
+        self.drift = Some(drift);
+        self
+    }
+
+    /// Test-only, not part of the API (hidden, may change without notice):
+    /// Redlock proposals are made as if this machine's clock ran `ahead`
+    /// fast, so that tests can show what a fast client clock does.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// let fast = redmutex::Locker::builder(pool)
+    ///     .test_clock_ahead(std::time::Duration::from_secs(3600));
+    /// # drop(fast);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    #[doc(hidden)]
+    pub fn test_clock_ahead(mut self, ahead: Duration) -> Self {
+        self.clock_ahead = ahead;
+        self
+    }
+
+    /// Requires `replicas` replicas to acknowledge each acquisition: right
+    /// after the acquire script, on the same connection, the locker sends
+    /// `WAIT replicas <replica_timeout>`; with fewer acknowledgements it
+    /// releases the lock and fails with [`Error::NotReplicated`]. (A `WAIT`
+    /// on another connection would confirm nothing: it counts the writes of
+    /// its own connection.)
+    ///
+    /// Renewals (and [`Guard::extend`](crate::Guard::extend)) wait the same
+    /// way, and count only once acknowledged: a lease is never longer than
+    /// the replicas' copy of the lock. A stalled replica therefore costs the
+    /// holder its lease (told as any loss is), rather than leaving a copy
+    /// that a failover would find expired.
+    ///
+    /// Without it, a failover can promote a replica that never saw the lock
+    /// and hand it to a second holder. With it, that takes the loss of every
+    /// acknowledging replica too.
+    ///
+    /// Defaults to 0: no wait.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// let locker = redmutex::Locker::builder(pool).min_replicas(1).build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn min_replicas(mut self, replicas: u64) -> Self {
+        self.min_replicas = replicas;
+        self
+    }
+
+    /// How long `WAIT` may wait for the replicas of
+    /// [`min_replicas`](Builder::min_replicas). Must be above zero and below
+    /// the I/O timeout, since the connection is blocked meanwhile.
+    ///
+    /// Defaults to [`DEFAULT_REPLICA_TIMEOUT`] (250 ms).
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .min_replicas(1)
+    ///     .replica_timeout(Duration::from_millis(100))
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn replica_timeout(mut self, timeout: Duration) -> Self {
+        self.replica_timeout = timeout;
+        self
+    }
+
+    /// Checks the settings and makes the [`Locker`]. Nothing is sent to Redis.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a TTL below 1 ms, not above its drift
+    /// allowance, or above [`MAX_TTL`](crate::MAX_TTL); a zero acquire, checkout or I/O
+    /// timeout, or any of them or `max_hold` above [`MAX_TTL`](crate::MAX_TTL); an empty
+    /// prefix, or on a Redis Cluster a prefix whose first `{` opens no
+    /// non-empty hash tag closed within it (`a{b`, `{}`); an invalid backoff. (Backoff pauses of any length are
+    /// accepted: see [`Backoff`].)
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// let bad = redmutex::Locker::builder(pool).ttl(std::time::Duration::ZERO).build();
+    /// assert!(matches!(bad, Err(redmutex::Error::InvalidInput(_))));
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn build(self) -> Result<Locker, Error> {
+        validate_ttl(self.ttl, self.drift)?;
+        if let Some(p) = &self.prefix {
+            keys::validate_prefix(p)?;
+            if self.instances.iter().any(|i| i.is_cluster()) {
+                keys::validate_cluster_prefix(p)?;
+            }
+        }
+        if let Some(wait) = self.acquire_timeout {
+            validate_wait("acquire timeout", wait)?;
+        }
+        validate_wait("checkout timeout", self.checkout_timeout)?;
+        validate_wait("io timeout", self.io_timeout)?;
+        if let Some(hold) = self.max_hold {
+            validate_wait("max hold", hold)?;
+        }
+        if self.checkout_timeout.is_zero() || self.io_timeout.is_zero() {
+            return Err(Error::InvalidInput(
+                "checkout and io timeouts must be above zero".into(),
+            ));
+        }
+        self.backoff.validate()?;
+        if self.min_replicas > 0
+            && (self.replica_timeout.is_zero() || self.replica_timeout >= self.io_timeout)
+        {
+            return Err(Error::InvalidInput(format!(
+                "replica timeout {:?} must be above zero and below the io timeout {:?}",
+                self.replica_timeout, self.io_timeout
+            )));
+        }
+        Ok(self.build_unchecked())
+    }
+
+    /// The locker for these settings, unchecked: used by `build` after its
+    /// checks and by `Locker::new`, whose defaults are valid (a unit test
+    /// below holds that).
+    pub(crate) fn build_unchecked(self) -> Locker {
+        let topology = Topology {
+            instances: self.instances.len(),
+            cluster: self.instances.iter().any(|i| i.is_cluster()),
+        };
+        let cap = topology.timeout_cap(self.ttl);
+        let config = Config {
+            topology,
+            drift: self.drift,
+            min_replicas: self.min_replicas,
+            replica_timeout: self.replica_timeout,
+            keys: KeySpace::new(self.prefix),
+            ttl: self.ttl,
+            acquire_timeout: self.acquire_timeout,
+            backoff: self.backoff,
+            watchdog: self.watchdog,
+            max_hold: self.max_hold,
+            metadata: self.metadata.unwrap_or_else(default_metadata),
+            checkout_timeout: self.checkout_timeout.min(cap),
+            io_timeout: self.io_timeout.min(cap),
+            clock_ahead: self.clock_ahead,
+        };
+        Locker::from_parts(self.instances, config)
+    }
+}
+
+/// `<hostname>:<pid>`, with "unknown-host" where no name can be read.
+/// The host name is looked up once per process (see [`host_name`]).
+fn default_metadata() -> String {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let host = HOST.get_or_init(|| {
+        host_name(
+            &|path| std::fs::read_to_string(path).ok(),
+            &|var| std::env::var(var).ok(),
+            &uname_n,
+        )
+        .unwrap_or_else(|| "unknown-host".to_owned())
+    });
+    format!("{host}:{}", std::process::id())
+}
+
+/// The host's name, from the first of these that gives one: Linux's
+/// `/proc/sys/kernel/hostname`, then `/etc/hostname` (Linux without
+/// `/proc`), then the `HOSTNAME` variable (containers set it) and
+/// `COMPUTERNAME` (Windows), then `uname -n` (macOS, the BSDs, any other
+/// Unix). No new dependency and no `unsafe`: a `gethostname(2)` binding
+/// would need one or the other. `uname -n` runs once per process, only where
+/// nothing before answered.
+fn host_name(
+    read_file: &dyn Fn(&str) -> Option<String>,
+    var: &dyn Fn(&str) -> Option<String>,
+    uname: &dyn Fn() -> Option<String>,
+) -> Option<String> {
+    let name = |s: String| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|path| read_file(path).and_then(name))
+        .or_else(|| {
+            ["HOSTNAME", "COMPUTERNAME"]
+                .iter()
+                .find_map(|v| var(v).and_then(name))
+        })
+        .or_else(|| uname().and_then(name))
+}
+
+/// `uname -n`, the node name POSIX systems report.
+fn uname_n() -> Option<String> {
+    let out = std::process::Command::new("uname")
+        .arg("-n")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_name_without_proc_or_etc_hostname_asks_uname() {
+        // macOS, the BSDs, a Linux container without /proc: no files, no
+        // exported HOSTNAME.
+        let none = |_: &str| None;
+        let uname = || Some("mac-mini.local\n".to_owned());
+        assert_eq!(
+            host_name(&none, &none, &uname).as_deref(),
+            Some("mac-mini.local")
+        );
+        // Linux: the kernel's name first, without asking uname.
+        let proc = |p: &str| (p == "/proc/sys/kernel/hostname").then(|| "build-03\n".to_owned());
+        let never = || -> Option<String> { panic!("uname asked") };
+        assert_eq!(host_name(&proc, &none, &never).as_deref(), Some("build-03"));
+        // Windows: COMPUTERNAME.
+        let windows = |v: &str| (v == "COMPUTERNAME").then(|| "WIN-7".to_owned());
+        assert_eq!(host_name(&none, &windows, &never).as_deref(), Some("WIN-7"));
+        // Nothing anywhere, or only blanks.
+        let blank = |_: &str| Some(" \n".to_owned());
+        assert_eq!(host_name(&blank, &blank, &|| None), None);
+    }
+
+    #[test]
+    fn metadata_names_host_and_pid() {
+        let m = default_metadata();
+        assert!(m.ends_with(&format!(":{}", std::process::id())), "{m}");
+        assert!(m.len() > 2);
+    }
+}
