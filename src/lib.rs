@@ -403,7 +403,9 @@
 // server.rs           what a server must offer (version, scripting), told at first use
 // protocol/           what is kept in Redis and said to it:
 //   keys.rs           the key layout (lock, counter, queue, waiters, channel) and key checks
-//   scripts.rs        every Lua script, its KEYS/ARGV contract, and one typed caller each
+//   scripts.rs        every Lua script's handle (EVALSHA, NOSCRIPT -> EVAL) and typed caller
+//   lua/*.lua         every Lua script, opening with its KEYS/ARGV contract and replies
+//   lua/lib/*.lua     the helpers scripts share, put before them at compile time
 //   replies.rs        every script reply parsed; the lock value built and parsed
 //   slots.rs          cluster hash slots and hash tags
 // lease/              a lease and what keeps it:

@@ -1,5 +1,6 @@
 //! What the crate keeps in Redis and says to it: the key layout
-//! ([`keys`]), the Lua scripts with one typed caller each ([`scripts`]),
+//! ([`keys`]), the Lua scripts (`lua/*.lua`, with their shared helpers in
+//! `lua/lib/`) with one typed caller each ([`scripts`]),
 //! every reply and stored value parsed ([`replies`]), and cluster hash
 //! slots ([`slots`]).
 

@@ -4,7 +4,7 @@
 //! [`waiters`](super::waiters).
 //!
 //! The announcements (published by the release and dequeue scripts, see
-//! `HAND_OVER` in `protocol/scripts.rs`) are:
+//! `protocol/lua/lib/give.lua`) are:
 //!
 //! - `-<key>`: the lock at Redis key `<key>` was freed, nobody queued;
 //! - `+<token>:<fence>:<key>`: it was handed over to the waiter whose

@@ -1,0 +1,63 @@
+-- Takes every lock key or none, and mints a fencing token; for a single
+-- key, keeps waiters in a first-come, first-served queue.
+--
+-- - `KEYS[1]`: the fencing counter; `KEYS[2]`, `KEYS[3]`: the queue (a
+--   sorted set of owner tokens by arrival) and its waiters (a hash of
+--   entries, see `lib/live_head.lua`); `KEYS[4..]`: the lock keys.
+-- - `ARGV[1]`: owner token, `ARGV[2]`: TTL in ms, `ARGV[3]`: metadata,
+--   `ARGV[4]`: queue mode: `""` ignores the queue (multi-key locks,
+--   Redlock), `"0"` respects it (a free lock with waiters queued is theirs),
+--   `"<ms>"` respects it and, when the lock cannot be had, joins it (or
+--   stays in it) for that many more milliseconds; `ARGV[5]`: how long the
+--   queue keys live after that, in ms (`<ms>` + 1000); `ARGV[6]`: empty;
+--   `ARGV[7]` (optional): the least token to mint (Redlock's proposal),
+--   `ARGV[8]` (with it): how far in µs it may lead this server's clock.
+--
+-- Waiters whose deadline passed are dropped from the head of the queue, so
+-- a dead waiter holds the line for at most its last timeout, and one that
+-- asks again after its deadline queues at the back, as a newcomer; both queue
+-- keys expire a second after the last waiter's timeout, so none outlives
+-- its waiters. Keys that are all ours already (a retry after a lost reply,
+-- or a lock handed over by a release) are granted again whatever the queue
+-- says, with a new fencing token.
+--
+-- Replies: a bulk string, the fencing token, when granted; when not, an
+-- array of the PTTL in ms of the first busy key (-1: it has no TTL; -2: the
+-- lock is free but others are queued first) and the fencing counter as it
+-- stands (0 when missing), below which no hand-over can be newer than this
+-- attempt.
+--
+-- Helpers: owned mint live_head join
+local function grant()
+  local fence = mint(KEYS[1], ARGV[7], ARGV[8])
+  local value = token .. ':' .. fence .. ':' .. ARGV[3]
+  for i = 4, #KEYS do
+    redis.call('SET', KEYS[i], value, 'PX', ARGV[2])
+  end
+  return fence
+end
+-- The common case first, in one call: a single free key, nobody queued.
+if #KEYS == 4 and redis.call('EXISTS', KEYS[4], queue) == 0 then
+  return grant()
+end
+local busy, mine = nil, true
+for i = 4, #KEYS do
+  local v = redis.pcall('GET', KEYS[i])
+  if not v then
+    mine = false
+  elseif not ours(v, token) then
+    mine, busy = false, redis.call('PTTL', KEYS[i])
+    break
+  end
+end
+if busy then
+  if joining then
+    join(clock())
+  end
+  return refuse(busy)
+end
+if not mine then
+  local refused = queue_turn()
+  if refused then return refused end
+end
+return grant()

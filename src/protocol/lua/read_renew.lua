@@ -1,0 +1,16 @@
+-- Renews a read hold: sets its TTL if it is ours and still counted among
+-- the read holds (a set that was lost, evicted say, no longer keeps
+-- writers out: the hold is lost), and keeps that set alive as long.
+--
+-- - `KEYS[1]`: the read hold's key, `KEYS[2]`: the set of read holds.
+--   `ARGV[1]`: owner token, `ARGV[2]`: TTL in ms.
+--
+-- Replies: 1 when renewed, 0 when lost (nothing touched).
+--
+-- Helpers: owned readers
+if not owned(KEYS[1], ARGV[1]) or redis.call('SISMEMBER', KEYS[2], KEYS[1]) == 0 then
+  return 0
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+keep(KEYS[2], ARGV[2])
+return 1

@@ -1,0 +1,64 @@
+-- Takes a read or the write hold of a read-write lock, with writer
+-- preference: a reader is let in while no writer holds the lock and no
+-- live writer is queued before it (readers queued before it do not stop
+-- it); the writer only when no writer and no reader holds it and no live
+-- waiter of either kind is queued before it. So a queued writer stops the
+-- readers who come after it, and when it releases, every reader queued
+-- before the next writer may go in at once. Mints a fencing token for
+-- every hold, read or write.
+--
+-- - `KEYS[1..3]` and `ARGV[1..5]` as `acquire.lua`'s, with the lock's own
+--   queue; `KEYS[4]`: the hold's key (a read hold's own key, or the writer
+--   key), `KEYS[5]`: the writer key, `KEYS[6]`: the set of read-hold keys;
+--   `ARGV[6]`: `r` for a read hold, `w` for the write hold.
+--
+-- A hold already ours (a retry after a lost reply) is granted again with
+-- a new fencing token. A read hold's key joins the set of read holds,
+-- which is kept alive as long as its longest-lived member.
+--
+-- Replies: as `acquire.lua`'s; a refusal carries the writer's PTTL, or the
+-- longest PTTL of the read holds a writer waits for, or -2 when others
+-- are queued first.
+--
+-- Helpers: owned mint live_head join readers
+local hold, writer, readers = KEYS[4], KEYS[5], KEYS[6]
+local reading = ARGV[6] == 'r'
+local function grant()
+  local fence = mint(KEYS[1])
+  redis.call('SET', hold, token .. ':' .. fence .. ':' .. ARGV[3], 'PX', ARGV[2])
+  if reading then
+    redis.call('SADD', readers, hold)
+    keep(readers, ARGV[2])
+  end
+  if mode ~= '' then leave() end
+  return fence
+end
+local function wait(pttl)
+  if joining then join(clock()) end
+  return refuse(pttl)
+end
+if ours(redis.pcall('GET', hold), token) then return grant() end
+if redis.call('EXISTS', writer) == 1 then return wait(redis.call('PTTL', writer)) end
+if reading then
+  -- Stopped only by a live writer queued before this reader.
+  if mode ~= '' and redis.call('EXISTS', queue) == 1 then
+    local now, ms, micros = clock()
+    for _, m in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
+      if m == token then break end
+      local e = redis.call('HGET', waiters, m)
+      if not alive(e, now) then
+        redis.call('ZREM', queue, m)
+        redis.call('HDEL', waiters, m)
+      elseif string.match(e, '^%d+:%d+:%d+:(.)') == 'w' then
+        if joining then join(now, ms, micros) end
+        return refuse(-2)
+      end
+    end
+  end
+  return grant()
+end
+local n, longest = live_readers(readers)
+if n > 0 then return wait(longest) end
+local refused = queue_turn()
+if refused then return refused end
+return grant()
