@@ -382,7 +382,8 @@
 // The crate's layout, one line per home (API apart from mechanism):
 //
 // lib.rs              crate docs, modules, re-exports; no logic
-// locker.rs           `Locker`: the API, and the acquire loop (wait, queue, hand-over)
+// locker.rs           `Locker`: the API
+//   locker/acquire.rs one attempt, the acquire loop (wait, queue, hand-over), a grant's guard
 // semaphore.rs        `Semaphore`: N holders of a name, each hold a `Guard` over one permit key
 // rwlock.rs           `RwLock`: readers or one writer of a name, each hold a `Guard` over its key
 // guard.rs            `Guard`: a held lock, its lease API, release on drop
@@ -394,9 +395,16 @@
 // open.rs             URLs checked and told in words, the password check of `open`,
 //                     the Sentinel and Cluster pools
 // backoff.rs          `Backoff`, retry delays as pure functions
-// raw.rs              the mechanism: acquire, renew, release, holder on every instance
-//                     (asked in parallel), decided by quorum.rs
-//   raw/model_vs_redis.rs  (test) the model walked against the real scripts
+// raw/                the mechanism, on every instance (asked in parallel), decided by quorum.rs:
+//   mod.rs            `RawLock`, a call on one instance, the acquisition and its attempt
+//   mutex.rs          a lock's keys, and who holds one
+//   permits.rs        a semaphore's permit keys, how many are free, the permit granted
+//   rw.rs             a read-write lock's read and write holds
+//   renew.rs          a granted hold's renewal, and its expiry
+//   release.rs        a granted hold's release, and the waiters it wakes here
+//   redlock.rs        Redlock only: the proposal, the write-back, the breaker, the fan-out
+//   later.rs          Redlock: releases sent again to a master that missed them
+//   model_vs_redis.rs (test) the model walked against the real scripts
 // quorum.rs           every majority decision, pure
 // conn.rs             `pool()`, `SocketTimeouts`, the type-erased connector, the spare
 //                     renewal connection, the connection lent to the listener

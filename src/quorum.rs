@@ -1,7 +1,7 @@
 //! Every majority decision, as pure functions over the instances' answers
-//! (the fan-out that collects them is `raw.rs`'s). With one instance every
-//! rule below reduces to "what that instance said"; with N independent
-//! masters it is Redlock.
+//! (the fan-out that collects them is `raw/redlock.rs`'s). With one
+//! instance every rule below reduces to "what that instance said"; with
+//! N independent masters it is Redlock.
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Redlock over three independent masters as a model (`Redlock`), checked
 //! over every interleaving within bounds by `tests/model.rs`.
 //!
-//! What is modelled, as the library does it (`src/raw.rs`): an acquire runs the
+//! What is modelled, as the library does it (`src/raw/`): an acquire runs the
 //! acquire script on every master, each run one atomic step, in any order
 //! and interleaved with other clients' steps; a majority that granted
 //! within the TTL is a grant, anything else is released everywhere. A
@@ -314,7 +314,7 @@ impl Redlock {
     }
 
     /// All masters ran client `c`'s `op`: the client decides, as the
-    /// library's `raw.rs` and `quorum.rs` do.
+    /// library's `raw/` and `quorum.rs` do.
     fn decide(&self, s: &mut State, c: usize, op: Op) {
         let release = Op {
             step: Step::Release,

@@ -1,0 +1,453 @@
+//! The mechanism under `Locker` and `Guard`, for one instance or a
+//! Redlock quorum: each operation runs its script (through the typed
+//! callers of `protocol::scripts`) on every instance, in parallel when
+//! there are several, parses the replies (`protocol::replies`), and a pure
+//! function of `quorum.rs` decides.
+//!
+//! This file holds what every primitive shares: the [`RawLock`] type,
+//! running a call on an instance, the quorum's error, and the acquisition
+//! (its state and the acquire attempt). One file per primitive holds what
+//! is its own: `mutex.rs` (a lock's keys, its holder), `permits.rs` (a
+//! semaphore's permits), `rw.rs` (a read-write lock's holds); what a
+//! granted hold does is in `renew.rs` and `release.rs` (with the release's
+//! announcement to this locker's waiters); `redlock.rs` holds the
+//! Redlock-only parts (the fan-out threads, each master's breaker, the
+//! proposal and the write-back), and `later.rs` the releases sent again.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::{ConnectionLike, Value};
+
+use crate::config::Config;
+use crate::conn::{Connector, Op};
+use crate::protocol::keys::{Hold, LockKeys};
+use crate::protocol::replies;
+use crate::protocol::scripts;
+pub(crate) use crate::protocol::scripts::Queue;
+use crate::quorum::{self, Acquired, Grant};
+use crate::server;
+use crate::time;
+use crate::token::Token;
+use crate::wake::listener::Listener;
+use crate::wake::waiters::Signal;
+use crate::Error;
+
+use redlock::{proposal_lead_and_bound, Breaker, FanOut};
+
+/// State shared by a locker's clones, its guards and their watchdogs.
+pub(crate) struct RawLock {
+    instances: Vec<Arc<dyn Connector>>,
+    /// Per instance, with several (Redlock): when it may be asked again
+    /// after its connection failed (see [`Breaker`]).
+    breakers: Vec<Breaker>,
+    /// Per instance: its server's version was found supported (see
+    /// [`server::check_version`]), checked before the first acquisition.
+    version_checked: Vec<AtomicBool>,
+    pub(crate) config: Config,
+    /// The release listener, and the waiters it wakes.
+    wake: Arc<Listener>,
+    /// Redlock: the threads that ask the other instances.
+    fan: FanOut,
+    /// Redlock: the releases that could not reach an instance, sent again
+    /// once it answers (and for a while where a late renewal may undo them).
+    later: later::Later,
+}
+
+// `RawLock` is `Send + Sync`: connectors are required to be, and `Config` and
+// `Signal` hold plain data behind locks. So `Locker` and `Guard` are too.
+
+/// One acquisition: its token (kept across retries, so a retry after a lost
+/// reply finds the key already ours; in Redlock, where a failed attempt is
+/// released everywhere, each attempt's keys carry an owner token of their
+/// own, see [`Acquisition::owner`]) and its keys.
+pub(crate) struct Acquisition {
+    /// Its own token: the name its waiter is known by, and with one
+    /// instance the owner token of its keys.
+    pub(crate) token: Token,
+    /// The owner token its keys carry (see [`Acquisition::owner`]).
+    owner: Mutex<Token>,
+    /// The keys as the caller gave them, shared with its guard.
+    pub(crate) caller_keys: Arc<[String]>,
+    /// Its keys in Redis.
+    pub(crate) keys: LockKeys,
+    /// The fencing counter as the latest refused attempt saw it: a lock
+    /// handed over to this acquisition with a token at or below it was
+    /// handed over before that attempt, and lost since.
+    floor: AtomicU64,
+    /// The index of the permit granted, once one is.
+    slot: AtomicUsize,
+    /// Redlock: the masters (a bit each) where a call that puts our keys
+    /// there (a renewal, which repairs a missing key, or the write-back)
+    /// failed for want of a connection: it may still arrive, after the
+    /// release too, so the release is sent there again later.
+    stalled: AtomicU64,
+}
+
+/// No permit granted yet.
+const NO_SLOT: usize = usize::MAX;
+
+impl Acquisition {
+    /// An acquisition of `keys` (what they hold says how) with a fresh
+    /// token.
+    fn new(caller_keys: Arc<[String]>, keys: LockKeys) -> Result<Acquisition, Error> {
+        let token = Token::new()?;
+        Ok(Acquisition {
+            owner: Mutex::new(token.clone()),
+            token,
+            caller_keys,
+            keys,
+            floor: AtomicU64::new(0),
+            slot: AtomicUsize::new(NO_SLOT),
+            stalled: AtomicU64::new(0),
+        })
+    }
+
+    /// The owner token its keys carry: its own token with one instance. In
+    /// Redlock each attempt draws a fresh one (see [`RawLock::acquire`]),
+    /// so that an attempt's clean-up, which may reach a master late (queued
+    /// behind a stalled acquire, see [`RawLock::acquire_on`]), can never
+    /// delete the keys of a later attempt; the guard goes on with the one
+    /// of the attempt that was granted.
+    pub(crate) fn owner(&self) -> Token {
+        self.owner.lock().clone()
+    }
+}
+
+/// The outcome of one acquire attempt over all instances.
+pub(crate) enum Outcome {
+    Granted {
+        /// When the first request was sent: the lease counts from here.
+        sent: Instant,
+        fence: u64,
+    },
+    Busy {
+        /// How long the busy key's lease has left, when it has a TTL.
+        holder_ttl: Option<Duration>,
+        /// When the attempt was sent: a lock handed over to this acquisition
+        /// afterwards counts its lease from here.
+        sent: Instant,
+    },
+}
+
+/// With [`Builder::min_replicas`](crate::Builder::min_replicas): waits
+/// (`WAIT`, on the connection that wrote) until that many replicas have
+/// what was written, within the replica timeout.
+fn acknowledged(config: &Config, c: &mut dyn ConnectionLike) -> Result<(), Error> {
+    if config.min_replicas == 0 {
+        return Ok(());
+    }
+    let acked = redis::cmd("WAIT")
+        .arg(config.min_replicas)
+        .arg(time::millis_ceil(config.replica_timeout))
+        .query::<u64>(c)?;
+    if acked >= config.min_replicas {
+        Ok(())
+    } else {
+        Err(Error::NotReplicated {
+            acked,
+            needed: config.min_replicas,
+        })
+    }
+}
+
+impl RawLock {
+    pub(crate) fn new(instances: Vec<Arc<dyn Connector>>, config: Config) -> Self {
+        let announce = config.topology.announces();
+        let channel = announce.then(|| config.keys.release_channel());
+        RawLock {
+            version_checked: instances.iter().map(|_| AtomicBool::new(false)).collect(),
+            breakers: instances.iter().map(|_| Breaker::default()).collect(),
+            fan: FanOut::new(instances.len()),
+            later: later::Later::new(instances.len()),
+            instances,
+            config,
+            wake: Arc::new(Listener::new(channel)),
+        }
+    }
+
+    /// Makes sure this locker listens for releases (see
+    /// [`Listener::ensure`]). True when the listener has just come up: the
+    /// caller should try again at once, as a release may have slipped by.
+    pub(crate) fn ensure_listening(&self) -> bool {
+        let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
+        self.wake.ensure(self.instances.first(), checkout, io)
+    }
+
+    pub(crate) fn instances(&self) -> &[Arc<dyn Connector>] {
+        &self.instances
+    }
+
+    pub(crate) fn signal(&self) -> &Signal {
+        self.wake.waiters()
+    }
+
+    /// The queue mode for an attempt of `a` that wants `wanted`: queues are
+    /// kept for single-key locks, and not in Redlock mode.
+    pub(crate) fn queue_mode(&self, a: &Acquisition, wanted: Queue) -> Queue {
+        // A semaphore queues for one permit, whichever it is; a read-write
+        // lock queues for one lock.
+        let keys = match a.keys.hold {
+            Hold::Lock => a.keys.locks.len(),
+            Hold::Permit | Hold::Read { .. } | Hold::Write { .. } => 1,
+        };
+        if self.config.topology.queues(keys) {
+            wanted
+        } else {
+            Queue::Ignore
+        }
+    }
+
+    /// Leaves the queue of `a` (a waiter that gave up), best effort: the
+    /// entry expires on its own anyway. A lock handed over to it meanwhile
+    /// is freed, and handed to the next waiter.
+    pub(crate) fn dequeue(&self, a: &Acquisition) {
+        let channel = self.wake.channel().unwrap_or("");
+        let call = scripts::dequeue(&a.keys, a.owner().as_str(), channel);
+        for i in 0..self.instances.len() {
+            let _ = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?));
+        }
+    }
+
+    /// Whether a lock handed over to `a`, with fencing token `fence`, may be
+    /// taken as granted without a round trip: it was handed over after the
+    /// latest refused attempt (sent at `sent`), whose claim (see
+    /// [`RawLock::claim`]) then still has most of its length, and no replica
+    /// must acknowledge it first.
+    pub(crate) fn takes_handed(
+        &self,
+        a: &Acquisition,
+        fence: u64,
+        sent: Instant,
+        claim: Duration,
+    ) -> bool {
+        // A permit handed over is taken up by the next attempt, which says
+        // which permit it is; of a read-write lock, only the writer key is
+        // handed over (to a writer).
+        matches!(a.keys.hold, Hold::Lock | Hold::Write { .. })
+            && self.config.min_replicas == 0
+            && fence > a.floor.load(Ordering::SeqCst)
+            && sent.elapsed() < claim / 3
+    }
+
+    /// The claim a release hands over to a waiter that stays queued for
+    /// `stay`: the TTL or the stay, whichever is shorter, in whole
+    /// milliseconds as the scripts see them.
+    pub(crate) fn claim(&self, stay: Duration) -> Duration {
+        let ms = time::millis_ceil(stay)
+            .max(1)
+            .min(time::millis_ceil(self.config.ttl));
+        Duration::from_millis(ms)
+    }
+
+    /// Runs one operation on instance `i`, bounded by the checkout and I/O
+    /// timeouts.
+    fn run_on(&self, i: usize, op: Op<'_>) -> Result<Value, Error> {
+        let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
+        self.guarded(i, || self.instance(i)?.run(checkout, io, op, None))
+    }
+
+    /// As [`RawLock::run_on`], for a renewal: on the connection set aside for
+    /// renewals when it is free.
+    fn run_renewal_on(&self, i: usize, op: Op<'_>) -> Result<Value, Error> {
+        let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
+        self.guarded(i, || self.instance(i)?.run_renewal(checkout, io, op))
+    }
+
+    /// Runs `call` on instance `i` through its breaker: with several
+    /// instances, one whose connection failed is not asked again (the call
+    /// fails at once, as if it had) until its break is over. A failed call
+    /// only ever counts against a decision, so skipping one is always safe.
+    fn guarded<T>(&self, i: usize, call: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+        let breaker = self.breakers.get(i).filter(|_| self.instances.len() > 1);
+        let Some(breaker) = breaker else {
+            return call();
+        };
+        breaker.check()?;
+        let result = call();
+        match &result {
+            Err(e) if e.is_connection() => breaker.trip(),
+            _ => breaker.reset(),
+        }
+        result
+    }
+
+    fn instance(&self, i: usize) -> Result<&Arc<dyn Connector>, Error> {
+        self.instances
+            .get(i)
+            .ok_or_else(|| Error::InvalidInput(format!("no instance {i}")))
+    }
+
+    /// Sets a connection aside for renewals on every instance (a guard with
+    /// a watchdog was just granted). Never waits.
+    pub(crate) fn reserve_for_renewals(&self) {
+        for instance in &self.instances {
+            instance.reserve();
+        }
+    }
+
+    /// The error for a decision that errors left open: the instance's own
+    /// error with one instance, `NoQuorum` with several.
+    fn quorum_error(&self, granted: usize, last: Option<Error>) -> Error {
+        match (self.instances.len(), last) {
+            // A server that cannot run the locker at all is said as such.
+            (1, Some(e)) | (_, Some(e @ Error::Unsupported { .. })) => e,
+            (n, last) => Error::NoQuorum {
+                granted,
+                needed: quorum::quorum(n),
+                last: last.map(Box::new),
+            },
+        }
+    }
+
+    /// One acquire attempt on every instance. A grant on fewer than a
+    /// majority is released everywhere at once, including on the instances
+    /// that seemed to fail.
+    pub(crate) fn acquire(
+        self: &Arc<Self>,
+        a: &Arc<Acquisition>,
+        queue: Queue,
+    ) -> Result<Outcome, Error> {
+        let n = self.instances.len();
+        if n > 1 {
+            // A fresh owner token for each Redlock attempt (see `owner`).
+            *a.owner.lock() = Token::new()?;
+        }
+        let (lead, bound) = proposal_lead_and_bound(self.config.ttl);
+        let bound = u64::try_from(bound.as_micros()).unwrap_or(u64::MAX);
+        let proposal = (n > 1)
+            .then(|| a.proposal(lead, self.config.clock_ahead))
+            .flatten()
+            .map(|p| (p, bound));
+        let sent = Instant::now();
+        let (this, a2) = (Arc::clone(self), Arc::clone(a));
+        let answers = self.fan.run(n, move |i| {
+            let proposal = proposal.as_ref().map(|(p, bound)| (p.as_str(), *bound));
+            this.acquire_on(i, &a2, queue, proposal)
+        });
+        let ttl = self.config.ttl;
+        let drift = time::drift(ttl, self.config.drift);
+        let answered: Arc<[bool]> = answers.iter().map(Result::is_ok).collect();
+        match quorum::decide_acquire(answers, ttl, sent.elapsed(), drift) {
+            // One instance has nothing to write back to; with several,
+            // every one that minted the grant's token already has it.
+            Acquired::Granted { fence, everywhere } if n == 1 || everywhere => {
+                Ok(Outcome::Granted { sent, fence })
+            }
+            Acquired::Granted { fence, .. } => match self.raise_fences(a, fence, &answered) {
+                Ok(true) if quorum::validity(ttl, sent.elapsed(), drift).is_some() => {
+                    Ok(Outcome::Granted { sent, fence })
+                }
+                // The write-back took what was left of the lease (the
+                // process paused, say): the lease is over before it is
+                // returned, and a rival may have been granted a larger
+                // token meanwhile. Too slow, as a slow majority is.
+                Ok(true) => {
+                    self.release_quietly(a);
+                    Err(self.quorum_error(0, None))
+                }
+                // Another client holds the lock on an instance that
+                // answered (a rival's failed attempt, for a moment): a
+                // grant on a bare majority would fall to one instance's
+                // data loss, so it is not kept. The attempt counts as busy.
+                Ok(false) => {
+                    self.release_quietly(a);
+                    Ok(Outcome::Busy {
+                        holder_ttl: None,
+                        sent,
+                    })
+                }
+                Err(e) => {
+                    self.release_quietly(a);
+                    Err(e)
+                }
+            },
+            Acquired::Busy { holder_ttl } => {
+                if n > 1 {
+                    self.release_quietly(a);
+                }
+                Ok(Outcome::Busy { holder_ttl, sent })
+            }
+            Acquired::NoQuorum { granted, last } => {
+                if n > 1 {
+                    self.release_quietly(a);
+                }
+                Err(self.quorum_error(granted, last))
+            }
+        }
+    }
+
+    /// The acquire script on instance `i`, then `WAIT` when replicas must
+    /// acknowledge. On an I/O error (the script may have run although no
+    /// reply came back), the release by token follows on the *same*
+    /// connection, so Redis runs it after the acquire whenever the acquire
+    /// runs: no orphan lock waits out its TTL; when that connection is gone
+    /// (cut after the server answered), on a fresh one. The connector does
+    /// that on a thread of its own, so this returns within the checkout and
+    /// I/O timeouts. With too few acknowledgements, the release is sent at
+    /// once on the same connection.
+    fn acquire_on(
+        &self,
+        i: usize,
+        a: &Acquisition,
+        queue: Queue,
+        proposal: Option<(&str, u64)>,
+    ) -> Result<Grant, Error> {
+        let config = &self.config;
+        let ttl = time::millis_ceil(config.ttl);
+        let owner = a.owner();
+        let (token, metadata) = (owner.as_str(), &config.metadata);
+        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal);
+        let release_by_token = || scripts::release_by_eval(&a.keys, token);
+        let mut grant = None;
+        let (checkout, io) = (config.checkout_timeout, config.io_timeout);
+        let checked = self.version_checked.get(i);
+        let mut op = |c: &mut dyn ConnectionLike| {
+            if let Some(checked) = checked.filter(|c| !c.load(Ordering::Relaxed)) {
+                server::check_version(c)?;
+                checked.store(true, Ordering::Relaxed);
+            }
+            let reply = call.invoke::<Value>(c)?;
+            let (g, floor) = if a.is_permit() {
+                let (g, floor, slot) = replies::parse_permit_acquire(&reply)?;
+                if let Some(slot) = slot {
+                    a.slot.store(slot, Ordering::SeqCst);
+                }
+                (g, floor)
+            } else {
+                replies::parse_acquire(&reply)?
+            };
+            a.floor.store(floor, Ordering::SeqCst);
+            if matches!(g, Grant::Granted(_)) {
+                if let Err(e) = acknowledged(config, c) {
+                    if matches!(e, Error::NotReplicated { .. }) {
+                        // Its own failure changes nothing we report. (After
+                        // an I/O error the connector releases; see above.)
+                        let _ = release_by_token().query::<Value>(c);
+                    }
+                    return Err(e);
+                }
+            }
+            grant = Some(g);
+            Ok(Value::Nil)
+        };
+        self.guarded(i, || {
+            self.instance(i)?
+                .run(checkout, io, &mut op, Some(release_by_token()))
+        })?;
+        grant.ok_or_else(|| replies::unexpected("acquire", &Value::Nil))
+    }
+}
+
+mod later;
+mod mutex;
+mod permits;
+mod redlock;
+mod release;
+mod renew;
+mod rw;
+
+#[cfg(test)]
+mod model_vs_redis;

@@ -1,0 +1,130 @@
+//! The renewal of a granted hold, whatever its primitive, and the expiry
+//! set at its end when it must last until a given time.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use crate::lease::watchdog::Renewal;
+use crate::lease::Lease;
+use crate::protocol::replies::{self, LockValue};
+use crate::protocol::scripts;
+use crate::quorum::{self, RenewDecision};
+use crate::time;
+use crate::Error;
+
+use super::{acknowledged, Acquisition, RawLock};
+
+impl RawLock {
+    /// One owner-checked renewal of `lease` on every instance, for `ttl`
+    /// (`None`: the lease's own TTL, read inside the serialized section, so
+    /// that a renewal never undoes an `extend` that confirmed before it),
+    /// recorded in the lease. Serialized per lease, so concurrent `extend`
+    /// and watchdog calls confirm in the order Redis applied them, and never
+    /// started once the guard has stopped the lease.
+    ///
+    /// With several instances (Redlock), a key of ours found missing on an
+    /// instance (its data lost) is put back with our value and the TTL, and
+    /// that instance counts as confirmed only then: a majority that erodes
+    /// one instance at a time is repaired, not silently lost.
+    pub(crate) fn renew(
+        self: &Arc<Self>,
+        lease: &Lease,
+        a: &Arc<Acquisition>,
+        fence: u64,
+        ttl: Option<Duration>,
+    ) -> Result<Renewal, Error> {
+        lease
+            .serialized(|| {
+                let ttl = ttl.unwrap_or_else(|| lease.schedule().0);
+                self.renew_now(lease, a, fence, ttl)
+            })
+            .unwrap_or(Ok(Renewal::Stopped))
+    }
+
+    fn renew_now(
+        self: &Arc<Self>,
+        lease: &Lease,
+        a: &Arc<Acquisition>,
+        fence: u64,
+        ttl: Duration,
+    ) -> Result<Renewal, Error> {
+        if lease.is_lost() {
+            return Ok(Renewal::Lost);
+        }
+        let owner = a.owner();
+        let repair = self.config.topology.is_redlock().then(|| {
+            let value = LockValue {
+                token: owner.as_str(),
+                fence,
+                metadata: &self.config.metadata,
+            };
+            (value.format(), fence)
+        });
+        let sent = Instant::now();
+        let noted = Arc::clone(a);
+        let (this, a) = (Arc::clone(self), Arc::clone(a));
+        let answers = self.fan.run(self.instances.len(), move |i| {
+            let repair = repair
+                .as_ref()
+                .map(|(value, fence)| (value.as_str(), *fence));
+            let call = scripts::renew(&a.keys, owner.as_str(), time::millis_ceil(ttl), repair);
+            let reply = this.run_renewal_on(i, &mut |c| {
+                let reply = call.invoke::<Value>(c)?;
+                // A renewal counts once the replicas have it too: else a
+                // failover to one of them could find the lock expired.
+                if reply == Value::Int(1) {
+                    acknowledged(&this.config, c)?;
+                }
+                Ok(reply)
+            })?;
+            Ok(replies::int_reply(&reply, "renew")? == 1)
+        });
+        if self.instances.len() > 1 {
+            noted.note_stalled(&answers);
+        }
+        match quorum::decide_renew(answers) {
+            RenewDecision::Confirmed { rival } if lease.confirm(sent, ttl) => {
+                // A rival's attempt holds the key on an instance for a
+                // moment: come back soon to take it, rather than a third of
+                // the TTL later, so that a bare majority does not last.
+                if rival {
+                    lease.hurry();
+                } else {
+                    lease.unhurry();
+                }
+                Ok(Renewal::Confirmed)
+            }
+            RenewDecision::Confirmed { .. } | RenewDecision::Lost => {
+                lease.mark_lost();
+                Ok(Renewal::Lost)
+            }
+            RenewDecision::Failed { confirmed, last } => Err(self.quorum_error(confirmed, last)),
+        }
+    }
+
+    /// Sets the keys of `a` to expire `ttl` from now, where they are still
+    /// ours, and leaves them (no delete, no announcement, no hand-over):
+    /// the end of a hold that must last until a given time. `Ok(true)`: a
+    /// majority still had them; `Ok(false)`: the lease had been lost. The
+    /// guard's watchdog must be stopped first.
+    pub(crate) fn expire(
+        self: &Arc<Self>,
+        a: &Arc<Acquisition>,
+        ttl: Duration,
+    ) -> Result<bool, Error> {
+        let owner = a.owner();
+        let (this, a) = (Arc::clone(self), Arc::clone(a));
+        let answers = self.fan.run(self.instances.len(), move |i| {
+            let call = scripts::renew(&a.keys, owner.as_str(), time::millis_ceil(ttl), None);
+            let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            Ok(replies::int_reply(&reply, "expire")? == 1)
+        });
+        match quorum::decide_renew(answers) {
+            RenewDecision::Confirmed { .. } => Ok(true),
+            RenewDecision::Lost => Ok(false),
+            RenewDecision::Failed { confirmed, last } => Err(self.quorum_error(confirmed, last)),
+        }
+    }
+}
