@@ -1235,6 +1235,30 @@ pub fn check(
                     .map(|n| n.enter)
                     .min()
                 else {
+                    // Never held again: a violation when the run went on
+                    // past the bound (others' locks taken meanwhile) with
+                    // no other fault in the way.
+                    let last = by_key.values().flatten().map(|s| s.enter).max();
+                    let quiet = !events.iter().any(|o| {
+                        !std::ptr::eq(o, e)
+                            && o.kind != Kind::ScriptFlush
+                            && o.kind != Kind::KillWaiter
+                            && o.start < x + bound
+                            && o.end + limits.ttl > x
+                    });
+                    if let Some(last) = last.filter(|l| *l > x + bound && quiet) {
+                        v.violate_at(
+                            rule::TAKEOVER,
+                            format!(
+                                "{key}: not held again in the {:.1} ms from the first release that followed a waiter's kill (worker {w}) to the run's last grant, bound {:.1} ms",
+                                ms(last - x),
+                                ms(bound)
+                            ),
+                            x,
+                            key,
+                            &[],
+                        );
+                    }
                     continue;
                 };
                 let took = n - x;
