@@ -541,6 +541,9 @@ pub struct Limits {
     pub backoff: u64,
     /// Scheduling allowance for a loaded machine (not for loss reports).
     pub slack: u64,
+    /// Whether every lease must be kept where no fault is around (forked
+    /// workers: their watchdogs run).
+    pub kept_leases: bool,
 }
 
 impl Limits {
@@ -611,6 +614,7 @@ pub mod rule {
     pub const LEFTOVERS: &str = "leftovers";
     pub const CLEAN_END: &str = "clean-end";
     pub const STARVED: &str = "starved-lease";
+    pub const KEPT: &str = "kept-lease";
 }
 
 /// What the checker found in one run.
@@ -1139,6 +1143,32 @@ pub fn check(
                 &s.key,
                 &[s],
             );
+        }
+    }
+
+    // Forked workers' watchdogs run: a lease told lost with no fault
+    // around (from its grant to a TTL after) is a violation.
+    if limits.kept_leases {
+        for s in by_key.values().flatten() {
+            let Some(t) = s.told() else { continue };
+            let other = events
+                .iter()
+                .any(|e| e.start <= t && e.end + limits.ttl >= s.enter);
+            if !other {
+                v.violate_at(
+                    rule::KEPT,
+                    format!(
+                        "{} token {} (worker {}): lost its lease {:.1} ms after its grant, with no fault around",
+                        s.key,
+                        s.token,
+                        s.worker,
+                        ms(t.saturating_sub(s.enter))
+                    ),
+                    t,
+                    &s.key,
+                    &[s],
+                );
+            }
         }
     }
 

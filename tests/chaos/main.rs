@@ -83,6 +83,19 @@ struct Scenario {
     fast_clocks: bool,
     /// Waiters with backoffs of up to a minute (see [`SlowWaiters`]).
     slow_waiters: SlowWaiters,
+    /// Each worker uses a watchdog, then works in a child it forks.
+    forked_workers: Forks,
+}
+
+/// Whether workers work in a child they fork (see `worker::Settings::forks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Forks {
+    No,
+    Yes,
+    /// The negative control of forked workers: the child's lockers run
+    /// without a watchdog, as a child's did before issue 38 (its
+    /// watchdog never ran after the parent used one).
+    ChildWithoutWatchdog,
 }
 
 /// Waiters whose backoff runs up to a minute: a queued waiter calls at
@@ -116,6 +129,7 @@ impl Scenario {
             soak: None,
             fast_clocks: false,
             slow_waiters: SlowWaiters::No,
+            forked_workers: Forks::No,
         }
     }
 }
@@ -176,6 +190,7 @@ fn main() {
         soak: None,
         fast_clocks: false,
         slow_waiters: SlowWaiters::No,
+        forked_workers: Forks::No,
     });
     scenarios.push(Scenario {
         name: "Redlock: clocks an hour fast, every master restarted empty".into(),
@@ -186,6 +201,7 @@ fn main() {
         soak: None,
         fast_clocks: true,
         slow_waiters: SlowWaiters::No,
+        forked_workers: Forks::No,
     });
     scenarios.push(Scenario {
         name: "Redlock: one master hung across unlocks".into(),
@@ -196,6 +212,7 @@ fn main() {
         soak: None,
         fast_clocks: false,
         slow_waiters: SlowWaiters::No,
+        forked_workers: Forks::No,
     });
     scenarios.push(Scenario {
         name: "Redlock: a majority eroded one master at a time".into(),
@@ -206,6 +223,7 @@ fn main() {
         soak: None,
         fast_clocks: false,
         slow_waiters: SlowWaiters::No,
+        forked_workers: Forks::No,
     });
     for (replicas, name) in [
         (0, "Sentinel failover while holding"),
@@ -220,6 +238,7 @@ fn main() {
             soak: None,
             fast_clocks: false,
             slow_waiters: SlowWaiters::No,
+            forked_workers: Forks::No,
         });
     }
     if long {
@@ -232,6 +251,7 @@ fn main() {
             soak: Some(Duration::from_secs(60)),
             fast_clocks: false,
             slow_waiters: SlowWaiters::No,
+            forked_workers: Forks::No,
         });
         scenarios.push(Scenario {
             name: "soak: every fault, mixed".into(),
@@ -242,6 +262,7 @@ fn main() {
             soak: Some(Duration::from_secs(240)),
             fast_clocks: false,
             slow_waiters: SlowWaiters::No,
+            forked_workers: Forks::No,
         });
         scenarios.push(Scenario {
             name: "Redlock soak: every fault, mixed".into(),
@@ -252,13 +273,26 @@ fn main() {
             soak: Some(Duration::from_secs(90)),
             fast_clocks: true,
             slow_waiters: SlowWaiters::No,
+            forked_workers: Forks::No,
         });
     }
     scenarios.push(Scenario {
         name: "waiters with 60 s backoffs killed while queued".into(),
         faults: vec![Kind::KillWaiter; 3],
         slow_waiters: SlowWaiters::Yes,
+        forked_workers: Forks::No,
         ..Scenario::one(Kind::KillWaiter)
+    });
+    scenarios.push(Scenario {
+        name: "forked workers (after a watchdog in the parent)".into(),
+        faults: vec![
+            Kind::KillHolder,
+            Kind::KillWaiter,
+            Kind::Del,
+            Kind::PauseServer,
+        ],
+        forked_workers: Forks::Yes,
+        ..Scenario::one(Kind::KillHolder)
     });
     let only = std::env::var("REDMUTEX_CHAOS_ONLY").ok();
     if let Some(only) = &only {
@@ -315,6 +349,7 @@ fn main() {
             soak: None,
             fast_clocks: false,
             slow_waiters: SlowWaiters::No,
+            forked_workers: Forks::No,
         };
         if only
             .as_ref()
@@ -339,12 +374,42 @@ fn main() {
         controls.push((flaw, expected, tripped));
     }
 
+    // The forked workers' control: a child whose lockers renew nothing
+    // loses its long holds, unaware.
+    let s = Scenario {
+        name: "negative control: child-without-watchdog".into(),
+        faults: vec![],
+        forked_workers: Forks::ChildWithoutWatchdog,
+        ..Scenario::one(Kind::KillHolder)
+    };
+    if only
+        .as_ref()
+        .is_none_or(|o| s.name.contains(o.as_str()) || o.contains("control"))
+    {
+        let out = run(&s);
+        let expected = rule::KEPT;
+        let tripped = out.verdict.count(expected);
+        println!(
+            "{:<52} {tripped} [{expected}] violations, {} in all (expected: some [{expected}])",
+            s.name,
+            out.verdict.violations.len()
+        );
+        if let Some(v) = out.verdict.violations.iter().find(|v| v.rule == expected) {
+            println!("    e.g. {v}");
+        }
+        if tripped == 0 {
+            println!("    FAILED: the [{expected}] rule saw nothing wrong with a child whose leases are not renewed");
+            failed = true;
+        }
+    }
+
     // The bounded stay's control: a dead waiter whose place lasts a minute
     // keeps a released lock from everyone far past the bound.
     let s = Scenario {
         name: "negative control: unbounded-stay".into(),
         faults: vec![Kind::KillWaiter; 2],
         slow_waiters: SlowWaiters::UnboundedStay,
+        forked_workers: Forks::No,
         ..Scenario::one(Kind::KillWaiter)
     };
     if only
@@ -746,6 +811,11 @@ impl Run<'_> {
                 SLOW_BACKOFF
             },
             flaw: self.scenario.flaw,
+            forks: match self.scenario.forked_workers {
+                Forks::No => 0,
+                Forks::Yes => 1,
+                Forks::ChildWithoutWatchdog => 2,
+            },
             sentinel: self.scenario.sentinel,
             clock_ahead: if self.scenario.fast_clocks && id.is_multiple_of(2) {
                 Duration::from_secs(3600)
@@ -1426,6 +1496,7 @@ impl Run<'_> {
             IO
         };
         let mut limits = limits(op);
+        limits.kept_leases = self.scenario.forked_workers != Forks::No;
         if self.scenario.slow_waiters != SlowWaiters::No {
             // A queued waiter calls at least this often, whatever its
             // backoff; its stay (a dead one's) is bounded by that pause and
@@ -1712,6 +1783,7 @@ fn limits(op: Duration) -> Limits {
         op: nanos(op),
         backoff: nanos(BACKOFF_MAX),
         slack: nanos(SLACK),
+        kept_leases: false,
     }
 }
 
