@@ -122,3 +122,56 @@ fn a_take_up_that_ends_lost_checks_the_stop_flag_before_retrying() {
         "a waiter asked to stop before its take-up failed got {r:?}"
     );
 }
+
+/// As above, for the wait's deadline: a deadline that passes during a
+/// take-up that ends in `Lost` ends the wait with `Timeout`, instead of one
+/// more attempt past it (which would find the lock free and return it).
+#[test]
+fn a_take_up_that_ends_lost_past_the_deadline_times_out() {
+    let server = Server::start();
+    let k = key("wait-bound-take-up-deadline");
+    let held = server.locker().lock(&k).unwrap();
+    let proxy = Proxy::start(server.port());
+    let waiter = Locker::builder(redmutex::pool(&proxy.url()).unwrap())
+        .ttl(Duration::from_millis(500))
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .io_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let wait = Duration::from_millis(2500);
+    let k2 = k.clone();
+    let t = std::thread::spawn(move || waiter.lock_timeout(&k2, wait).map(|g| g.fencing_token()));
+    wait_until(
+        "the waiter queued and listening",
+        Duration::from_secs(20),
+        || {
+            server.release_subscribers() >= 1
+                && redis::cmd("ZCARD")
+                    .arg(common::queue_keys(None, &k).0)
+                    .query::<u64>(&mut server.conn())
+                    .unwrap_or(0)
+                    == 1
+        },
+    );
+    let calls = server.evalsha_calls();
+    wait_until("a refresh of the waiter", Duration::from_secs(20), || {
+        server.evalsha_calls() > calls
+    });
+    let mut direct = server.conn();
+    proxy.set(Mode::Delay);
+    held.unlock().unwrap();
+    // The waiter's deadline (at most `wait` after it queued) passes while
+    // the server sleeps through its take-up. (When the machine is so slow
+    // that the deadline came before the hand-over, the waiter times out
+    // on its own: the test passes without showing anything.)
+    let _: () = redis::cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("4")
+        .query(&mut direct)
+        .unwrap();
+    let r = t.join().unwrap();
+    assert!(
+        matches!(r, Err(redmutex::Error::Timeout { .. })),
+        "a waiter whose deadline passed during a take-up that failed got {r:?}"
+    );
+}
