@@ -65,6 +65,8 @@ struct Held {
     /// Shared with the watchdog.
     acquisition: Arc<Acquisition>,
     watchdog: Option<Watchdog>,
+    /// The process that took the lock: a forked child's copy is not its.
+    pid: u32,
 }
 
 // `Guard` is `Send + Sync`: every field is (`Arc`s of `Send + Sync` data, a
@@ -103,6 +105,7 @@ impl Guard {
                 shared,
                 acquisition,
                 watchdog: None,
+                pid: std::process::id(),
             }),
         };
         if watchdog_on {
@@ -426,6 +429,13 @@ impl Held {
 impl Drop for Guard {
     fn drop(&mut self) {
         if let Some(held) = self.held.take() {
+            if held.pid != std::process::id() {
+                // A forked child's copy of its parent's guard: the keys,
+                // the watchdog and the connections are the parent's. Leave
+                // them alone (a small leak in the child, never a release).
+                std::mem::forget(held);
+                return;
+            }
             // Errors are not returned here (`unlock` returns them): they are
             // logged.
             let key = self.keys.first().map_or("", String::as_str);

@@ -135,7 +135,10 @@
 //! opens its own pool and [`Locker`]: the pools, lockers and guards it
 //! inherited are the parent's (their connections are shared with the
 //! parent, their threads exist only there), so it must not use them, and
-//! should end with [`std::process::exit`] rather than drop them. Fork
+//! should end with [`std::process::exit`] rather than drop them. A guard
+//! dropped in a process other than the one that took its lock does
+//! nothing (no release, its watchdog left alone): a child that drops the
+//! guards it inherited leaves its parent's locks held. Fork
 //! while no other thread is inside a call of this crate, and with no r2d2
 //! pool open: r2d2's scheduler threads wait in `parking_lot`, whose list
 //! of waiting threads a fork leaves naming the parent's threads, whose

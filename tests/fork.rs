@@ -117,3 +117,40 @@ fn a_forked_childs_watchdog_renews_after_the_parent_used_one() {
     );
     g.unlock().unwrap();
 }
+
+/// A guard a forked child inherited is its parent's: dropping it in the
+/// child neither deletes the parent's key nor stops the parent's watchdog
+/// (issue 38 follow-up). Before, the child's drop released the parent's lock.
+#[test]
+fn dropping_an_inherited_guard_in_a_child_leaves_the_parents_lock() {
+    let server = Server::start();
+    let k = key("fork-inherited");
+    let parent = parent_locker(&server);
+    let guard = parent.lock(&k).unwrap();
+    wait_until("the parent's watchdog ran", Duration::from_secs(10), || {
+        redmutex::watchdog_threads().running > 0
+    });
+    let owner = common::owner_of(&server, &k);
+    assert!(owner.is_some(), "the parent's key is there before the fork");
+    let mut slot = Some(guard);
+    // The child drops its copy of the guard and exits normally.
+    let code = fork::in_child(|| {
+        drop(slot.take());
+        0
+    });
+    assert_eq!(code, Some(0), "the child exited normally");
+    let guard = slot.take().unwrap();
+    // The key is still the parent's, and its watchdog still renews it: it
+    // is there three TTLs (300 ms) later, with a live TTL.
+    assert!(
+        !guard.wait_lost(Duration::from_millis(900)),
+        "the parent lost its lock after the child dropped its copy"
+    );
+    assert_eq!(common::owner_of(&server, &k), owner, "the key's owner");
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(&k)
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(pttl > 0, "the parent's key has {pttl} ms to live");
+    guard.unlock().unwrap();
+}

@@ -132,6 +132,7 @@ fn the_old_holes_are_found() {
     for (flaw, restores, property) in [
         (Flaw::OldMint, true, "fencing"),
         (Flaw::NoClaim, false, "claim"),
+        (Flaw::UnboundedStay, false, "stay"),
     ] {
         let title = format!("{flaw:?} breaks {property}");
         counterexample(&title, protocol(restores, Some(flaw)), property);

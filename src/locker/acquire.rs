@@ -159,8 +159,24 @@ impl Locker {
                     match self.take_up(Arc::clone(&acquisition), sent, fence, claim) {
                         // The claim ran out before the take-up was
                         // confirmed (a slow round trip); the guard's drop
-                        // freed it. Wait on, as if it was never handed over.
-                        Err(Error::Lost { .. }) => continue,
+                        // freed it. Wait on, as if it was never handed over,
+                        // unless asked to stop or out of time meanwhile (the
+                        // hand-over took us out of the queue: nothing to leave).
+                        Err(Error::Lost { .. }) => {
+                            if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+                                return Err(Error::Cancelled {
+                                    key: first.to_owned(),
+                                });
+                            }
+                            if deadline.is_some_and(|d| Instant::now() >= d) {
+                                return Err(Error::Timeout {
+                                    key: first.to_owned(),
+                                    waited: start.elapsed(),
+                                    attempts,
+                                });
+                            }
+                            continue;
+                        }
                         taken => return taken,
                     }
                 }

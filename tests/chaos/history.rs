@@ -541,6 +541,9 @@ pub struct Limits {
     pub backoff: u64,
     /// Scheduling allowance for a loaded machine (not for loss reports).
     pub slack: u64,
+    /// Whether every lease must be kept where no fault is around (forked
+    /// workers: their watchdogs run).
+    pub kept_leases: bool,
 }
 
 impl Limits {
@@ -611,6 +614,7 @@ pub mod rule {
     pub const LEFTOVERS: &str = "leftovers";
     pub const CLEAN_END: &str = "clean-end";
     pub const STARVED: &str = "starved-lease";
+    pub const KEPT: &str = "kept-lease";
 }
 
 /// What the checker found in one run.
@@ -1142,6 +1146,32 @@ pub fn check(
         }
     }
 
+    // Forked workers' watchdogs run: a lease told lost with no fault
+    // around (from its grant to a TTL after) is a violation.
+    if limits.kept_leases {
+        for s in by_key.values().flatten() {
+            let Some(t) = s.told() else { continue };
+            let other = events
+                .iter()
+                .any(|e| e.start <= t && e.end + limits.ttl >= s.enter);
+            if !other {
+                v.violate_at(
+                    rule::KEPT,
+                    format!(
+                        "{} token {} (worker {}): lost its lease {:.1} ms after its grant, with no fault around",
+                        s.key,
+                        s.token,
+                        s.worker,
+                        ms(t.saturating_sub(s.enter))
+                    ),
+                    t,
+                    &s.key,
+                    &[s],
+                );
+            }
+        }
+    }
+
     // After a holder's death, another takes over within TTL + one backoff
     // (more when other faults came in the way, by their length); after a
     // waiter's death, a lock handed to it is claimed for its stay only.
@@ -1235,6 +1265,30 @@ pub fn check(
                     .map(|n| n.enter)
                     .min()
                 else {
+                    // Never held again: a violation when the run went on
+                    // past the bound (others' locks taken meanwhile) with
+                    // no other fault in the way.
+                    let last = by_key.values().flatten().map(|s| s.enter).max();
+                    let quiet = !events.iter().any(|o| {
+                        !std::ptr::eq(o, e)
+                            && o.kind != Kind::ScriptFlush
+                            && o.kind != Kind::KillWaiter
+                            && o.start < x + bound
+                            && o.end + limits.ttl > x
+                    });
+                    if let Some(last) = last.filter(|l| *l > x + bound && quiet) {
+                        v.violate_at(
+                            rule::TAKEOVER,
+                            format!(
+                                "{key}: not held again in the {:.1} ms from the first release that followed a waiter's kill (worker {w}) to the run's last grant, bound {:.1} ms",
+                                ms(last - x),
+                                ms(bound)
+                            ),
+                            x,
+                            key,
+                            &[],
+                        );
+                    }
                     continue;
                 };
                 let took = n - x;

@@ -81,7 +81,42 @@ struct Scenario {
     /// Redlock: every other worker's clock runs an hour fast (its
     /// proposals; see `Builder::test_clock_ahead`).
     fast_clocks: bool,
+    /// Waiters with backoffs of up to a minute (see [`SlowWaiters`]).
+    slow_waiters: SlowWaiters,
+    /// Each worker uses a watchdog, then works in a child it forks.
+    forked_workers: Forks,
 }
+
+/// Whether workers work in a child they fork (see `worker::Settings::forks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Forks {
+    No,
+    Yes,
+    /// The negative control of forked workers: the child's lockers run
+    /// without a watchdog, as a child's did before issue 38 (its
+    /// watchdog never ran after the parent used one).
+    ChildWithoutWatchdog,
+}
+
+/// Waiters whose backoff runs up to a minute: a queued waiter calls at
+/// least once a second whatever its backoff, and a dead one keeps its
+/// place (and a lock handed to it) for at most its bounded stay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlowWaiters {
+    No,
+    Yes,
+    /// The negative control of the bounded stay: as `Yes`, and at each
+    /// waiter's kill a dead waiter whose place lasts a minute (as a stay
+    /// taken from the backoff as given would) is put at the head of every
+    /// lock's queue.
+    UnboundedStay,
+}
+
+/// The longest backoff of slow waiters.
+const SLOW_BACKOFF: Duration = Duration::from_secs(60);
+/// How often a queued waiter calls, whatever its backoff (the library's
+/// `MAX_QUEUED_PAUSE`): the longest pause the checker allows slow waiters.
+const QUEUED_PAUSE: Duration = Duration::from_secs(1);
 
 impl Scenario {
     fn one(kind: Kind) -> Scenario {
@@ -93,6 +128,8 @@ impl Scenario {
             faults: vec![kind],
             soak: None,
             fast_clocks: false,
+            slow_waiters: SlowWaiters::No,
+            forked_workers: Forks::No,
         }
     }
 }
@@ -152,6 +189,8 @@ fn main() {
         faults: REDLOCK_FAULTS.to_vec(),
         soak: None,
         fast_clocks: false,
+        slow_waiters: SlowWaiters::No,
+        forked_workers: Forks::No,
     });
     scenarios.push(Scenario {
         name: "Redlock: clocks an hour fast, every master restarted empty".into(),
@@ -161,6 +200,8 @@ fn main() {
         faults: vec![Kind::KillAll; 3],
         soak: None,
         fast_clocks: true,
+        slow_waiters: SlowWaiters::No,
+        forked_workers: Forks::No,
     });
     scenarios.push(Scenario {
         name: "Redlock: one master hung across unlocks".into(),
@@ -170,6 +211,8 @@ fn main() {
         faults: vec![Kind::HangMaster; 3],
         soak: None,
         fast_clocks: false,
+        slow_waiters: SlowWaiters::No,
+        forked_workers: Forks::No,
     });
     scenarios.push(Scenario {
         name: "Redlock: a majority eroded one master at a time".into(),
@@ -179,6 +222,8 @@ fn main() {
         faults: vec![Kind::FlushTwo; 4],
         soak: None,
         fast_clocks: false,
+        slow_waiters: SlowWaiters::No,
+        forked_workers: Forks::No,
     });
     for (replicas, name) in [
         (0, "Sentinel failover while holding"),
@@ -192,6 +237,8 @@ fn main() {
             faults: vec![Kind::Failover; if long { 3 } else { 1 }],
             soak: None,
             fast_clocks: false,
+            slow_waiters: SlowWaiters::No,
+            forked_workers: Forks::No,
         });
     }
     if long {
@@ -203,6 +250,8 @@ fn main() {
             faults: SENTINEL_FAULTS.to_vec(),
             soak: Some(Duration::from_secs(60)),
             fast_clocks: false,
+            slow_waiters: SlowWaiters::No,
+            forked_workers: Forks::No,
         });
         scenarios.push(Scenario {
             name: "soak: every fault, mixed".into(),
@@ -212,6 +261,8 @@ fn main() {
             faults: Kind::ONE_SERVER.to_vec(),
             soak: Some(Duration::from_secs(240)),
             fast_clocks: false,
+            slow_waiters: SlowWaiters::No,
+            forked_workers: Forks::No,
         });
         scenarios.push(Scenario {
             name: "Redlock soak: every fault, mixed".into(),
@@ -221,8 +272,28 @@ fn main() {
             faults: REDLOCK_FAULTS.to_vec(),
             soak: Some(Duration::from_secs(90)),
             fast_clocks: true,
+            slow_waiters: SlowWaiters::No,
+            forked_workers: Forks::No,
         });
     }
+    scenarios.push(Scenario {
+        name: "waiters with 60 s backoffs killed while queued".into(),
+        faults: vec![Kind::KillWaiter; 3],
+        slow_waiters: SlowWaiters::Yes,
+        forked_workers: Forks::No,
+        ..Scenario::one(Kind::KillWaiter)
+    });
+    scenarios.push(Scenario {
+        name: "forked workers (after a watchdog in the parent)".into(),
+        faults: vec![
+            Kind::KillHolder,
+            Kind::KillWaiter,
+            Kind::Del,
+            Kind::PauseServer,
+        ],
+        forked_workers: Forks::Yes,
+        ..Scenario::one(Kind::KillHolder)
+    });
     let only = std::env::var("REDMUTEX_CHAOS_ONLY").ok();
     if let Some(only) = &only {
         scenarios.retain(|s| s.name.contains(only.as_str()));
@@ -277,6 +348,8 @@ fn main() {
             faults: faults.to_vec(),
             soak: None,
             fast_clocks: false,
+            slow_waiters: SlowWaiters::No,
+            forked_workers: Forks::No,
         };
         if only
             .as_ref()
@@ -299,6 +372,65 @@ fn main() {
             failed = true;
         }
         controls.push((flaw, expected, tripped));
+    }
+
+    // The forked workers' control: a child whose lockers renew nothing
+    // loses its long holds, unaware.
+    let s = Scenario {
+        name: "negative control: child-without-watchdog".into(),
+        faults: vec![],
+        forked_workers: Forks::ChildWithoutWatchdog,
+        ..Scenario::one(Kind::KillHolder)
+    };
+    if only
+        .as_ref()
+        .is_none_or(|o| s.name.contains(o.as_str()) || o.contains("control"))
+    {
+        let out = run(&s);
+        let expected = rule::KEPT;
+        let tripped = out.verdict.count(expected);
+        println!(
+            "{:<52} {tripped} [{expected}] violations, {} in all (expected: some [{expected}])",
+            s.name,
+            out.verdict.violations.len()
+        );
+        if let Some(v) = out.verdict.violations.iter().find(|v| v.rule == expected) {
+            println!("    e.g. {v}");
+        }
+        if tripped == 0 {
+            println!("    FAILED: the [{expected}] rule saw nothing wrong with a child whose leases are not renewed");
+            failed = true;
+        }
+    }
+
+    // The bounded stay's control: a dead waiter whose place lasts a minute
+    // keeps a released lock from everyone far past the bound.
+    let s = Scenario {
+        name: "negative control: unbounded-stay".into(),
+        faults: vec![Kind::KillWaiter; 2],
+        slow_waiters: SlowWaiters::UnboundedStay,
+        forked_workers: Forks::No,
+        ..Scenario::one(Kind::KillWaiter)
+    };
+    if only
+        .as_ref()
+        .is_none_or(|o| s.name.contains(o.as_str()) || o.contains("control"))
+    {
+        let out = run(&s);
+        let expected = rule::TAKEOVER;
+        let tripped = out.verdict.count(expected);
+        println!(
+            "{:<52} {tripped} [{expected}] violations, {} in all (expected: some [{expected}])",
+            s.name,
+            out.verdict.violations.len()
+        );
+        if let Some(v) = out.verdict.violations.iter().find(|v| v.rule == expected) {
+            println!("    e.g. {v}");
+        }
+        if tripped == 0 {
+            println!("    FAILED: the [{expected}] rule saw nothing wrong with a dead waiter's minute-long stay");
+            failed = true;
+        }
     }
 
     let report = totals.report(&controls, started.elapsed());
@@ -673,8 +805,17 @@ impl Run<'_> {
             out: self.log_path(id),
             ttl: TTL,
             io: IO,
-            backoff_max: BACKOFF_MAX,
+            backoff_max: if self.scenario.slow_waiters == SlowWaiters::No {
+                BACKOFF_MAX
+            } else {
+                SLOW_BACKOFF
+            },
             flaw: self.scenario.flaw,
+            forks: match self.scenario.forked_workers {
+                Forks::No => 0,
+                Forks::Yes => 1,
+                Forks::ChildWithoutWatchdog => 2,
+            },
             sentinel: self.scenario.sentinel,
             clock_ahead: if self.scenario.fast_clocks && id.is_multiple_of(2) {
                 Duration::from_secs(3600)
@@ -760,6 +901,31 @@ impl Run<'_> {
             .arg(format!("{PREFIX}:*"))
             .arg(if flush { "flush" } else { "" })
             .invoke(&mut self.conn(i))
+    }
+
+    /// Puts a dead waiter at the head of every lock's queue, with a place
+    /// (and a claim, when handed the lock) that lasts a minute.
+    fn queue_ghost(&self) {
+        let mut c = self.conn(0);
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut c).expect("TIME");
+        let now_ms = secs * 1000 + micros / 1000;
+        let stay = SLOW_BACKOFF.as_millis();
+        for key in FAST_KEYS.iter().chain([&SLOW_KEY]) {
+            let (queue, waiters) = common::queue_keys(Some(PREFIX), key);
+            let _: () = redis::pipe()
+                .cmd("ZADD")
+                .arg(&queue)
+                .arg(1)
+                .arg("ghost")
+                .ignore()
+                .cmd("HSET")
+                .arg(&waiters)
+                .arg("ghost")
+                .arg(format!("{now_ms}:{stay}:{stay}:ghost"))
+                .ignore()
+                .query(&mut c)
+                .expect("queue a dead waiter");
+        }
     }
 
     fn kill_worker(&mut self, pos: usize) -> u32 {
@@ -957,6 +1123,9 @@ impl Run<'_> {
                     % self.workers.len();
                 event.start = now_ns();
                 event.worker = Some(self.kill_worker(pos));
+                if self.scenario.slow_waiters == SlowWaiters::UnboundedStay {
+                    self.queue_ghost();
+                }
             }
             Kind::PauseHolder => {
                 let pos = self.holder();
@@ -1326,7 +1495,14 @@ impl Run<'_> {
         } else {
             IO
         };
-        let limits = limits(op);
+        let mut limits = limits(op);
+        limits.kept_leases = self.scenario.forked_workers != Forks::No;
+        if self.scenario.slow_waiters != SlowWaiters::No {
+            // A queued waiter calls at least this often, whatever its
+            // backoff; its stay (a dead one's) is bounded by that pause and
+            // one call.
+            limits.backoff = nanos(QUEUED_PAUSE);
+        }
         // The starving rounds as the workers recorded them, not as asked.
         let asked = self.events.len();
         history::land_starving(&mut self.events, &logs);
@@ -1607,6 +1783,7 @@ fn limits(op: Duration) -> Limits {
         op: nanos(op),
         backoff: nanos(BACKOFF_MAX),
         slack: nanos(SLACK),
+        kept_leases: false,
     }
 }
 

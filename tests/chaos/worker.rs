@@ -62,12 +62,16 @@ pub struct Settings {
     pub sentinel: Option<u64>,
     /// Redlock: how far this worker's clock runs fast for its proposals.
     pub clock_ahead: Duration,
+    /// 1: the worker uses a watchdog, then works in a child it forks
+    /// (which dies with it); 2: so, and the child's lockers run without a
+    /// watchdog (a negative control); 0: neither.
+    pub forks: u8,
 }
 
 impl Settings {
     pub fn encode(&self) -> String {
         format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
             self.id,
             self.lock_urls.join(","),
             self.resource_url,
@@ -77,7 +81,8 @@ impl Settings {
             self.backoff_max.as_millis(),
             self.flaw.map_or("-", Flaw::code),
             self.sentinel.map_or("-".to_owned(), |n| n.to_string()),
-            self.clock_ahead.as_millis()
+            self.clock_ahead.as_millis(),
+            self.forks
         )
     }
 
@@ -96,6 +101,7 @@ impl Settings {
             flaw: Flaw::parse(get(7)),
             sentinel: get(8).parse().ok(),
             clock_ahead: ms(9),
+            forks: get(10).parse().unwrap_or(0),
         }
     }
 }
@@ -291,6 +297,74 @@ impl Recorder {
 
 pub fn main(spec: &str) {
     let settings = Settings::decode(spec);
+    if settings.forks > 0 {
+        forked(settings);
+    } else {
+        serve(settings);
+    }
+}
+
+/// Uses a watchdog (so that its starter and a parked worker exist here),
+/// closes its pool as the crate docs ask before a fork, then serves in a
+/// forked child that dies with this process (the harness kills this one).
+fn forked(settings: Settings) {
+    let pool = r2d2::Pool::builder()
+        .max_size(2)
+        .test_on_check_out(false)
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .build_unchecked(redis::Client::open(settings.lock_urls[0].as_str()).expect("url"));
+    let locker = builder(Locker::builder(pool), &settings)
+        .watchdog(true)
+        .build()
+        .expect("a valid locker");
+    let guard = locker
+        .lock(format!("warm-up-w{}", settings.id))
+        .expect("the warm-up lock");
+    let until = |what: &str, ok: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ok() {
+            assert!(Instant::now() < deadline, "worker: {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    until("the watchdog ran", &|| {
+        redmutex::watchdog_threads().running > 0
+    });
+    guard.unlock().expect("the warm-up unlock");
+    until("its worker parked", &|| {
+        redmutex::watchdog_threads().parked > 0
+    });
+    drop(locker);
+    until("the pool's threads ended", &|| threads_named("r2d2") == 0);
+    let parent = nix::unistd::getpid();
+    let code = redmutex_testkit::fork::in_child(move || {
+        let dies_with_parent =
+            nix::sys::prctl::set_pdeathsig(Some(nix::sys::signal::Signal::SIGKILL)).is_ok();
+        if !dies_with_parent || nix::unistd::getppid() != parent {
+            return 1;
+        }
+        serve(settings);
+        0
+    });
+    std::process::exit(code.unwrap_or(1));
+}
+
+/// How many threads of this process have a name starting with `prefix`.
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(Result::ok)
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .filter(|name| name.starts_with(prefix))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// One worker's work, in this process.
+fn serve(settings: Settings) {
     let file = OpenOptions::new()
         .create(true)
         .append(true)
@@ -387,6 +461,7 @@ fn builder(b: redmutex::Builder, settings: &Settings) -> redmutex::Builder {
             settings.backoff_max,
         ))
         .test_clock_ahead(settings.clock_ahead)
+        .watchdog(settings.forks != 2)
 }
 
 /// The worker's threads, and the coordinator's commands, until its

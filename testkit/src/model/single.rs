@@ -30,6 +30,9 @@
 //! - *claim*: a lock handed to a waiter that is gone (and so never takes
 //!   it up) lasts at most the claim window (the waiter's stay), never the
 //!   TTL;
+//! - *stay*: while the lock is free, a dead waiter's place in the queue
+//!   (which refuses the lock to those behind it) ends within its stay,
+//!   which is bounded whatever the backoff;
 //! - *liveness*, under fair scheduling (see [`Fair`]): a waiter that stays
 //!   is granted within a bound;
 //! - and, as a check that the bounds reach the interesting states, that a
@@ -50,6 +53,10 @@ pub enum Flaw {
     /// The old hand-over: a waiter is handed the lock for the whole TTL, so
     /// a dead waiter keeps it from everyone that long.
     NoClaim,
+    /// The old stay: taken from the backoff as given, unbounded (here, past
+    /// the horizon), so a dead waiter's place keeps a free lock from
+    /// everyone queued behind it.
+    UnboundedStay,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -288,7 +295,11 @@ impl Protocol {
                     });
                     Reply::Granted(fence)
                 } else {
-                    let until = s.now + self.stay;
+                    let until = s.now
+                        + match self.flaw {
+                            Some(Flaw::UnboundedStay) => self.horizon + self.stay,
+                            _ => self.stay,
+                        };
                     match s.server.queue.iter_mut().find(|(w, _)| *w == c) {
                         Some(entry) => entry.1 = until,
                         None => s.server.queue.push((c, until)),
@@ -581,6 +592,15 @@ impl Model for Protocol {
                         || s.clients[l.owner].phase != Phase::Dead
                         || l.expires <= s.now + m.claim()
                 })
+            }),
+            Property::always("stay", |m: &Protocol, s: &State| {
+                // A free lock is refused to those behind a dead waiter's
+                // place for at most the stay (bounded whatever the backoff).
+                let free = s.server.lock.as_ref().is_none_or(|l| l.expires <= s.now);
+                !free
+                    || s.server.queue.iter().all(|&(w, until)| {
+                        s.clients[w].phase != Phase::Dead || until <= s.now + m.stay
+                    })
             }),
             Property::sometimes("a hand-over", |_, s: &State| s.handed_over),
             Property::sometimes("a take-up", |_, s: &State| s.taken_up),
