@@ -26,6 +26,7 @@ Exit codes:
   128+N            when the child died of signal N
   75               the lock was busy (-n, or the wait ran out; see -E)
   70               the lease was lost (or --max-hold reached) and the child was stopped
+                   (or processes of its group outlived their SIGKILL: the lock expires)
   69               Redis could not be reached, or answered with an error, before the lock was
                    taken (or was unreachable when a wait ran out)
   64               usage error
@@ -39,7 +40,9 @@ The job never runs without the lock, as far as this host can tell:
     group has exited, as flock(1) holds it while any process has the descriptor. With
     --kill-stragglers, the processes left when the first one exits are stopped instead.
     On Linux redmutex adopts the command's orphans (a child subreaper) and reaps them as
-    they exit, so a zombie never holds the lock.
+    they exit, so a zombie never holds the lock. After a SIGKILL it waits up to the kill
+    grace for the group to be empty; when a process outlives that (uninterruptible sleep,
+    a slow exit), the lock is not released but left to expire at its TTL (exit 70).
   - When the lease is lost, or renewals fail until it would end within the kill grace plus
     the kill margin (a tenth of the TTL, from 50ms to 1s), the group gets SIGTERM, then
     SIGKILL at the earlier of the kill grace and the kill margin before the lease's local

@@ -146,9 +146,12 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
     if let Err(e) = told {
         // The watcher is gone already: no watcher, no job.
         let kill_at = kill_at(&guard, args);
-        stop_group(&mut job, kill_at, &signals);
-        drop(guard);
+        let emptied = stop_group(&mut job, kill_at, kill_grace(args), &signals);
+        end_lease(guard, emptied);
         say!("redmutex: the watcher process has exited ({e}): the command was stopped");
+        if !emptied {
+            say_stuck(args);
+        }
         return ExitCode::from(UNAVAILABLE);
     }
     let outcome = supervise(
@@ -164,24 +167,60 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         t.give_back(group);
     }
     match outcome {
-        Ok(status) => {
+        Ok((status, true)) => {
             watcher.done();
             finish(guard, status, args, taken_at)
+        }
+        Ok((_, false)) => {
+            // Stragglers stopped, but not all gone: not released.
+            watcher.done();
+            end_lease(guard, false);
+            say_stuck(args);
+            ExitCode::from(LOST)
         }
         Err(why) => {
             // The job first; the message after, so that nothing on the way
             // (a write to a broken stderr) can come before the stop.
             let kill_at = kill_at(&guard, args);
-            stop_group(&mut job, kill_at, &signals);
+            let emptied = stop_group(&mut job, kill_at, kill_grace(args), &signals);
             watcher.done();
             if let Some(t) = &terminal {
                 t.give_back(group);
             }
-            drop(guard);
+            end_lease(guard, emptied);
             say!("redmutex: {why}: the command was stopped");
+            if !emptied {
+                say_stuck(args);
+            }
             ExitCode::from(LOST)
         }
     }
+}
+
+/// Ends the hold after a stop: released when the group has exited; else
+/// (a process of it outlived its SIGKILL: in uninterruptible sleep, or
+/// slow to exit) not released, nor renewed again once this process exits
+/// (right after): the key expires at the TTL of its last renewal, as if
+/// this process had died, so the lock is not given away while that
+/// process may still run.
+fn end_lease(guard: Guard, emptied: bool) {
+    if emptied {
+        drop(guard);
+    } else {
+        // Not dropped: dropping releases. The watchdog thread ends with
+        // this process, a moment later.
+        std::mem::forget(guard);
+    }
+}
+
+/// The message when the group did not empty after its SIGKILL.
+fn say_stuck(args: &RunArgs) {
+    say!(
+        "redmutex: processes of the command's group were still alive {:?} after SIGKILL: lock \
+         {:?} is not released, it expires at its TTL",
+        kill_grace(args),
+        args.key
+    );
 }
 
 /// The first pause after a connection error while waiting; it doubles
@@ -547,7 +586,8 @@ fn kill_at(guard: &Guard, args: &RunArgs) -> Instant {
 /// Waits for the command to end, forwarding signals to its group, and
 /// returns the leader's status once every process of the group has exited
 /// (with `--kill-stragglers`, once those left behind the leader are
-/// stopped). `Err` with the reason when the group must be stopped first:
+/// stopped), with whether the group is empty (false: a straggler outlived
+/// its SIGKILL). `Err` with the reason when the group must be stopped first:
 /// the lease is lost, or could run out before a stop that starts now would
 /// end (a kill grace plus the kill margin away), or the max hold is
 /// reached.
@@ -559,7 +599,7 @@ fn supervise(
     signals: &mpsc::Receiver<i32>,
     watcher: &mut Watcher,
     terminal: Option<&Terminal>,
-) -> Result<ExitStatus, String> {
+) -> Result<(ExitStatus, bool), String> {
     let max_until = args.max_hold.and_then(|m| taken_at.checked_add(m));
     let margin = kill_margin(args.ttl);
     loop {
@@ -573,14 +613,14 @@ fn supervise(
         }
         if job.all_done() {
             if let Some(status) = job.status {
-                return Ok(status);
+                return Ok((status, true));
             }
         }
         if args.kill_stragglers {
             if let Some(status) = job.status {
                 let kill_at = kill_at(guard, args);
-                stop_group(job, kill_at, signals);
-                return Ok(status);
+                let emptied = stop_group(job, kill_at, kill_grace(args), signals);
+                return Ok((status, emptied));
             }
         }
         // Stopped from the terminal: left so, it would keep the terminal
@@ -612,13 +652,21 @@ fn supervise(
 }
 
 /// SIGTERM to the group, then SIGKILL at `kill_at` to whatever is left of
-/// it; returns when the group has exited (or, after the SIGKILL, once the
-/// leader is reaped).
-fn stop_group(job: &mut Job, kill_at: Instant, signals: &mpsc::Receiver<i32>) {
+/// it; then waits up to `after_kill` for the group to be empty (reaping
+/// the leader and the orphans this process adopted). True once every
+/// process of the group has exited; false when one outlived its SIGKILL
+/// that long (uninterruptible sleep, a slow exit): the lock must then not
+/// be released (see [`end_lease`]).
+fn stop_group(
+    job: &mut Job,
+    kill_at: Instant,
+    after_kill: Duration,
+    signals: &mpsc::Receiver<i32>,
+) -> bool {
     signal_group(job.group, SIGTERM);
     while Instant::now() < kill_at {
         if job.all_done() {
-            return;
+            return true;
         }
         // Signals meanwhile change nothing (the group is being stopped):
         // waiting for one is the pause between two looks.
@@ -628,7 +676,17 @@ fn stop_group(job: &mut Job, kill_at: Instant, signals: &mpsc::Receiver<i32>) {
         let _ = signals.recv_timeout(pause);
     }
     signal_group(job.group, SIGKILL);
-    job.reap(true);
+    let end = Instant::now() + after_kill;
+    loop {
+        if job.all_done() {
+            return true;
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let _ = signals.recv_timeout(left.min(Duration::from_millis(10)));
+    }
 }
 
 /// Sends `signal` to every process of `group`.

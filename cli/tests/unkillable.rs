@@ -40,10 +40,12 @@ impl Freezer {
 impl Drop for Freezer {
     fn drop(&mut self) {
         self.thaw();
-        // Empty once the thawed processes have taken their SIGKILL.
+        // Empty once the thawed processes have taken their SIGKILL; a
+        // channel that never receives makes the pause between two tries.
+        let (_keep, pause) = std::sync::mpsc::channel::<()>();
         let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while std::fs::remove_dir(&self.dir).is_err() && std::time::Instant::now() < end {
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            let _ = pause.recv_timeout(std::time::Duration::from_millis(20));
         }
     }
 }
