@@ -22,8 +22,22 @@ fn strace_works() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// The supervisor held (not killed: strace restarts it only after the
+/// delay) in its first write after the job's fork: it is stuck, renewing
+/// nothing, and has told the watcher nothing.
+#[test]
+fn a_supervisor_stuck_before_it_told_the_watcher_leaves_no_job() {
+    supervisor_stopped_at_first_write("inject=write:delay_enter=10000000:when=1", false);
+}
+
+/// The supervisor killed by SIGKILL at its first write after the job's
+/// fork, before it could tell the watcher anything.
 #[test]
 fn a_supervisor_killed_before_it_told_the_watcher_leaves_no_job() {
+    supervisor_stopped_at_first_write("inject=write:signal=KILL:when=1", true);
+}
+
+fn supervisor_stopped_at_first_write(inject: &str, killed: bool) {
     if !strace_works() {
         eprintln!("skipped: strace is missing or cannot trace here");
         return;
@@ -39,7 +53,7 @@ fn a_supervisor_killed_before_it_told_the_watcher_leaves_no_job() {
             "-e",
             "trace=write",
             "-e",
-            "inject=write:delay_enter=10000000:when=1",
+            inject,
             env!("CARGO_BIN_EXE_redmutex"),
             "run",
             "--ttl",
@@ -60,12 +74,14 @@ fn a_supervisor_killed_before_it_told_the_watcher_leaves_no_job() {
         .unwrap();
     wait_for("the child started", || s.file("ready").exists());
     let leader = job_pid(&s);
-    let supervisor = std::fs::read_to_string(s.file("out")).unwrap();
-    let sent = Command::new("kill")
-        .args(["-KILL", supervisor.trim()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
+    if !killed {
+        let supervisor = std::fs::read_to_string(s.file("out")).unwrap();
+        let sent = Command::new("kill")
+            .args(["-KILL", supervisor.trim()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
     let mut conn = s.conn();
     let end = Instant::now() + Duration::from_secs(20);
     loop {
