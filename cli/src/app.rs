@@ -54,7 +54,9 @@ The job never runs without the lock, as far as this host can tell:
     signal) or is stopped or stuck, a watcher process started before the command
     (`redmutex __watch`, in a process group of its own) stops the group the same way: it
     learns of the death when its pipe from redmutex closes, and sends SIGKILL no later than
-    the kill margin before the last deadline it was told. No watcher, no command: a watcher
+    the kill margin before the last deadline it was told. It gets the lease's deadline when
+    it starts, and the command's group from the command's own process before its exec, so
+    no moment exists when the command runs and the watcher does not know it. No watcher, no command: a watcher
     killed alone is replaced within 50ms, or the command is stopped (exit 70).
 Not covered: processes that left the command's process group (setsid, a daemon, a new
 process group: use systemd or cgroups for those); the watcher killed along with redmutex
@@ -105,6 +107,8 @@ enum Command {
         grace_ms: u64,
         /// The kill margin, in milliseconds.
         margin_ms: u64,
+        /// The lease's local deadline, in milliseconds from the start.
+        deadline_ms: u64,
     },
 }
 
@@ -317,7 +321,8 @@ pub fn main() -> ExitCode {
         Command::Watch {
             grace_ms,
             margin_ms,
-        } => watch::watch(grace_ms, margin_ms),
+            deadline_ms,
+        } => watch::watch(grace_ms, margin_ms, deadline_ms),
         Command::Run(args) => {
             if args.verbose && log::set_logger(&STDERR).is_ok() {
                 log::set_max_level(log::LevelFilter::Debug);

@@ -2,6 +2,7 @@
 //! stop the group when the lease can no longer be promised, release.
 
 use std::io;
+use std::os::unix::io::RawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitCode, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -106,17 +107,18 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
     }
     // The watcher first: without it, a SIGKILL of this process would leave
     // the job running past the lease, so no watcher, no job.
-    let mut watcher = match Watcher::start(kill_grace(args), kill_margin(args.ttl)) {
-        Ok(w) => w,
-        Err(e) => {
-            drop(guard);
-            say!("redmutex: cannot start the watcher process: {e}");
-            return ExitCode::from(UNAVAILABLE);
-        }
-    };
+    let mut watcher =
+        match Watcher::start(kill_grace(args), kill_margin(args.ttl), guard.valid_until()) {
+            Ok(w) => w,
+            Err(e) => {
+                drop(guard);
+                say!("redmutex: cannot start the watcher process: {e}");
+                return ExitCode::from(UNAVAILABLE);
+            }
+        };
     adopt_orphans();
     let terminal = Terminal::take();
-    let child = match spawn(args, &guard, terminal.as_ref()) {
+    let child = match spawn(args, &guard, terminal.as_ref(), watcher.fd()) {
         Ok(child) => child,
         Err(e) => {
             if let Some(t) = &terminal {
@@ -140,9 +142,10 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         status: None,
         stopped: None,
     };
-    let told = watcher
-        .group(group)
-        .and_then(|()| watcher.deadline(guard.valid_until()));
+    // The child told the watcher its group before it ran the command (see
+    // `spawn`); kept here for a replacement watcher.
+    watcher.told_group(group);
+    let told = watcher.deadline(guard.valid_until());
     if let Err(e) = told {
         // The watcher is gone already: no watcher, no job.
         let kill_at = kill_at(&guard, args);
@@ -357,7 +360,19 @@ fn signalled(signals: &mpsc::Receiver<i32>) -> ExitCode {
 /// that is its stdin, that group becomes the terminal's foreground group,
 /// so the command can read the terminal (and gets its Ctrl-C) as it would
 /// without `redmutex`; it gets the terminal back with [`Terminal::restore`].
-fn spawn(args: &RunArgs, guard: &Guard, terminal: Option<&Terminal>) -> io::Result<Child> {
+///
+/// Before it runs the command, the child itself writes `G <its pid>` (its
+/// process group) to the watcher's pipe `watcher`: that copy of the pipe
+/// closes only at exec, so the watcher reads the group before it can see
+/// the pipe end, even when this process is killed the instant after the
+/// fork. A child that cannot tell the watcher (it is gone) fails to spawn:
+/// no watcher, no job.
+fn spawn(
+    args: &RunArgs,
+    guard: &Guard,
+    terminal: Option<&Terminal>,
+    watcher: Option<RawFd>,
+) -> io::Result<Child> {
     let (program, rest) = args
         .command
         .split_first()
@@ -368,13 +383,14 @@ fn spawn(args: &RunArgs, guard: &Guard, terminal: Option<&Terminal>) -> io::Resu
         .env("REDMUTEX_KEY", &args.key)
         .env("REDMUTEX_FENCING_TOKEN", guard.fencing_token().to_string())
         .process_group(0);
-    if let Some(t) = terminal {
-        let foreground = t.foreground;
-        // SAFETY: runs in the child between fork and exec, and calls only
-        // async-signal-safe functions (getpid, tcsetpgrp, signal), with no
-        // allocation and no lock.
-        unsafe {
-            command.pre_exec(move || {
+    let watcher = watcher.ok_or_else(|| io::Error::from(io::ErrorKind::BrokenPipe))?;
+    let terminal_foreground = terminal.map(|t| t.foreground);
+    // SAFETY: runs in the child between fork and exec, and calls only
+    // async-signal-safe functions (getpid, tcsetpgrp, signal, write), with
+    // no allocation and no lock.
+    unsafe {
+        command.pre_exec(move || {
+            if let Some(foreground) = terminal_foreground {
                 // SIGTTOU is ignored (inherited from `Terminal::take`), so
                 // a background group may take the terminal; then back to
                 // its default for the command.
@@ -382,9 +398,9 @@ fn spawn(args: &RunArgs, guard: &Guard, terminal: Option<&Terminal>) -> io::Resu
                     libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid());
                 }
                 libc::signal(libc::SIGTTOU, libc::SIG_DFL);
-                Ok(())
-            });
-        }
+            }
+            tell_watcher(watcher)
+        });
     }
     let child = command.spawn()?;
     if terminal.is_some_and(|t| t.foreground) {
@@ -397,6 +413,53 @@ fn spawn(args: &RunArgs, guard: &Guard, terminal: Option<&Terminal>) -> io::Resu
         }
     }
     Ok(child)
+}
+
+/// In the child, between fork and exec: writes `G <pid>` (the child leads
+/// its own process group by then) to the watcher's pipe `fd`, in one
+/// write (atomic on a pipe), with SIGPIPE ignored meanwhile so that a
+/// watcher gone makes an error (the spawn fails), not a silent death.
+/// Async-signal-safe: no allocation, no lock.
+fn tell_watcher(fd: RawFd) -> io::Result<()> {
+    let mut line = [0u8; 24];
+    line[0] = b'G';
+    line[1] = b' ';
+    // SAFETY: getpid takes nothing and cannot fail.
+    let mut pid = unsafe { libc::getpid() }.unsigned_abs();
+    let mut digits = [0u8; 10];
+    let mut n = 0;
+    loop {
+        digits[n] = b'0' + (pid % 10) as u8;
+        n += 1;
+        pid /= 10;
+        if pid == 0 || n == digits.len() {
+            break;
+        }
+    }
+    let mut len = 2;
+    for d in digits[..n].iter().rev() {
+        line[len] = *d;
+        len += 1;
+    }
+    line[len] = b'\n';
+    len += 1;
+    // SAFETY: signal and write with a pointer into a local buffer of at
+    // least `len` bytes.
+    unsafe {
+        let before = libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        let result = loop {
+            let w = libc::write(fd, line.as_ptr().cast(), len);
+            if w >= 0 {
+                break Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                break Err(e);
+            }
+        };
+        libc::signal(libc::SIGPIPE, before);
+        result
+    }
 }
 
 /// This process's controlling terminal, when it is stdin: when this

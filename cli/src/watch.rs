@@ -1,12 +1,14 @@
 //! The watcher: a second process that stops the job when its supervisor
 //! (`redmutex run`) can no longer, even killed by SIGKILL.
 //!
-//! `run` starts it (as `redmutex __watch`, in a process group of its own,
-//! so that neither the terminal nor a signal to the supervisor's group
-//! reaches it) before the command, and talks to it over its stdin, one line
+//! `run` starts it (as `redmutex __watch <grace> <margin> <deadline>`, in a
+//! process group of its own, so that neither the terminal nor a signal to
+//! the supervisor's group reaches it) before the command, and talks to it over its stdin, one line
 //! a message:
 //!
-//! - `G <pgid>`: the command's process group;
+//! - `G <pgid>`: the command's process group, written by the command's
+//!   child itself before exec (so it comes before the pipe can end), and
+//!   by the supervisor to a replacement watcher;
 //! - `D <ms>`: the lease's local deadline is `<ms>` from now;
 //! - `X`: the group has exited (or was stopped): nothing left to do.
 //!
@@ -21,6 +23,7 @@
 //! stuck), it sends the group SIGKILL.
 
 use std::io::{self, BufRead, Write};
+use std::os::unix::io::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
@@ -48,13 +51,16 @@ pub struct Watcher {
 
 impl Watcher {
     /// Starts the watcher (this program, `__watch`) with the kill grace and
-    /// margin of this run.
-    pub fn start(grace: Duration, margin: Duration) -> io::Result<Watcher> {
+    /// margin of this run, and the lease's local deadline `until` (so that
+    /// it has one before the command can run, even when this process is
+    /// stuck before it sends any).
+    pub fn start(grace: Duration, margin: Duration, until: Instant) -> io::Result<Watcher> {
         let mut child = Command::new(own_image()?)
             .arg0("redmutex")
             .arg("__watch")
             .arg(millis(grace).to_string())
             .arg(millis(margin).to_string())
+            .arg(millis(until.saturating_duration_since(Instant::now())).to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -64,11 +70,23 @@ impl Watcher {
         Ok(Watcher {
             child,
             pipe,
-            sent: None,
+            sent: Some(until),
             grace,
             margin,
             group: None,
         })
+    }
+
+    /// The write end of the pipe to the watcher, for the command's child to
+    /// tell it its group before exec (see `run::spawn`).
+    pub fn fd(&self) -> Option<RawFd> {
+        self.pipe.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// Records the command's process group, which the command's child has
+    /// told the watcher itself, for a replacement watcher.
+    pub fn told_group(&mut self, group: i32) {
+        self.group = Some(group);
     }
 
     /// Tells the watcher the command's process group.
@@ -86,7 +104,7 @@ impl Watcher {
         if !exited && self.deadline(until).is_ok() {
             return Ok(());
         }
-        let mut new = Watcher::start(self.grace, self.margin)?;
+        let mut new = Watcher::start(self.grace, self.margin, until)?;
         if let Some(g) = self.group {
             new.group(g)?;
         }
@@ -120,7 +138,8 @@ impl Watcher {
 
     fn send(&mut self, line: &str) -> io::Result<()> {
         match &mut self.pipe {
-            Some(pipe) => writeln!(pipe, "{line}"),
+            // One write: a line is never split between two writes.
+            Some(pipe) => pipe.write_all(format!("{line}\n").as_bytes()),
             None => Err(io::Error::from(io::ErrorKind::BrokenPipe)),
         }
     }
@@ -147,12 +166,15 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// `redmutex __watch <grace ms> <margin ms>`: the watcher's side.
-pub fn watch(grace_ms: u64, margin_ms: u64) -> ExitCode {
+/// `redmutex __watch <grace ms> <margin ms> <deadline ms>`: the watcher's
+/// side. The deadline counts from this process's start, a little after the
+/// supervisor measured it: the kill margin covers that.
+pub fn watch(grace_ms: u64, margin_ms: u64, deadline_ms: u64) -> ExitCode {
     let (grace, margin) = (
         Duration::from_millis(grace_ms),
         Duration::from_millis(margin_ms),
     );
+    let started = Instant::now();
     let (tx, rx) = mpsc::channel::<String>();
     let reading = std::thread::Builder::new()
         .name("stdin".into())
@@ -169,7 +191,9 @@ pub fn watch(grace_ms: u64, margin_ms: u64) -> ExitCode {
     }
     let mut group: Option<i32> = None;
     // The moment the group must be dead by: the deadline less the margin.
-    let mut kill_by: Option<Instant> = None;
+    let mut kill_by: Option<Instant> = started
+        .checked_add(Duration::from_millis(deadline_ms))
+        .map(|until| until.checked_sub(margin).unwrap_or(started));
     let mut killed = false;
     loop {
         let now = Instant::now();
