@@ -57,7 +57,8 @@ The job never runs without the lock, as far as this host can tell:
     the kill margin before the last deadline it was told. It gets the lease's deadline when
     it starts, and the command's group from the command's own process before its exec, so
     no moment exists when the command runs and the watcher does not know it. No watcher, no command: a watcher
-    killed alone is replaced within 50ms, or the command is stopped (exit 70).
+    killed alone is replaced within 50ms (during a kill grace too: within 10ms, else the
+    SIGKILL goes at once), or the command is stopped (exit 70).
 Not covered: processes that left the command's process group (setsid, a daemon, a new
 process group: use systemd or cgroups for those); the watcher killed along with redmutex
 or within 50ms of it (kill -9 of both, the OOM killer choosing both); a process in

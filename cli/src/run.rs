@@ -149,7 +149,7 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
     if let Err(e) = told {
         // The watcher is gone already: no watcher, no job.
         let kill_at = kill_at(&guard, args);
-        let emptied = stop_group(&mut job, kill_at, kill_grace(args), &signals);
+        let emptied = stop_group(&mut job, kill_at, kill_grace(args), &signals, None);
         end_lease(guard, emptied);
         say!("redmutex: the watcher process has exited ({e}): the command was stopped");
         if !emptied {
@@ -185,7 +185,13 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
             // The job first; the message after, so that nothing on the way
             // (a write to a broken stderr) can come before the stop.
             let kill_at = kill_at(&guard, args);
-            let emptied = stop_group(&mut job, kill_at, kill_grace(args), &signals);
+            let emptied = stop_group(
+                &mut job,
+                kill_at,
+                kill_grace(args),
+                &signals,
+                Some((&mut watcher, &guard)),
+            );
             watcher.done();
             if let Some(t) = &terminal {
                 t.give_back(group);
@@ -682,7 +688,13 @@ fn supervise(
         if args.kill_stragglers {
             if let Some(status) = job.status {
                 let kill_at = kill_at(guard, args);
-                let emptied = stop_group(job, kill_at, kill_grace(args), signals);
+                let emptied = stop_group(
+                    job,
+                    kill_at,
+                    kill_grace(args),
+                    signals,
+                    Some((&mut *watcher, guard)),
+                );
                 return Ok((status, emptied));
             }
         }
@@ -720,16 +732,27 @@ fn supervise(
 /// process of the group has exited; false when one outlived its SIGKILL
 /// that long (uninterruptible sleep, a slow exit): the lock must then not
 /// be released (see [`end_lease`]).
+///
+/// During the grace the watcher is kept as in [`supervise`] (`watch`: the
+/// watcher and the lease it is told about): one that exited is replaced,
+/// and when none can be, the SIGKILL goes at once, since a SIGKILL of this
+/// process would leave the group running past the lease.
 fn stop_group(
     job: &mut Job,
     kill_at: Instant,
     after_kill: Duration,
     signals: &mpsc::Receiver<i32>,
+    mut watch: Option<(&mut Watcher, &Guard)>,
 ) -> bool {
     signal_group(job.group, SIGTERM);
     while Instant::now() < kill_at {
         if job.all_done() {
             return true;
+        }
+        if let Some((watcher, guard)) = watch.as_mut() {
+            if watcher.keep(guard.valid_until()).is_err() {
+                break;
+            }
         }
         // Signals meanwhile change nothing (the group is being stopped):
         // waiting for one is the pause between two looks.
