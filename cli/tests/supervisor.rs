@@ -399,3 +399,42 @@ fn a_watcher_killed_during_the_kill_grace_is_replaced() {
     }
     assert!(replaced, "the watcher was not replaced during the grace");
 }
+
+/// The supervisor stopped (SIGSTOP) past the watcher's kill point but
+/// resumed before the key expires: the watcher has killed the job with the
+/// lease still valid, and the run must say so with 70, not pass on the
+/// job's 137 as if the job had died by itself.
+#[test]
+fn a_job_killed_by_the_watcher_exits_70() {
+    let s = setup("watcher-kill");
+    // A 10 s TTL: the watcher kills a kill margin (1 s) before the lease's
+    // local deadline, which leaves about 0.9 s to resume the supervisor
+    // before the key expires.
+    let run = s.start(&["run", "--ttl", "10s", "wk70", "--", "sh", "-c", RUNS]);
+    let leader = job_pid(&s);
+    let stop = std::process::Command::new("kill")
+        .args(["-STOP", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stop.success());
+    let end = Instant::now() + Duration::from_secs(30);
+    let (_keep, pause) = std::sync::mpsc::channel::<()>();
+    while alive(leader) {
+        assert!(Instant::now() < end, "the watcher never killed the job");
+        let _ = pause.recv_timeout(Duration::from_millis(5));
+    }
+    let cont = std::process::Command::new("kill")
+        .args(["-CONT", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(cont.success());
+    let pttl: i64 = redis::cmd("PTTL").arg("wk70").query(&mut s.conn()).unwrap();
+    let out = finish(run);
+    assert!(
+        pttl > 0,
+        "precondition: resumed before the key expired ({pttl})"
+    );
+    assert_eq!(code(&out), 70, "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("watcher"), "{stderr}");
+}
