@@ -26,7 +26,8 @@ Exit codes:
   128+N            when the child died of signal N
   75               the lock was busy (-n, or the wait ran out; see -E)
   70               the lease was lost (or --max-hold reached) and the child was stopped
-                   (or processes of its group outlived their SIGKILL: the lock expires)
+                   (or processes of its group outlived their SIGKILL: the lock expires),
+                   or the watcher killed it because redmutex did not renew in time
   69               Redis could not be reached, or answered with an error, before the lock was
                    taken (or was unreachable when a wait ran out)
   64               usage error

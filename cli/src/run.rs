@@ -170,6 +170,18 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         t.give_back(group);
     }
     match outcome {
+        Ok((status, true)) if watcher.killed_job(status) => {
+            // The watcher killed it: this process did not renew (or tell
+            // it) in time. Not the command's own ending: a loss.
+            watcher.done();
+            drop(guard);
+            say!(
+                "redmutex: the watcher process killed the command: the lease of lock {:?} was \
+                 not renewed in time (redmutex was stopped or stuck)",
+                args.key
+            );
+            ExitCode::from(LOST)
+        }
         Ok((status, true)) => {
             watcher.done();
             finish(guard, status, args, taken_at)

@@ -20,13 +20,15 @@
 //! it), it sends the group SIGTERM, then SIGKILL at the earlier of the kill
 //! grace and the kill margin before the last deadline it was told. When the
 //! deadline less the margin passes with the supervisor alive (stopped, or
-//! stuck), it sends the group SIGKILL.
+//! stuck), it sends the group SIGKILL and exits 3, which the supervisor
+//! reports as a loss (exit 70) and replaces.
 
 use std::io::{self, BufRead, Write};
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitCode, ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -47,7 +49,13 @@ pub struct Watcher {
     margin: Duration,
     /// The command's group, once told, for a replacement.
     group: Option<i32>,
+    /// Whether a watcher of this run has exited with [`KILLED`].
+    killed_job: bool,
 }
+
+/// The watcher's exit code after it killed the command's group at the
+/// deadline with the supervisor alive (stopped, or stuck).
+const KILLED: i32 = 3;
 
 impl Watcher {
     /// Starts the watcher (this program, `__watch`) with the kill grace and
@@ -74,6 +82,7 @@ impl Watcher {
             grace,
             margin,
             group: None,
+            killed_job: false,
         })
     }
 
@@ -100,11 +109,12 @@ impl Watcher {
     /// group when it has exited (killed on its own: `kill -9`, the OOM
     /// killer). `Err` when no watcher runs: the command must be stopped.
     pub fn keep(&mut self, until: Instant) -> io::Result<()> {
-        let exited = !matches!(self.child.try_wait(), Ok(None));
+        let exited = self.exited();
         if !exited && self.deadline(until).is_ok() {
             return Ok(());
         }
         let mut new = Watcher::start(self.grace, self.margin, until)?;
+        new.killed_job = self.killed_job;
         if let Some(g) = self.group {
             new.group(g)?;
         }
@@ -117,6 +127,38 @@ impl Watcher {
         drop(old.pipe.take());
         let _ = old.child.wait();
         Ok(())
+    }
+
+    /// Whether the watcher has exited (noting whether it killed the job).
+    fn exited(&mut self) -> bool {
+        match self.child.try_wait() {
+            Ok(None) => false,
+            Ok(Some(status)) => {
+                self.killed_job |= status.code() == Some(KILLED);
+                true
+            }
+            Err(_) => true,
+        }
+    }
+
+    /// Whether a watcher of this run killed the command, which ended with
+    /// `status`. A watcher exits right after its SIGKILL, so for a command
+    /// killed by SIGKILL this waits up to 200 ms for it to say so.
+    pub fn killed_job(&mut self, status: ExitStatus) -> bool {
+        if self.killed_job {
+            return true;
+        }
+        if status.signal() != Some(libc::SIGKILL) {
+            return false;
+        }
+        let end = Instant::now() + Duration::from_millis(200);
+        // Nothing else to wait for: a channel that never receives makes
+        // the pause between two looks.
+        let (_keep, pause) = mpsc::channel::<()>();
+        while !self.exited() && Instant::now() < end {
+            let _ = pause.recv_timeout(Duration::from_millis(5));
+        }
+        self.killed_job
     }
 
     /// Tells the watcher the lease's local deadline, when it changed.
@@ -194,7 +236,6 @@ pub fn watch(grace_ms: u64, margin_ms: u64, deadline_ms: u64) -> ExitCode {
     let mut kill_by: Option<Instant> = started
         .checked_add(Duration::from_millis(deadline_ms))
         .map(|until| until.checked_sub(margin).unwrap_or(started));
-    let mut killed = false;
     loop {
         let now = Instant::now();
         let wait = kill_by.map_or(TICK, |k| k.saturating_duration_since(now).min(TICK));
@@ -209,7 +250,6 @@ pub fn watch(grace_ms: u64, margin_ms: u64, deadline_ms: u64) -> ExitCode {
                     (Some("D"), Some(ms)) => {
                         let until = Instant::now() + Duration::from_millis(ms);
                         kill_by = Some(until.checked_sub(margin).unwrap_or_else(Instant::now));
-                        killed = false;
                     }
                     (Some("X"), _) => return ExitCode::SUCCESS,
                     _ => {}
@@ -217,12 +257,14 @@ pub fn watch(grace_ms: u64, margin_ms: u64, deadline_ms: u64) -> ExitCode {
             }
             Err(RecvTimeoutError::Timeout) => {
                 if let (Some(g), Some(k)) = (group, kill_by) {
-                    if !killed && Instant::now() >= k {
+                    if Instant::now() >= k {
                         // The supervisor is alive but has not stopped the
                         // group in time (stopped, or stuck): it must not
                         // outlive the lease.
                         signal_group(g, libc::SIGKILL);
-                        killed = true;
+                        // Said by the exit code; a supervisor that goes on
+                        // replaces this watcher.
+                        return ExitCode::from(KILLED as u8);
                     }
                 }
             }
