@@ -1,7 +1,11 @@
 //! The command line: its options, `--help`, and the `holder` command.
 
+use std::io::Write as _;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 
@@ -169,7 +173,9 @@ pub struct RunArgs {
     /// The exit code when the lock is busy.
     #[arg(short = 'E', long, default_value_t = BUSY)]
     pub conflict_exit_code: u8,
-    /// The library's log events on stderr, one line each.
+    /// The library's log events on stderr, one line each. A stderr that is
+    /// not read holds up nothing: past 256 lines waiting, lines are dropped
+    /// (and the number dropped said).
     #[arg(short, long)]
     pub verbose: bool,
     /// The lock's name.
@@ -289,22 +295,78 @@ pub fn source(e: &dyn std::error::Error) -> String {
     e.source().map(|s| format!(": {s}")).unwrap_or_default()
 }
 
-/// `-v`: the library's log events on stderr.
+/// `-v`: the library's log events on stderr, one line each, written by a
+/// thread of their own from a bounded queue, so that a log call never
+/// blocks: some come from the watchdog thread, and a stderr nobody reads
+/// (a full pipe) must not hold up its renewals. A line that finds the queue
+/// full is dropped, and the number dropped is said before the next line
+/// written.
 struct Stderr;
+
+/// How many log lines wait to be written at most.
+const LOG_QUEUE: usize = 256;
+/// How long the end of a run waits for the queued log lines to be written.
+const LOG_FLUSH: Duration = Duration::from_millis(500);
+
+static LOG_LINES: OnceLock<SyncSender<String>> = OnceLock::new();
+/// Lines queued and not yet written.
+static LOG_PENDING: AtomicUsize = AtomicUsize::new(0);
+/// Lines dropped since the last line written.
+static LOG_DROPPED: AtomicU64 = AtomicU64::new(0);
 
 impl log::Log for Stderr {
     fn enabled(&self, _: &log::Metadata<'_>) -> bool {
         true
     }
     fn log(&self, record: &log::Record<'_>) {
-        say!(
-            "redmutex: {} {}: {}",
+        let Some(lines) = LOG_LINES.get() else {
+            return;
+        };
+        let line = format!(
+            "redmutex: {} {}: {}\n",
             record.level(),
             record.target(),
             record.args()
         );
+        LOG_PENDING.fetch_add(1, Ordering::SeqCst);
+        if lines.try_send(line).is_err() {
+            LOG_PENDING.fetch_sub(1, Ordering::SeqCst);
+            LOG_DROPPED.fetch_add(1, Ordering::SeqCst);
+        }
     }
-    fn flush(&self) {}
+    /// Waits (up to 500 ms) for the queued lines to be written.
+    fn flush(&self) {
+        let end = Instant::now() + LOG_FLUSH;
+        // Nothing else to wait for: a channel that never receives makes
+        // the pause between two looks.
+        let (_keep, pause) = mpsc::channel::<()>();
+        while LOG_PENDING.load(Ordering::SeqCst) > 0 && Instant::now() < end {
+            let _ = pause.recv_timeout(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Starts the thread that writes the log lines; false when it cannot be
+/// started (then `-v` prints nothing).
+fn start_logging() -> bool {
+    let (lines, queue) = mpsc::sync_channel::<String>(LOG_QUEUE);
+    let writer = std::thread::Builder::new()
+        .name("log".into())
+        .spawn(move || {
+            let mut stderr = std::io::stderr();
+            for line in queue {
+                let dropped = LOG_DROPPED.swap(0, Ordering::SeqCst);
+                if dropped > 0 {
+                    let _ = writeln!(
+                        stderr,
+                        "redmutex: {dropped} log lines dropped: stderr was not read in time"
+                    );
+                }
+                let _ = stderr.write_all(line.as_bytes());
+                LOG_PENDING.fetch_sub(1, Ordering::SeqCst);
+            }
+        });
+    writer.is_ok() && LOG_LINES.set(lines).is_ok()
 }
 
 static STDERR: Stderr = Stderr;
@@ -326,7 +388,7 @@ pub fn main() -> ExitCode {
             deadline_ms,
         } => watch::watch(grace_ms, margin_ms, deadline_ms),
         Command::Run(args) => {
-            if args.verbose && log::set_logger(&STDERR).is_ok() {
+            if args.verbose && start_logging() && log::set_logger(&STDERR).is_ok() {
                 log::set_max_level(log::LevelFilter::Debug);
             }
             let margin = run::kill_margin(args.ttl);
@@ -353,10 +415,12 @@ pub fn main() -> ExitCode {
                     ));
                 }
             }
-            match locker(&args.server, Some(args.ttl), args.max_hold) {
+            let code = match locker(&args.server, Some(args.ttl), args.max_hold) {
                 Ok(locker) => run::run(&locker, &args),
                 Err(code) => code,
-            }
+            };
+            log::logger().flush();
+            code
         }
     }
 }
