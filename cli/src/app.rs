@@ -47,7 +47,7 @@ The job never runs without the lock, as far as this host can tell:
     On Linux redmutex adopts the command's orphans (a child subreaper) and reaps them as
     they exit, so a zombie never holds the lock. After a SIGKILL it waits up to the kill
     grace for the group to be empty; when a process outlives that (uninterruptible sleep,
-    a slow exit), the lock is not released but left to expire at its TTL (exit 70).
+    a slow exit), the lock is not released but left to expire at the lease's end (exit 70).
   - When the lease is lost, or renewals fail until it would end within the kill grace plus
     the kill margin (a tenth of the TTL, from 50ms to 1s), the group gets SIGTERM, then
     SIGKILL at the earlier of the kill grace and the kill margin before the lease's local

@@ -220,16 +220,22 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
 
 /// Ends the hold after a stop: released when the group has exited; else
 /// (a process of it outlived its SIGKILL: in uninterruptible sleep, or
-/// slow to exit) not released, nor renewed again once this process exits
-/// (right after): the key expires at the TTL of its last renewal, as if
-/// this process had died, so the lock is not given away while that
-/// process may still run.
+/// slow to exit) not released but no longer renewed: the key is left to
+/// expire at the lease's local deadline (owner checked, no DEL), so the
+/// lock is not given away before the lease would have ended anyway.
 fn end_lease(guard: Guard, emptied: bool) {
     if emptied {
         drop(guard);
+        return;
+    }
+    let at = guard.valid_until();
+    if at > Instant::now() + Duration::from_millis(2) {
+        // A Redis error leaves the key to expire at its own TTL.
+        let _ = guard.expire_at(at);
     } else {
-        // Not dropped: dropping releases. The watchdog thread ends with
-        // this process, a moment later.
+        // At or past its deadline the lease is lost (nothing renews it),
+        // and an `expire_at` this close would be a release: not dropped
+        // either, since dropping releases.
         std::mem::forget(guard);
     }
 }
@@ -238,7 +244,7 @@ fn end_lease(guard: Guard, emptied: bool) {
 fn say_stuck(args: &RunArgs) {
     say!(
         "redmutex: processes of the command's group were still alive {:?} after SIGKILL: lock \
-         {:?} is not released, it expires at its TTL",
+         {:?} is not released, it expires at the lease's end",
         kill_grace(args),
         args.key
     );
