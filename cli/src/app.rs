@@ -1,7 +1,11 @@
 //! The command line: its options, `--help`, and the `holder` command.
 
+use std::io::Write as _;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 
@@ -26,6 +30,8 @@ Exit codes:
   128+N            when the child died of signal N
   75               the lock was busy (-n, or the wait ran out; see -E)
   70               the lease was lost (or --max-hold reached) and the child was stopped
+                   (or processes of its group outlived their SIGKILL: the lock expires),
+                   or the watcher killed it because redmutex did not renew in time
   69               Redis could not be reached, or answered with an error, before the lock was
                    taken (or was unreachable when a wait ran out)
   64               usage error
@@ -39,7 +45,9 @@ The job never runs without the lock, as far as this host can tell:
     group has exited, as flock(1) holds it while any process has the descriptor. With
     --kill-stragglers, the processes left when the first one exits are stopped instead.
     On Linux redmutex adopts the command's orphans (a child subreaper) and reaps them as
-    they exit, so a zombie never holds the lock.
+    they exit, so a zombie never holds the lock. After a SIGKILL it waits up to the kill
+    grace for the group to be empty; when a process outlives that (uninterruptible sleep,
+    a slow exit), the lock is not released but left to expire at the lease's end (exit 70).
   - When the lease is lost, or renewals fail until it would end within the kill grace plus
     the kill margin (a tenth of the TTL, from 50ms to 1s), the group gets SIGTERM, then
     SIGKILL at the earlier of the kill grace and the kill margin before the lease's local
@@ -51,8 +59,11 @@ The job never runs without the lock, as far as this host can tell:
     signal) or is stopped or stuck, a watcher process started before the command
     (`redmutex __watch`, in a process group of its own) stops the group the same way: it
     learns of the death when its pipe from redmutex closes, and sends SIGKILL no later than
-    the kill margin before the last deadline it was told. No watcher, no command: a watcher
-    killed alone is replaced within 50ms, or the command is stopped (exit 70).
+    the kill margin before the last deadline it was told. It gets the lease's deadline when
+    it starts, and the command's group from the command's own process before its exec, so
+    no moment exists when the command runs and the watcher does not know it. No watcher, no command: a watcher
+    killed alone is replaced within 50ms (during a kill grace too: within 10ms, else the
+    SIGKILL goes at once), or the command is stopped (exit 70).
 Not covered: processes that left the command's process group (setsid, a daemon, a new
 process group: use systemd or cgroups for those); the watcher killed along with redmutex
 or within 50ms of it (kill -9 of both, the OOM killer choosing both); a process in
@@ -102,6 +113,8 @@ enum Command {
         grace_ms: u64,
         /// The kill margin, in milliseconds.
         margin_ms: u64,
+        /// The lease's local deadline, in milliseconds from the start.
+        deadline_ms: u64,
     },
 }
 
@@ -160,7 +173,9 @@ pub struct RunArgs {
     /// The exit code when the lock is busy.
     #[arg(short = 'E', long, default_value_t = BUSY)]
     pub conflict_exit_code: u8,
-    /// The library's log events on stderr, one line each.
+    /// The library's log events on stderr, one line each. A stderr that is
+    /// not read holds up nothing: past 256 lines waiting, lines are dropped
+    /// (and the number dropped said).
     #[arg(short, long)]
     pub verbose: bool,
     /// The lock's name.
@@ -280,22 +295,78 @@ pub fn source(e: &dyn std::error::Error) -> String {
     e.source().map(|s| format!(": {s}")).unwrap_or_default()
 }
 
-/// `-v`: the library's log events on stderr.
+/// `-v`: the library's log events on stderr, one line each, written by a
+/// thread of their own from a bounded queue, so that a log call never
+/// blocks: some come from the watchdog thread, and a stderr nobody reads
+/// (a full pipe) must not hold up its renewals. A line that finds the queue
+/// full is dropped, and the number dropped is said before the next line
+/// written.
 struct Stderr;
+
+/// How many log lines wait to be written at most.
+const LOG_QUEUE: usize = 256;
+/// How long the end of a run waits for the queued log lines to be written.
+const LOG_FLUSH: Duration = Duration::from_millis(500);
+
+static LOG_LINES: OnceLock<SyncSender<String>> = OnceLock::new();
+/// Lines queued and not yet written.
+static LOG_PENDING: AtomicUsize = AtomicUsize::new(0);
+/// Lines dropped since the last line written.
+static LOG_DROPPED: AtomicU64 = AtomicU64::new(0);
 
 impl log::Log for Stderr {
     fn enabled(&self, _: &log::Metadata<'_>) -> bool {
         true
     }
     fn log(&self, record: &log::Record<'_>) {
-        say!(
-            "redmutex: {} {}: {}",
+        let Some(lines) = LOG_LINES.get() else {
+            return;
+        };
+        let line = format!(
+            "redmutex: {} {}: {}\n",
             record.level(),
             record.target(),
             record.args()
         );
+        LOG_PENDING.fetch_add(1, Ordering::SeqCst);
+        if lines.try_send(line).is_err() {
+            LOG_PENDING.fetch_sub(1, Ordering::SeqCst);
+            LOG_DROPPED.fetch_add(1, Ordering::SeqCst);
+        }
     }
-    fn flush(&self) {}
+    /// Waits (up to 500 ms) for the queued lines to be written.
+    fn flush(&self) {
+        let end = Instant::now() + LOG_FLUSH;
+        // Nothing else to wait for: a channel that never receives makes
+        // the pause between two looks.
+        let (_keep, pause) = mpsc::channel::<()>();
+        while LOG_PENDING.load(Ordering::SeqCst) > 0 && Instant::now() < end {
+            let _ = pause.recv_timeout(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Starts the thread that writes the log lines; false when it cannot be
+/// started (then `-v` prints nothing).
+fn start_logging() -> bool {
+    let (lines, queue) = mpsc::sync_channel::<String>(LOG_QUEUE);
+    let writer = std::thread::Builder::new()
+        .name("log".into())
+        .spawn(move || {
+            let mut stderr = std::io::stderr();
+            for line in queue {
+                let dropped = LOG_DROPPED.swap(0, Ordering::SeqCst);
+                if dropped > 0 {
+                    let _ = writeln!(
+                        stderr,
+                        "redmutex: {dropped} log lines dropped: stderr was not read in time"
+                    );
+                }
+                let _ = stderr.write_all(line.as_bytes());
+                LOG_PENDING.fetch_sub(1, Ordering::SeqCst);
+            }
+        });
+    writer.is_ok() && LOG_LINES.set(lines).is_ok()
 }
 
 static STDERR: Stderr = Stderr;
@@ -314,9 +385,10 @@ pub fn main() -> ExitCode {
         Command::Watch {
             grace_ms,
             margin_ms,
-        } => watch::watch(grace_ms, margin_ms),
+            deadline_ms,
+        } => watch::watch(grace_ms, margin_ms, deadline_ms),
         Command::Run(args) => {
-            if args.verbose && log::set_logger(&STDERR).is_ok() {
+            if args.verbose && start_logging() && log::set_logger(&STDERR).is_ok() {
                 log::set_max_level(log::LevelFilter::Debug);
             }
             let margin = run::kill_margin(args.ttl);
@@ -343,10 +415,12 @@ pub fn main() -> ExitCode {
                     ));
                 }
             }
-            match locker(&args.server, Some(args.ttl), args.max_hold) {
+            let code = match locker(&args.server, Some(args.ttl), args.max_hold) {
                 Ok(locker) => run::run(&locker, &args),
                 Err(code) => code,
-            }
+            };
+            log::logger().flush();
+            code
         }
     }
 }

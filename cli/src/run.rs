@@ -2,6 +2,7 @@
 //! stop the group when the lease can no longer be promised, release.
 
 use std::io;
+use std::os::unix::io::RawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitCode, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -106,17 +107,18 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
     }
     // The watcher first: without it, a SIGKILL of this process would leave
     // the job running past the lease, so no watcher, no job.
-    let mut watcher = match Watcher::start(kill_grace(args), kill_margin(args.ttl)) {
-        Ok(w) => w,
-        Err(e) => {
-            drop(guard);
-            say!("redmutex: cannot start the watcher process: {e}");
-            return ExitCode::from(UNAVAILABLE);
-        }
-    };
+    let mut watcher =
+        match Watcher::start(kill_grace(args), kill_margin(args.ttl), guard.valid_until()) {
+            Ok(w) => w,
+            Err(e) => {
+                drop(guard);
+                say!("redmutex: cannot start the watcher process: {e}");
+                return ExitCode::from(UNAVAILABLE);
+            }
+        };
     adopt_orphans();
     let terminal = Terminal::take();
-    let child = match spawn(args, &guard, terminal.as_ref()) {
+    let child = match spawn(args, &guard, terminal.as_ref(), watcher.fd()) {
         Ok(child) => child,
         Err(e) => {
             if let Some(t) = &terminal {
@@ -140,15 +142,19 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         status: None,
         stopped: None,
     };
-    let told = watcher
-        .group(group)
-        .and_then(|()| watcher.deadline(guard.valid_until()));
+    // The child told the watcher its group before it ran the command (see
+    // `spawn`); kept here for a replacement watcher.
+    watcher.told_group(group);
+    let told = watcher.deadline(guard.valid_until());
     if let Err(e) = told {
         // The watcher is gone already: no watcher, no job.
         let kill_at = kill_at(&guard, args);
-        stop_group(&mut job, kill_at, &signals);
-        drop(guard);
+        let emptied = stop_group(&mut job, kill_at, kill_grace(args), &signals, None);
+        end_lease(guard, emptied);
         say!("redmutex: the watcher process has exited ({e}): the command was stopped");
+        if !emptied {
+            say_stuck(args);
+        }
         return ExitCode::from(UNAVAILABLE);
     }
     let outcome = supervise(
@@ -164,24 +170,84 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
         t.give_back(group);
     }
     match outcome {
-        Ok(status) => {
+        Ok((status, true)) if watcher.killed_job(status) => {
+            // The watcher killed it: this process did not renew (or tell
+            // it) in time. Not the command's own ending: a loss.
+            watcher.done();
+            drop(guard);
+            say!(
+                "redmutex: the watcher process killed the command: the lease of lock {:?} was \
+                 not renewed in time (redmutex was stopped or stuck)",
+                args.key
+            );
+            ExitCode::from(LOST)
+        }
+        Ok((status, true)) => {
             watcher.done();
             finish(guard, status, args, taken_at)
+        }
+        Ok((_, false)) => {
+            // Stragglers stopped, but not all gone: not released.
+            watcher.done();
+            end_lease(guard, false);
+            say_stuck(args);
+            ExitCode::from(LOST)
         }
         Err(why) => {
             // The job first; the message after, so that nothing on the way
             // (a write to a broken stderr) can come before the stop.
             let kill_at = kill_at(&guard, args);
-            stop_group(&mut job, kill_at, &signals);
+            let emptied = stop_group(
+                &mut job,
+                kill_at,
+                kill_grace(args),
+                &signals,
+                Some((&mut watcher, &guard)),
+            );
             watcher.done();
             if let Some(t) = &terminal {
                 t.give_back(group);
             }
-            drop(guard);
+            end_lease(guard, emptied);
             say!("redmutex: {why}: the command was stopped");
+            if !emptied {
+                say_stuck(args);
+            }
             ExitCode::from(LOST)
         }
     }
+}
+
+/// Ends the hold after a stop: released when the group has exited; else
+/// (a process of it outlived its SIGKILL: in uninterruptible sleep, or
+/// slow to exit) not released but no longer renewed: the key is left to
+/// expire at the lease's local deadline (owner checked, no DEL), so the
+/// lock is not given away before the lease would have ended anyway.
+fn end_lease(guard: Guard, emptied: bool) {
+    if emptied {
+        drop(guard);
+        return;
+    }
+    let at = guard.valid_until();
+    if at > Instant::now() + Duration::from_millis(2) {
+        // A Redis error leaves the key to expire at its own TTL.
+        let _ = guard.expire_at(at);
+    } else {
+        // At or past its deadline the lease is lost (nothing renews it),
+        // and an `expire_at` this close would be a release: not dropped
+        // either, since dropping releases.
+        std::mem::forget(guard);
+    }
+}
+
+/// The message when the group did not empty after its SIGKILL.
+fn say_stuck(args: &RunArgs) {
+    say!(
+        "redmutex: processes of the command's group were still alive {:?} after SIGKILL: lock \
+         {:?} is not released, it expires at the lease's end",
+        kill_grace(args),
+        args.key
+    );
 }
 
 /// The first pause after a connection error while waiting; it doubles
@@ -318,7 +384,19 @@ fn signalled(signals: &mpsc::Receiver<i32>) -> ExitCode {
 /// that is its stdin, that group becomes the terminal's foreground group,
 /// so the command can read the terminal (and gets its Ctrl-C) as it would
 /// without `redmutex`; it gets the terminal back with [`Terminal::restore`].
-fn spawn(args: &RunArgs, guard: &Guard, terminal: Option<&Terminal>) -> io::Result<Child> {
+///
+/// Before it runs the command, the child itself writes `G <its pid>` (its
+/// process group) to the watcher's pipe `watcher`: that copy of the pipe
+/// closes only at exec, so the watcher reads the group before it can see
+/// the pipe end, even when this process is killed the instant after the
+/// fork. A child that cannot tell the watcher (it is gone) fails to spawn:
+/// no watcher, no job.
+fn spawn(
+    args: &RunArgs,
+    guard: &Guard,
+    terminal: Option<&Terminal>,
+    watcher: Option<RawFd>,
+) -> io::Result<Child> {
     let (program, rest) = args
         .command
         .split_first()
@@ -329,13 +407,14 @@ fn spawn(args: &RunArgs, guard: &Guard, terminal: Option<&Terminal>) -> io::Resu
         .env("REDMUTEX_KEY", &args.key)
         .env("REDMUTEX_FENCING_TOKEN", guard.fencing_token().to_string())
         .process_group(0);
-    if let Some(t) = terminal {
-        let foreground = t.foreground;
-        // SAFETY: runs in the child between fork and exec, and calls only
-        // async-signal-safe functions (getpid, tcsetpgrp, signal), with no
-        // allocation and no lock.
-        unsafe {
-            command.pre_exec(move || {
+    let watcher = watcher.ok_or_else(|| io::Error::from(io::ErrorKind::BrokenPipe))?;
+    let terminal_foreground = terminal.map(|t| t.foreground);
+    // SAFETY: runs in the child between fork and exec, and calls only
+    // async-signal-safe functions (getpid, tcsetpgrp, signal, write), with
+    // no allocation and no lock.
+    unsafe {
+        command.pre_exec(move || {
+            if let Some(foreground) = terminal_foreground {
                 // SIGTTOU is ignored (inherited from `Terminal::take`), so
                 // a background group may take the terminal; then back to
                 // its default for the command.
@@ -343,9 +422,9 @@ fn spawn(args: &RunArgs, guard: &Guard, terminal: Option<&Terminal>) -> io::Resu
                     libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid());
                 }
                 libc::signal(libc::SIGTTOU, libc::SIG_DFL);
-                Ok(())
-            });
-        }
+            }
+            tell_watcher(watcher)
+        });
     }
     let child = command.spawn()?;
     if terminal.is_some_and(|t| t.foreground) {
@@ -358,6 +437,53 @@ fn spawn(args: &RunArgs, guard: &Guard, terminal: Option<&Terminal>) -> io::Resu
         }
     }
     Ok(child)
+}
+
+/// In the child, between fork and exec: writes `G <pid>` (the child leads
+/// its own process group by then) to the watcher's pipe `fd`, in one
+/// write (atomic on a pipe), with SIGPIPE ignored meanwhile so that a
+/// watcher gone makes an error (the spawn fails), not a silent death.
+/// Async-signal-safe: no allocation, no lock.
+fn tell_watcher(fd: RawFd) -> io::Result<()> {
+    let mut line = [0u8; 24];
+    line[0] = b'G';
+    line[1] = b' ';
+    // SAFETY: getpid takes nothing and cannot fail.
+    let mut pid = unsafe { libc::getpid() }.unsigned_abs();
+    let mut digits = [0u8; 10];
+    let mut n = 0;
+    loop {
+        digits[n] = b'0' + (pid % 10) as u8;
+        n += 1;
+        pid /= 10;
+        if pid == 0 || n == digits.len() {
+            break;
+        }
+    }
+    let mut len = 2;
+    for d in digits[..n].iter().rev() {
+        line[len] = *d;
+        len += 1;
+    }
+    line[len] = b'\n';
+    len += 1;
+    // SAFETY: signal and write with a pointer into a local buffer of at
+    // least `len` bytes.
+    unsafe {
+        let before = libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        let result = loop {
+            let w = libc::write(fd, line.as_ptr().cast(), len);
+            if w >= 0 {
+                break Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                break Err(e);
+            }
+        };
+        libc::signal(libc::SIGPIPE, before);
+        result
+    }
 }
 
 /// This process's controlling terminal, when it is stdin: when this
@@ -547,7 +673,8 @@ fn kill_at(guard: &Guard, args: &RunArgs) -> Instant {
 /// Waits for the command to end, forwarding signals to its group, and
 /// returns the leader's status once every process of the group has exited
 /// (with `--kill-stragglers`, once those left behind the leader are
-/// stopped). `Err` with the reason when the group must be stopped first:
+/// stopped), with whether the group is empty (false: a straggler outlived
+/// its SIGKILL). `Err` with the reason when the group must be stopped first:
 /// the lease is lost, or could run out before a stop that starts now would
 /// end (a kill grace plus the kill margin away), or the max hold is
 /// reached.
@@ -559,7 +686,7 @@ fn supervise(
     signals: &mpsc::Receiver<i32>,
     watcher: &mut Watcher,
     terminal: Option<&Terminal>,
-) -> Result<ExitStatus, String> {
+) -> Result<(ExitStatus, bool), String> {
     let max_until = args.max_hold.and_then(|m| taken_at.checked_add(m));
     let margin = kill_margin(args.ttl);
     loop {
@@ -573,14 +700,20 @@ fn supervise(
         }
         if job.all_done() {
             if let Some(status) = job.status {
-                return Ok(status);
+                return Ok((status, true));
             }
         }
         if args.kill_stragglers {
             if let Some(status) = job.status {
                 let kill_at = kill_at(guard, args);
-                stop_group(job, kill_at, signals);
-                return Ok(status);
+                let emptied = stop_group(
+                    job,
+                    kill_at,
+                    kill_grace(args),
+                    signals,
+                    Some((&mut *watcher, guard)),
+                );
+                return Ok((status, emptied));
             }
         }
         // Stopped from the terminal: left so, it would keep the terminal
@@ -612,13 +745,32 @@ fn supervise(
 }
 
 /// SIGTERM to the group, then SIGKILL at `kill_at` to whatever is left of
-/// it; returns when the group has exited (or, after the SIGKILL, once the
-/// leader is reaped).
-fn stop_group(job: &mut Job, kill_at: Instant, signals: &mpsc::Receiver<i32>) {
+/// it; then waits up to `after_kill` for the group to be empty (reaping
+/// the leader and the orphans this process adopted). True once every
+/// process of the group has exited; false when one outlived its SIGKILL
+/// that long (uninterruptible sleep, a slow exit): the lock must then not
+/// be released (see [`end_lease`]).
+///
+/// During the grace the watcher is kept as in [`supervise`] (`watch`: the
+/// watcher and the lease it is told about): one that exited is replaced,
+/// and when none can be, the SIGKILL goes at once, since a SIGKILL of this
+/// process would leave the group running past the lease.
+fn stop_group(
+    job: &mut Job,
+    kill_at: Instant,
+    after_kill: Duration,
+    signals: &mpsc::Receiver<i32>,
+    mut watch: Option<(&mut Watcher, &Guard)>,
+) -> bool {
     signal_group(job.group, SIGTERM);
     while Instant::now() < kill_at {
         if job.all_done() {
-            return;
+            return true;
+        }
+        if let Some((watcher, guard)) = watch.as_mut() {
+            if watcher.keep(guard.valid_until()).is_err() {
+                break;
+            }
         }
         // Signals meanwhile change nothing (the group is being stopped):
         // waiting for one is the pause between two looks.
@@ -628,7 +780,17 @@ fn stop_group(job: &mut Job, kill_at: Instant, signals: &mpsc::Receiver<i32>) {
         let _ = signals.recv_timeout(pause);
     }
     signal_group(job.group, SIGKILL);
-    job.reap(true);
+    let end = Instant::now() + after_kill;
+    loop {
+        if job.all_done() {
+            return true;
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let _ = signals.recv_timeout(left.min(Duration::from_millis(10)));
+    }
 }
 
 /// Sends `signal` to every process of `group`.

@@ -315,3 +315,126 @@ fn a_watcher_killed_alone_does_not_leave_the_job_unwatched() {
         assert!(Instant::now() < end, "the key never expired");
     }
 }
+
+/// The watcher killed alone during a kill grace (here `--kill-stragglers`
+/// stopping a straggler that ignores SIGTERM, the lease still renewed): it
+/// must be replaced then too, or the supervisor's own SIGKILL during the
+/// grace leaves the straggler running past the lease.
+#[test]
+fn a_watcher_killed_during_the_kill_grace_is_replaced() {
+    let s = setup("watcher-grace");
+    // The straggler records the SIGTERM (the grace has begun) and runs on.
+    let job = "sh -c 'trap \"echo term > $OUT\" TERM; echo $$ > \"$PID\"; \
+               echo ready > \"$READY\"; while true; do sleep 0.05; done' \
+               >/dev/null 2>&1 & \
+               while [ ! -e \"$READY\" ]; do sleep 0.02; done; exit 0";
+    let run = s
+        .cmd(&[
+            "run",
+            "--ttl",
+            "9s",
+            "--kill-grace",
+            "3s",
+            "--kill-stragglers",
+            "gwkey",
+            "--",
+            "sh",
+            "-c",
+            job,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the grace began", || s.file("out").exists());
+    let straggler: u32 = std::fs::read_to_string(s.file("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let first = watchers_of(run.id());
+    assert_eq!(first.len(), 1, "one watcher: {first:?}");
+    let sent = std::process::Command::new("kill")
+        .args(["-KILL", &first[0].to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    // Well within the 3 s grace (a replacement takes about 10 ms).
+    let end = Instant::now() + Duration::from_millis(2000);
+    // A channel that never receives makes the pause between two looks.
+    let (_keep, pause) = std::sync::mpsc::channel::<()>();
+    let replaced = loop {
+        if watchers_of(run.id()).iter().any(|w| *w != first[0]) {
+            break true;
+        }
+        if Instant::now() >= end {
+            break false;
+        }
+        let _ = pause.recv_timeout(Duration::from_millis(10));
+    };
+    let sent = std::process::Command::new("kill")
+        .args(["-KILL", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    assert_eq!(finish_within(run).code(), None, "killed");
+    let mut conn = s.conn();
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let running = alive(straggler);
+        let pttl: i64 = redis::cmd("PTTL").arg("gwkey").query(&mut conn).unwrap();
+        if pttl == -2 {
+            if running {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &straggler.to_string()])
+                    .status();
+            }
+            assert!(
+                !running,
+                "the straggler outlived the key (watcher replaced: {replaced})"
+            );
+            break;
+        }
+        assert!(Instant::now() < end, "the key never expired");
+    }
+    assert!(replaced, "the watcher was not replaced during the grace");
+}
+
+/// The supervisor stopped (SIGSTOP) past the watcher's kill point but
+/// resumed before the key expires: the watcher has killed the job with the
+/// lease still valid, and the run must say so with 70, not pass on the
+/// job's 137 as if the job had died by itself.
+#[test]
+fn a_job_killed_by_the_watcher_exits_70() {
+    let s = setup("watcher-kill");
+    // A 10 s TTL: the watcher kills a kill margin (1 s) before the lease's
+    // local deadline, which leaves about 0.9 s to resume the supervisor
+    // before the key expires.
+    let run = s.start(&["run", "--ttl", "10s", "wk70", "--", "sh", "-c", RUNS]);
+    let leader = job_pid(&s);
+    let stop = std::process::Command::new("kill")
+        .args(["-STOP", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stop.success());
+    let end = Instant::now() + Duration::from_secs(30);
+    let (_keep, pause) = std::sync::mpsc::channel::<()>();
+    while alive(leader) {
+        assert!(Instant::now() < end, "the watcher never killed the job");
+        let _ = pause.recv_timeout(Duration::from_millis(5));
+    }
+    let cont = std::process::Command::new("kill")
+        .args(["-CONT", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(cont.success());
+    let pttl: i64 = redis::cmd("PTTL").arg("wk70").query(&mut s.conn()).unwrap();
+    let out = finish(run);
+    assert!(
+        pttl > 0,
+        "precondition: resumed before the key expired ({pttl})"
+    );
+    assert_eq!(code(&out), 70, "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("watcher"), "{stderr}");
+}
