@@ -656,6 +656,7 @@ fn a_renewal_whose_spare_is_cut_late_returns_within_the_documented_bound() {
 /// Kills every normal client connection of the server (the pool's idle
 /// ones and the spare alike), as `redis-cli client kill type normal` does,
 /// from a connection that spares itself.
+#[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
 fn kill_normal_clients(server: &Server) {
     let _: i64 = redis::cmd("CLIENT")
         .arg("KILL")
@@ -669,6 +670,7 @@ fn kill_normal_clients(server: &Server) {
 
 /// Fills `pool` with open idle connections, as an application's burst of
 /// calls leaves it: every connection it can open, each having answered.
+#[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
 fn warm(pool: &r2d2::Pool<redis::Client>) {
     let mut held = Vec::new();
     while let Ok(mut conn) = pool.get_timeout(Duration::from_millis(500)) {
