@@ -178,7 +178,9 @@ pub(crate) trait Connector: Send + Sync + 'static {
     /// round trip each.
     /// When the spare is found closed, a fresh connection takes its place at
     /// once and the renewal is sent again on it, if the checkout timeout has
-    /// not passed meanwhile; when a
+    /// not passed meanwhile; a pooled connection found closed in turn (a
+    /// restart or `CLIENT KILL` cut them all) is dropped and the next one
+    /// tried, within the same timeout; when a
     /// renewal on it times out, it leaves the slot to settle, and comes back
     /// to it once it answers again. With no spare, the connection checked
     /// out for the renewal (within what is left of `checkout`) becomes the
@@ -524,28 +526,46 @@ where
             }
         }
         // Sent again only within the checkout timeout: a spare found closed
-        // late in its wait has taken the time of a checkout already.
-        let left = checkout.saturating_sub(start.elapsed());
-        if left.is_zero() {
-            if let Some(first) = first.take() {
-                return first;
+        // late in its wait has taken the time of a checkout already. A
+        // connection found closed (EOF, reset, broken pipe: the server
+        // restarted, or `CLIENT KILL` cut every client) is dropped, and its
+        // idle siblings in the pool were most likely cut with it: each of
+        // them fails at once and is dropped in turn, so the renewal takes
+        // the next one, or a fresh one, while the checkout timeout lasts
+        // (at most once per connection the pool can hold, and one more).
+        // Every attempt starts within `checkout`, so it all ends within
+        // `checkout + io`.
+        let mut attempts = self.pool.max_size();
+        loop {
+            let left = checkout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                if let Some(first) = first.take() {
+                    return first;
+                }
             }
-        }
-        let mut conn = match self.pool.get_timeout(left) {
-            Ok(conn) => conn,
-            Err(e) => return first.unwrap_or(Err(e.into())),
-        };
-        // A renewal is owner-checked: sending it again is safe.
-        let (result, after) = run_on_conn(&mut conn, io, op);
-        match after {
-            After::Fine => *slot = Some(conn),
-            After::TimedOut => {
-                drop(slot);
-                settle(conn, None, Some(Arc::clone(&self.spare)));
+            let mut conn = match self.pool.get_timeout(left) {
+                Ok(conn) => conn,
+                Err(e) => return first.unwrap_or(Err(e.into())),
+            };
+            // A renewal is owner-checked: sending it again is safe.
+            let (result, after) = run_on_conn(&mut conn, io, op);
+            match after {
+                After::Fine => *slot = Some(conn),
+                After::TimedOut => {
+                    drop(slot);
+                    settle(conn, None, Some(Arc::clone(&self.spare)));
+                }
+                After::Closed
+                    if attempts > 0 && !checkout.saturating_sub(start.elapsed()).is_zero() =>
+                {
+                    attempts -= 1;
+                    first = Some(result);
+                    continue;
+                }
+                After::Closed => {}
             }
-            After::Closed => {}
+            return result;
         }
-        result
     }
 }
 

@@ -652,3 +652,77 @@ fn a_renewal_whose_spare_is_cut_late_returns_within_the_documented_bound() {
         "a renewal took {took:?}, past checkout + I/O timeout"
     );
 }
+
+/// Kills every normal client connection of the server (the pool's idle
+/// ones and the spare alike), as `redis-cli client kill type normal` does,
+/// from a connection that spares itself.
+#[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
+fn kill_normal_clients(server: &Server) {
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut server.conn())
+        .unwrap();
+}
+
+/// Fills `pool` with open idle connections, as an application's burst of
+/// calls leaves it: every connection it can open, each having answered.
+#[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
+fn warm(pool: &r2d2::Pool<redis::Client>) {
+    let mut held = Vec::new();
+    while let Ok(mut conn) = pool.get_timeout(Duration::from_millis(500)) {
+        let _: String = redis::cmd("PING").query(&mut *conn).unwrap();
+        held.push(conn);
+    }
+    assert!(held.len() >= 8, "only {} connections", held.len());
+}
+
+/// After `CLIENT KILL TYPE normal` the server is fine, only the connections
+/// are gone: the holder's next renewals must drop the killed connections
+/// (the spare and the idle pooled ones alike, here a full pool of them) and
+/// renew on fresh ones, so the lease outlives two TTLs, also when the
+/// connections are killed twice in a row. (Before the fix, each renewal
+/// took the next killed connection of the pool, failed with "redis command
+/// failed", and the lease was lost.)
+#[test]
+fn a_lease_survives_its_connections_being_killed() {
+    let server = Server::start();
+    let k = key("client-killed");
+    let events = common::keyspace_events(&server, &k, "Kg");
+    let ttl = Duration::from_secs(3);
+    let pool = redmutex::pool(&server.url()).unwrap();
+    let locker = Locker::builder(pool.clone()).ttl(ttl).build().unwrap();
+    let guard = locker.lock(&k).unwrap();
+    let owner = common::owner_of(&server, &k).expect("held");
+    let fence = guard.fencing_token();
+    let still_ours = |when: &str| {
+        assert!(!guard.is_lost(), "{when}: the lease was lost");
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg(&k)
+            .query(&mut server.conn())
+            .unwrap();
+        assert!(pttl > 0, "{when}: PTTL {pttl}");
+        assert_eq!(
+            common::owner_of(&server, &k).as_deref(),
+            Some(&*owner),
+            "{when}"
+        );
+        let info = locker.holder(&k).unwrap().expect("still held");
+        assert_eq!(info.fencing_token(), fence, "{when}");
+    };
+    // A renewal has run: the spare is set aside, and it is killed too.
+    common::next_event(&events, "expire", BOUND);
+    warm(&pool);
+    kill_normal_clients(&server);
+    std::thread::sleep(2 * ttl);
+    still_ours("after one kill");
+    warm(&pool);
+    kill_normal_clients(&server);
+    kill_normal_clients(&server);
+    std::thread::sleep(2 * ttl);
+    still_ours("after two kills in a row");
+    guard.unlock().unwrap();
+}
