@@ -409,8 +409,10 @@
 //   later.rs          Redlock: releases sent again to a master that missed them
 //   model_vs_redis.rs (test) the model walked against the real scripts
 // quorum.rs           every majority decision, pure
-// conn.rs             `pool()`, `SocketTimeouts`, the type-erased connector, the spare
-//                     renewal connection, the connection lent to the listener
+// conn/
+//   mod.rs            the type-erased connector, the spare renewal connection, the
+//                     connection lent to the listener
+//   pool.rs           `pool()`, `pool_with()`, `SocketTimeouts`
 // server.rs           what a server must offer (version, scripting), told at first use
 // protocol/           what is kept in Redis and said to it:
 //   keys.rs           the key layout (lock, counter, queue, waiters, channel) and key checks

@@ -1,5 +1,6 @@
-//! Connections: the pool a lock needs, the customizer that bounds every
-//! socket call, and the type-erased checkout the rest of the crate uses.
+//! Connections: the type-erased checkout the rest of the crate uses, the
+//! connection kept aside for renewals, and (in `pool.rs`) the pool a lock
+//! needs with the customizer that bounds every socket call.
 
 use std::any::{Any, TypeId};
 use std::fmt;
@@ -9,136 +10,15 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use r2d2::{CustomizeConnection, ManageConnection, Pool, PooledConnection};
-use redis::{ConnectionLike, RedisError};
+use r2d2::{ManageConnection, Pool, PooledConnection};
+use redis::ConnectionLike;
 
-use crate::defaults::{
-    DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE, MIN_POOL_FOR_LISTENER,
-    MIN_POOL_FOR_SPARE,
-};
+use crate::defaults::{MIN_POOL_FOR_LISTENER, MIN_POOL_FOR_SPARE};
 use crate::Error;
 
-/// Builds a connection pool with the settings a lock needs.
-///
-/// - every connection gets read and write timeouts of [`DEFAULT_IO_TIMEOUT`]
-///   the moment it is made (through [`SocketTimeouts`]), so a stalled server
-///   costs a bounded wait, not a hung thread;
-/// - no `PING` at checkout: r2d2's default test costs a full round trip on
-///   every lock operation, and a broken connection is discarded anyway when
-///   it fails;
-/// - checkout waits at most [`DEFAULT_CHECKOUT_TIMEOUT`];
-/// - at most [`DEFAULT_POOL_SIZE`] connections, one kept open when idle.
-///
-/// Nothing is sent to the server yet: an unreachable server shows up as
-/// [`Error::Pool`] on the first lock operation, after the checkout timeout.
-///
-/// One wait is not bounded here: r2d2 opens connections on its own worker
-/// threads through `Client::get_connection`, whose handshake has no timeout,
-/// so a frozen server can hold those workers until it answers again. Lock
-/// calls are not held with them: they give up after the checkout timeout.
-///
-/// # Errors
-///
-/// [`Error::InvalidUrl`] when `url` is not a valid Redis URL, saying which
-/// part is wrong.
-///
-/// # Examples
-///
-/// ```no_run
-/// let pool = redmutex::pool("redis://127.0.0.1:6379/")?;
-/// let locker = redmutex::Locker::new(pool);
-/// # let _ = locker;
-/// # Ok::<(), redmutex::Error>(())
-/// ```
-pub fn pool(url: &str) -> Result<Pool<redis::Client>, Error> {
-    Ok(pool_with(crate::open::client(url)?))
-}
+mod pool;
 
-/// Builds a connection pool with the settings of [`pool`] around a client
-/// you made: one with TLS certificates of your own (the `tls` feature's
-/// `redis::Client::build_with_tls`), or any other client settings.
-///
-/// # Examples
-///
-/// ```no_run
-/// let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-/// let locker = redmutex::Locker::new(redmutex::pool_with(client));
-/// # let _ = locker;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn pool_with(client: redis::Client) -> Pool<redis::Client> {
-    #[cfg(feature = "tls")]
-    install_crypto_provider();
-    Pool::builder()
-        .max_size(DEFAULT_POOL_SIZE)
-        .min_idle(Some(1))
-        .test_on_check_out(false)
-        .connection_timeout(DEFAULT_CHECKOUT_TIMEOUT)
-        .connection_customizer(Box::new(SocketTimeouts::new(DEFAULT_IO_TIMEOUT)))
-        .build_unchecked(client)
-}
-
-/// With the `tls` feature, rustls needs a process-wide crypto provider
-/// before the first `rediss://` connection; it finds ring (this crate's
-/// choice) on its own unless another crate in the program enables a second
-/// one, and then panics on a pool's connecting thread. So the pool makes
-/// ring the default when none is installed yet: a program that wants
-/// another installs it before building a pool.
-#[cfg(feature = "tls")]
-fn install_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Err: another thread installed one first, which is as good.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-}
-
-/// An r2d2 connection customizer that sets read and write timeouts on every
-/// new connection, for pools you build yourself.
-///
-/// A sync redis-rs connection has no read timeout once connected: without
-/// one, a command to a stalled server blocks forever. [`pool`] installs this
-/// customizer; add it to your own pool the same way.
-///
-/// ```no_run
-/// use std::time::Duration;
-/// let pool = r2d2::Pool::builder()
-///     .max_size(32)
-///     .test_on_check_out(false)
-///     .connection_customizer(Box::new(redmutex::SocketTimeouts::new(Duration::from_secs(1))))
-///     .build(redis::Client::open("redis://127.0.0.1/")?)?;
-/// let locker = redmutex::Locker::new(pool);
-/// # let _ = locker;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, Copy)]
-pub struct SocketTimeouts {
-    timeout: Duration,
-}
-
-impl SocketTimeouts {
-    /// Read and write timeouts of `timeout` (a zero duration means
-    /// [`DEFAULT_IO_TIMEOUT`], since sockets cannot take a zero timeout).
-    ///
-    /// ```
-    /// let t = redmutex::SocketTimeouts::new(std::time::Duration::from_millis(500));
-    /// # let _ = t;
-    /// ```
-    pub fn new(timeout: Duration) -> Self {
-        let timeout = if timeout.is_zero() {
-            DEFAULT_IO_TIMEOUT
-        } else {
-            timeout
-        };
-        SocketTimeouts { timeout }
-    }
-}
-
-impl CustomizeConnection<redis::Connection, RedisError> for SocketTimeouts {
-    fn on_acquire(&self, conn: &mut redis::Connection) -> Result<(), RedisError> {
-        conn.set_read_timeout(Some(self.timeout))?;
-        conn.set_write_timeout(Some(self.timeout))
-    }
-}
+pub use pool::{pool, pool_with, SocketTimeouts};
 
 /// An operation on one connection: what [`Connector::run`] runs.
 pub(crate) type Op<'a> = &'a mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>;
