@@ -445,10 +445,10 @@
 // 5 entry       builder: builds a `Locker` from the defaults and the settings given
 // 6 root        lib.rs: docs and re-exports only
 //
-// Two imports still run upward, each for a stated reason: `Locker::new` and
+// One import still runs upward, for a stated reason: `Locker::new` and
 // `Locker::builder` return a `Builder` (the API's entry point, as r2d2's
-// `Pool::builder`), and error.rs reads a server's refusal through open.rs's
-// reply-text readers (`auth_reason`, `handshake_unknown`, `database_refused`).
+// `Pool::builder`). A server's refusal (`auth_reason`, `handshake_unknown`,
+// `database_refused`) is read in error.rs, where its errors become ours.
 
 mod backoff;
 mod builder;
