@@ -8,8 +8,8 @@ use r2d2::Pool;
 use redis::cluster::ClusterClient;
 use redis::sentinel::{LockedSentinelClient, SentinelClient, SentinelServerType};
 
-use crate::conn::SocketTimeouts;
-use crate::defaults::{DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE};
+use crate::conn::{self, SocketTimeouts};
+use crate::defaults::DEFAULT_IO_TIMEOUT;
 use crate::error::auth_reason;
 use crate::time;
 use crate::Error;
@@ -194,8 +194,8 @@ fn ask_credentials(client: &redis::Client, timeout: Duration) -> Result<(), Erro
 /// Builds a connection pool to the master a group of Redis Sentinels
 /// names `master`, with the settings of [`pool`](crate::pool()): socket
 /// timeouts of [`DEFAULT_IO_TIMEOUT`] on every connection, no `PING` at
-/// checkout, checkouts bounded by [`DEFAULT_CHECKOUT_TIMEOUT`], at most
-/// [`DEFAULT_POOL_SIZE`] connections. Each connection asks the sentinels
+/// checkout, checkouts bounded by [`DEFAULT_CHECKOUT_TIMEOUT`](crate::DEFAULT_CHECKOUT_TIMEOUT), at most
+/// [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE) connections. Each connection asks the sentinels
 /// for the current master, so after a failover new connections reach the
 /// new one (see the crate docs' "Topologies and what they promise").
 ///
@@ -233,11 +233,7 @@ where
                 reason: "redis-rs refused the sentinels' URLs".to_owned(),
                 source: Some(e),
             })?;
-    Ok(Pool::builder()
-        .max_size(DEFAULT_POOL_SIZE)
-        .min_idle(Some(1))
-        .test_on_check_out(false)
-        .connection_timeout(DEFAULT_CHECKOUT_TIMEOUT)
+    Ok(conn::builder()
         .connection_customizer(Box::new(SocketTimeouts::new(DEFAULT_IO_TIMEOUT)))
         .build_unchecked(LockedSentinelClient::new(client)))
 }
@@ -245,7 +241,7 @@ where
 /// Builds a connection pool to a Redis Cluster from the URLs of some of its
 /// nodes (the rest are found from them), with connect and response
 /// timeouts of [`DEFAULT_IO_TIMEOUT`], no `PING` at checkout, checkouts
-/// bounded by [`DEFAULT_CHECKOUT_TIMEOUT`], at most [`DEFAULT_POOL_SIZE`]
+/// bounded by [`DEFAULT_CHECKOUT_TIMEOUT`](crate::DEFAULT_CHECKOUT_TIMEOUT), at most [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE)
 /// connections (each a connection to every node). The keys of one
 /// [`Locker::lock_all`](crate::Locker::lock_all) must share a hash slot:
 /// use hash tags (`{order42}:a`, `{order42}:b`).
@@ -277,12 +273,7 @@ where
             reason: "redis-rs refused the nodes' URLs".to_owned(),
             source: Some(e),
         })?;
-    Ok(Pool::builder()
-        .max_size(DEFAULT_POOL_SIZE)
-        .min_idle(Some(1))
-        .test_on_check_out(false)
-        .connection_timeout(DEFAULT_CHECKOUT_TIMEOUT)
-        .build_unchecked(client))
+    Ok(conn::builder().build_unchecked(client))
 }
 
 /// Each of `urls` checked as [`client`] checks one; at least one.

@@ -18,6 +18,7 @@ use crate::Error;
 
 mod pool;
 
+pub(crate) use pool::builder;
 pub use pool::{pool, pool_with, SocketTimeouts};
 
 /// An operation on one connection: what [`Connector::run`] runs.

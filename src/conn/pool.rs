@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use r2d2::{CustomizeConnection, Pool};
+use r2d2::{CustomizeConnection, ManageConnection, Pool};
 use redis::RedisError;
 
 use crate::defaults::{DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE};
@@ -60,13 +60,20 @@ pub fn pool(url: &str) -> Result<Pool<redis::Client>, Error> {
 pub fn pool_with(client: redis::Client) -> Pool<redis::Client> {
     #[cfg(feature = "tls")]
     install_crypto_provider();
+    builder()
+        .connection_customizer(Box::new(SocketTimeouts::new(DEFAULT_IO_TIMEOUT)))
+        .build_unchecked(client)
+}
+
+/// The pool settings every pool this crate builds shares: at most
+/// [`DEFAULT_POOL_SIZE`] connections, one kept open when idle, no `PING`
+/// at checkout, checkouts bounded by [`DEFAULT_CHECKOUT_TIMEOUT`].
+pub(crate) fn builder<M: ManageConnection>() -> r2d2::Builder<M> {
     Pool::builder()
         .max_size(DEFAULT_POOL_SIZE)
         .min_idle(Some(1))
         .test_on_check_out(false)
         .connection_timeout(DEFAULT_CHECKOUT_TIMEOUT)
-        .connection_customizer(Box::new(SocketTimeouts::new(DEFAULT_IO_TIMEOUT)))
-        .build_unchecked(client)
 }
 
 /// With the `tls` feature, rustls needs a process-wide crypto provider
