@@ -149,6 +149,17 @@ pub fn lock_of(key: &str) -> &str {
     key.strip_suffix(READ_SUFFIX).unwrap_or(key)
 }
 
+/// Whether a lock call on `asked` (as recorded when it failed) wanted the
+/// lock recorded as `lock`: the same lock, or one of a semaphore's permits
+/// (recorded as `<name>#<permit>`).
+fn asked_for(asked: &str, lock: &str) -> bool {
+    let asked = lock_of(asked);
+    asked == lock
+        || lock
+            .strip_prefix(asked)
+            .is_some_and(|rest| rest.starts_with('#'))
+}
+
 #[derive(Debug, Clone)]
 pub struct Exit {
     pub t: u64,
@@ -1265,23 +1276,39 @@ pub fn check(
                     .map(|n| n.enter)
                     .min()
                 else {
-                    // Never held again: a violation when the run went on
-                    // past the bound (others' locks taken meanwhile) with
-                    // no other fault in the way.
-                    let last = by_key.values().flatten().map(|s| s.enter).max();
+                    // Never held again: a violation only on evidence that
+                    // someone wanted it, a live worker's lock call on it
+                    // that waited past the bound (from the release, or from
+                    // its ask when later) and failed, with no other fault
+                    // in the way. A run going on with other keys proves
+                    // nothing: every live worker may be busy elsewhere.
+                    // (A live worker's call in flight at the run's end is
+                    // recorded: its threads are joined before its end.)
+                    let wanted = logs
+                        .iter()
+                        .filter(|l| l.id != w)
+                        .flat_map(|l| l.failed_calls.iter().map(move |c| (l.id, c)))
+                        .filter(|(_, (k, _, _))| asked_for(k, key))
+                        .filter(|(_, (_, asked, ended))| *ended > (*asked).max(x) + bound)
+                        .min_by_key(|(_, (_, _, ended))| *ended);
+                    let Some((d, (_, asked, ended))) = wanted else {
+                        continue;
+                    };
                     let quiet = !events.iter().any(|o| {
                         !std::ptr::eq(o, e)
                             && o.kind != Kind::ScriptFlush
                             && o.kind != Kind::KillWaiter
-                            && o.start < x + bound
+                            && o.start < *ended
                             && o.end + limits.ttl > x
                     });
-                    if let Some(last) = last.filter(|l| *l > x + bound && quiet) {
+                    if quiet {
+                        let rel = |t: u64| (t as f64 - x as f64) / MS as f64;
                         v.violate_at(
                             rule::TAKEOVER,
                             format!(
-                                "{key}: not held again in the {:.1} ms from the first release that followed a waiter's kill (worker {w}) to the run's last grant, bound {:.1} ms",
-                                ms(last - x),
+                                "{key}: not held again after the first release that followed a waiter's kill (worker {w}), though worker {d} asked for it at {:+.1} ms and failed at {:+.1} ms, bound {:.1} ms",
+                                rel(*asked),
+                                rel(*ended),
                                 ms(bound)
                             ),
                             x,

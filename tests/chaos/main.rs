@@ -175,6 +175,7 @@ fn main() {
     }
     checker_knows_readers_from_writers();
     checker_explains_an_evicted_readers_set();
+    checker_wants_demand_for_a_takeover();
     let long = std::env::var("REDMUTEX_CHAOS").is_ok_and(|v| v == "long");
     let started = Instant::now();
     let mut failed = false;
@@ -1899,4 +1900,56 @@ fn checker_explains_an_evicted_readers_set() {
     ] {
         assert!(why.contains(part), "{part:?} missing from:\n{why}");
     }
+}
+
+/// A lock never held again after the first release that followed a
+/// waiter's kill is a [takeover] violation only when someone wanted it: a
+/// live worker's lock call on it that waited past the bound. A run that
+/// goes on with other keys only (every live worker busy elsewhere, as with
+/// random keys and long backoffs) proves nothing.
+fn checker_wants_demand_for_a_takeover() {
+    use history::{line, Op, Unlock};
+    let ms = |t: u64| t * history::MS;
+    let held = |key: &str, token: u64, from: u64, to: u64| {
+        [
+            line::enter(key, token, ms(from), ms(from)),
+            line::read(key, token, ms(from)),
+            line::exit(key, token, ms(to), Op::Ok, Op::Ok, ms(to), false),
+            line::unlock(key, token, ms(to), Unlock::Ok),
+        ]
+        .concat()
+    };
+    let kill = Event {
+        kind: Kind::KillWaiter,
+        start: ms(1_000),
+        end: ms(1_002),
+        worker: Some(0),
+        victims: Vec::new(),
+        loses: true,
+        masters: Vec::new(),
+        evicted: Vec::new(),
+    };
+    // k1 released 5 s after the kill, then only k0 taken (in turn), for
+    // 20 s more.
+    let releaser = [held("k1", 1, 5_990, 6_000), line::end(ms(30_000), 0)].concat();
+    let busy: String = (0..40)
+        .map(|i| held("k0", 10 + i, 6_100 + i * 500, 6_500 + i * 500))
+        .collect();
+    let limits = limits(IO);
+    let verdict = |others: &str| {
+        let logs = vec![
+            WorkerLog::parse(0, ""),
+            WorkerLog::parse(1, &releaser),
+            WorkerLog::parse(
+                2,
+                &[busy.as_str(), others, &line::end(ms(30_000), 0)].concat(),
+            ),
+        ];
+        check(&logs, std::slice::from_ref(&kill), &limits, false, false)
+    };
+    let idle = verdict("");
+    assert_eq!(idle.count(rule::TAKEOVER), 0, "{:?}", idle.violations);
+    // A k1 call asked just after the release, failed 10 s later.
+    let wanted = verdict(&line::failed(ms(16_001), "timeout", "k1", ms(6_001)));
+    assert_eq!(wanted.count(rule::TAKEOVER), 1, "{:?}", wanted.violations);
 }
