@@ -1026,6 +1026,31 @@ pub fn check(
         *r = (*r).max(back.unwrap_or(0));
     }
 
+    // An eviction heard just before `s` recorded its entry took the key of
+    // an older holder still in at it, not `s`'s, when `s`'s key is evicted
+    // later with nobody else entering the lock in between: `s` set its key
+    // (`SET NX`) once the older one was gone, and the key evicted later was
+    // its own. Its loss is timed from that later eviction.
+    let took_the_older_key = |s: &Section, key: &str, t: u64| -> bool {
+        let Some(sections) = by_key.get(lock_of(key)).filter(|_| s.enter > t) else {
+            return false;
+        };
+        let older_in = sections.iter().any(|o| {
+            !std::ptr::eq(*o, s) && o.enter <= t && Event::evicted_from(o, key, t, end_of(o))
+        });
+        let later = events
+            .iter()
+            .flat_map(|o| &o.evicted)
+            .filter(|(k, t2)| k == key && *t2 > t && Event::evicted_from(s, key, *t2, end_of(s)))
+            .map(|(_, t2)| *t2)
+            .min();
+        older_in
+            && later.is_some_and(|t2| {
+                !sections
+                    .iter()
+                    .any(|n| !std::ptr::eq(*n, s) && n.enter > t && n.enter < t2)
+            })
+    };
     // Every holder whose lock was taken away is told by its watchdog, at
     // its next renewal; by its lease's deadline when a fault kept its
     // renewals from getting through.
@@ -1057,6 +1082,7 @@ pub fn check(
                 .into_iter()
                 .flatten()
                 .filter(|s| Event::evicted_from(s, key, *t, end_of(s)))
+                .filter(|s| !took_the_older_key(s, key, *t))
                 .map(|s| (*s, *t))
         });
         let mut victims: Vec<(&Section, u64)> = by_token.chain(by_eviction).collect();

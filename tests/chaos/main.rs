@@ -176,6 +176,7 @@ fn main() {
     checker_knows_readers_from_writers();
     checker_explains_an_evicted_readers_set();
     checker_wants_demand_for_a_takeover();
+    checker_times_a_loss_from_the_eviction_of_its_own_key();
     let long = std::env::var("REDMUTEX_CHAOS").is_ok_and(|v| v == "long");
     let started = Instant::now();
     let mut failed = false;
@@ -1952,4 +1953,61 @@ fn checker_wants_demand_for_a_takeover() {
     // A k1 call asked just after the release, failed 10 s later.
     let wanted = verdict(&line::failed(ms(16_001), "timeout", "k1", ms(6_001)));
     assert_eq!(wanted.count(rule::TAKEOVER), 1, "{:?}", wanted.violations);
+}
+
+/// An eviction heard just before a holder recorded its entry took the
+/// previous holder's key (the newer one's `SET NX` came right after it)
+/// when the newer key is evicted later with nobody entering in between:
+/// the newer holder's loss is timed from that later eviction (chaos-long,
+/// soak mixed: `slow` token 1795621640004510, told at its second renewal,
+/// 129 ms after its key went, was reported 669 ms late, timed from the
+/// eviction of the holder before it). Told too late after its own key's
+/// eviction, it is still a violation.
+fn checker_times_a_loss_from_the_eviction_of_its_own_key() {
+    use history::{line, Op, Unlock};
+    let ms = |t: u64| t * history::MS;
+    let held = |token: u64, asked: u64, from: u64, told: u64| {
+        [
+            line::enter("k0", token, ms(from), ms(asked)),
+            line::read("k0", token, ms(from)),
+            line::lost("k0", token, ms(told)),
+            line::exit("k0", token, ms(told), Op::Ok, Op::Rejected, ms(told), true),
+            line::unlock("k0", token, ms(told), Unlock::Lost),
+            line::end(ms(3000), 0),
+        ]
+        .concat()
+    };
+    let eviction = |start: u64, end: u64, at: u64| Event {
+        kind: Kind::Evict,
+        start: ms(start),
+        end: ms(end),
+        worker: None,
+        victims: Vec::new(),
+        loses: true,
+        masters: vec![0],
+        evicted: vec![("k0".to_owned(), ms(at))],
+    };
+    // The older holder's key is evicted at 200 ms (it is told at its first
+    // renewal); the newer one enters 2 ms after that is heard, and its own
+    // key is evicted at 740 ms.
+    let events = [eviction(50, 311, 200), eviction(739, 1500, 740)];
+    let limits = limits(IO);
+    let verdict = |told: u64| {
+        let logs = vec![
+            WorkerLog::parse(0, &held(1, 99, 100, 433)),
+            WorkerLog::parse(1, &held(2, 150, 202, told)),
+        ];
+        check(&logs, &events, &limits, false, false)
+    };
+    // Told at its second renewal, 129 ms after its key was evicted.
+    let timely = verdict(869);
+    assert_eq!(
+        timely.count(rule::LOSS_REPORT),
+        0,
+        "{:?}",
+        timely.violations
+    );
+    // Told 600 ms after its key was evicted: late.
+    let late = verdict(1340);
+    assert_eq!(late.count(rule::LOSS_REPORT), 1, "{:?}", late.violations);
 }
