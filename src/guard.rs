@@ -351,13 +351,14 @@ impl Guard {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn unlock(mut self) -> Result<(), Error> {
-        let Some(held) = self.held.take() else {
+        let Some(mut held) = self.held.take() else {
             return Err(self.lost());
         };
         if !held.release(&self.lease)? {
             self.lease.mark_lost();
         }
         if self.lease.is_lost() {
+            held.count_loss(&self.lease);
             Err(self.lost())
         } else {
             Ok(())
@@ -438,7 +439,7 @@ impl Held {
     /// deletes the keys still ours, and wakes this locker's waiters.
     /// `Ok(true)` when the keys were still ours (a majority of instances, in
     /// Redlock mode), `Ok(false)` when the lease had been lost.
-    fn release(mut self, lease: &Lease) -> Result<bool, Error> {
+    fn release(&mut self, lease: &Lease) -> Result<bool, Error> {
         // Dropping the handle stops the watchdog.
         drop(self.watchdog.take());
         let result = self.shared.release(&self.acquisition);
@@ -448,14 +449,22 @@ impl Held {
         result.map(|(ours, _)| ours)
     }
 
-    /// The stats of a guard's end: its hold time, and its loss if it was
-    /// lost (`not_ours`: its end found its keys gone) and not counted yet.
-    fn ended(&self, lease: &Lease, not_ours: bool) {
+    /// The stats of a guard's end: its hold time, and its loss when `lost`
+    /// (its end found the lease lost) and not counted yet. Only atomics on
+    /// the usual path: the lease's own lock is not taken for the stats.
+    fn ended(&self, lease: &Lease, lost: bool) {
         if !self.counted {
             return;
         }
         self.shared.stats.ended(self.since);
-        if not_ours || lease.is_lost() {
+        if lost {
+            self.count_loss(lease);
+        }
+    }
+
+    /// Counts the loss of this guard's lease, if not counted yet.
+    fn count_loss(&self, lease: &Lease) {
+        if self.counted {
             self.shared.count_loss(&self.acquisition, lease);
         }
     }
@@ -463,7 +472,7 @@ impl Held {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if let Some(held) = self.held.take() {
+        if let Some(mut held) = self.held.take() {
             if held.pid != std::process::id() {
                 // A forked child's copy of its parent's guard: the keys,
                 // the watchdog and the connections are the parent's. Leave

@@ -39,8 +39,9 @@ use recorder::bucket_top;
 ///   [`losses_not_ours`](Stats::losses_not_ours) (Redis showed the key gone
 ///   or someone else's). A loss is counted when a renewal (the watchdog's,
 ///   or [`extend`](crate::Guard::extend)) finds it, or else when its guard
-///   ends (a lease that ran out while its renewals failed, or without a
-///   watchdog, is counted then);
+///   ends and finds it (a release that finds its keys gone, or `unlock` or
+///   `expire_at` that find the lease lost): a lease that ran out while its
+///   renewals failed, or without a watchdog, is counted then;
 /// - [`failed_renewals`](Stats::failed_renewals): renewals (the
 ///   watchdog's, each retry counted, and `extend`'s) that got an error or
 ///   no answer in time;
