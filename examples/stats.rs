@@ -87,7 +87,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut second = 0u32;
     while start.elapsed() < RUN {
         second += 1;
-        pause((start + Duration::from_secs(second.into())).saturating_duration_since(Instant::now()));
+        pause(
+            (start + Duration::from_secs(second.into())).saturating_duration_since(Instant::now()),
+        );
         let s = locker.reset_stats();
         println!(
             "{second:>2}s  grants {:>4} (hand-overs {:>4})  busy {:>3}  timeouts {:>3}  \

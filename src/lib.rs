@@ -356,6 +356,24 @@
 //! ```
 
 //!
+//! # Live figures
+//!
+//! [`Locker::stats`] returns a locker's counts (grants, hand-overs, busy
+//! answers, timeouts, losses by reason, failed renewals) and its wait and
+//! hold times (p50, p99, max), shared by its clones and the semaphores and
+//! read-write locks made from them; recording them costs relaxed atomic
+//! adds and no lock ([`Builder::stats`] turns it off).
+//! [`Locker::reset_stats`] returns them and starts again from zero. See
+//! [`Stats`] for what each counts and how to export them to a metrics
+//! system.
+//!
+//! ```no_run
+//! # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+//! let s = locker.stats();
+//! println!("{} grants, {} busy, wait p99 {:?}", s.grants(), s.busy(), s.wait().p99());
+//! # Ok::<(), redmutex::Error>(())
+//! ```
+//!
 //! # Logging
 //!
 //! Events go to the [`log`](https://docs.rs/log) facade (install any

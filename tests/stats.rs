@@ -40,7 +40,11 @@ fn stats_count_a_scripted_workload_exactly() {
 
     // 3 grants, each released.
     for i in 0..3 {
-        locker.lock(key(&format!("plain-{i}"))).unwrap().unlock().unwrap();
+        locker
+            .lock(key(&format!("plain-{i}")))
+            .unwrap()
+            .unlock()
+            .unwrap();
     }
 
     // 2 busy try_locks (one through a clone: clones share the figures),
@@ -59,9 +63,11 @@ fn stats_count_a_scripted_workload_exactly() {
 
     // A hand-over: a waiter queued behind a holder is handed the lock by
     // its release (with a minute of backoff, nothing else can get it there).
-    common::wait_until("the release listener is up", Duration::from_secs(10), || {
-        server.release_subscribers() == 1
-    });
+    common::wait_until(
+        "the release listener is up",
+        Duration::from_secs(10),
+        || server.release_subscribers() == 1,
+    );
     let handed = key("handed");
     let holder = locker.lock(&handed).unwrap();
     let waiter = {
@@ -79,7 +85,10 @@ fn stats_count_a_scripted_workload_exactly() {
     // A lease lost because its key was deleted: the next renewal says so.
     let lost = key("lost");
     let guard = locker.lock(&lost).unwrap();
-    let _: () = redis::cmd("DEL").arg(&lost).query(&mut server.conn()).unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(&lost)
+        .query(&mut server.conn())
+        .unwrap();
     assert!(matches!(
         guard.extend(Duration::from_secs(60)),
         Err(Error::Lost { .. })

@@ -206,7 +206,8 @@ impl Stats {
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
-    /// let wait = locker.stats().wait();
+    /// let stats = locker.stats();
+    /// let wait = stats.wait();
     /// println!("wait p50 {:?} p99 {:?} max {:?}", wait.p50(), wait.p99(), wait.max());
     /// # Ok::<(), redmutex::Error>(())
     /// ```
@@ -277,22 +278,12 @@ impl fmt::Display for Stats {
 /// it (a p99 of 10 ms is between 8.9 and 10 ms). [`max`](Durations::max)
 /// is exact (to the microsecond). The histogram has a fixed size (496
 /// buckets, about 4 KiB) whatever the number of samples.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Durations {
     /// Samples per bucket (empty when there are none).
     buckets: Vec<u64>,
     count: u64,
     max_us: u64,
-}
-
-impl Default for Durations {
-    fn default() -> Self {
-        Durations {
-            buckets: Vec::new(),
-            count: 0,
-            max_us: 0,
-        }
-    }
 }
 
 impl Durations {

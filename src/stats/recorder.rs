@@ -69,7 +69,13 @@ impl Histogram {
 
     /// The figures so far; cleared as they are read when `clear`.
     fn read(&self, clear: bool) -> Durations {
-        let take = |a: &AtomicU64| if clear { a.swap(0, Relaxed) } else { a.load(Relaxed) };
+        let take = |a: &AtomicU64| {
+            if clear {
+                a.swap(0, Relaxed)
+            } else {
+                a.load(Relaxed)
+            }
+        };
         let buckets: Vec<u64> = self.buckets.iter().map(take).collect();
         let count = buckets.iter().fold(0u64, |n, b| n.saturating_add(*b));
         Durations {
@@ -179,7 +185,13 @@ impl Recorder {
     }
 
     fn snapshot(&self, clear: bool) -> Stats {
-        let take = |a: &AtomicU64| if clear { a.swap(0, Relaxed) } else { a.load(Relaxed) };
+        let take = |a: &AtomicU64| {
+            if clear {
+                a.swap(0, Relaxed)
+            } else {
+                a.load(Relaxed)
+            }
+        };
         let now_us = u64::try_from(self.base.elapsed().as_micros()).unwrap_or(u64::MAX);
         let since = if clear {
             self.since_us.swap(now_us, Relaxed)
@@ -283,7 +295,10 @@ mod tests {
                 r.ended(std::hint::black_box(since));
             }
             let per = start.elapsed() / N;
-            println!("recording {}: {per:?} per lock + unlock cycle", if on { "on" } else { "off" });
+            println!(
+                "recording {}: {per:?} per lock + unlock cycle",
+                if on { "on" } else { "off" }
+            );
         }
     }
 
@@ -298,14 +313,23 @@ mod tests {
         assert_eq!((cleared.busy(), cleared.losses_expired()), (1, 1));
         assert_eq!(cleared.wait().count(), 1);
         let after = r.read();
-        assert_eq!(after, Stats { elapsed: after.elapsed, ..Stats::default() });
+        assert_eq!(
+            after,
+            Stats {
+                elapsed: after.elapsed,
+                ..Stats::default()
+            }
+        );
 
         let off = Recorder::new(false);
         off.granted(Instant::now(), false);
         off.renewal_failed();
         off.ended(Instant::now());
         let s = off.read();
-        assert_eq!((s.grants(), s.failed_renewals(), s.hold().count()), (0, 0, 0));
+        assert_eq!(
+            (s.grants(), s.failed_renewals(), s.hold().count()),
+            (0, 0, 0)
+        );
         assert_eq!(s.wait().p99(), Duration::ZERO);
     }
 }
