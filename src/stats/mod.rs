@@ -28,7 +28,10 @@ use recorder::bucket_top;
 /// - [`grants`](Stats::grants): guards handed to callers (every lock,
 ///   try-lock, permit, read or write hold), hand-overs included;
 /// - [`hand_overs`](Stats::hand_overs): those grants that a release handed
-///   to a waiter of this locker (counted on the waiter's side);
+///   to a waiter of this locker, taken up as such (counted on the waiter's
+///   side; a permit handed over, or any hand-over with
+///   [`Builder::min_replicas`](crate::Builder::min_replicas), is taken by
+///   the waiter's next attempt and counts as a plain grant);
 /// - [`busy`](Stats::busy): one-attempt calls (`try_lock`, `try_lock_all`,
 ///   `try_acquire`, `try_read`, `try_write`) that found the lock held;
 /// - [`timeouts`](Stats::timeouts): waiting calls that returned
@@ -115,7 +118,8 @@ impl Stats {
         self.grants
     }
 
-    /// Grants that a release handed over to a waiting call of this locker.
+    /// Grants that a release handed over to a waiting call of this locker
+    /// (a lock's or a writer's; see "What is counted" for the others).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
