@@ -179,3 +179,21 @@ fn stats_off_records_nothing() {
     let s = locker.stats();
     assert_eq!((s.grants(), s.busy(), s.hold().count()), (0, 0, 0), "{s:?}");
 }
+
+#[test]
+fn a_loss_the_watchdog_finds_is_counted_while_its_guard_lives() {
+    // The watchdog's renewal finds the key gone: the loss counts at once,
+    // not when the guard ends, and only once.
+    let server = Server::start();
+    let locker = server.locker_with_ttl(Duration::from_millis(900));
+    let k = key("watched");
+    let guard = locker.lock(&k).unwrap();
+    let _: () = redis::cmd("DEL").arg(&k).query(&mut server.conn()).unwrap();
+    assert!(guard.wait_lost(Duration::from_secs(30)));
+    let s = locker.stats();
+    assert_eq!((s.losses(), s.losses_not_ours()), (1, 1), "{s:?}");
+    assert_eq!(s.hold().count(), 0, "the guard still lives: {s:?}");
+    drop(guard);
+    let s = locker.stats();
+    assert_eq!((s.losses(), s.hold().count()), (1, 1), "{s:?}");
+}

@@ -119,6 +119,8 @@ impl RawLock {
                 Ok(Renewal::Confirmed)
             }
             RenewDecision::Confirmed { .. } | RenewDecision::Lost => {
+                // Counted before anyone waiting for the loss is woken.
+                self.count_loss(&noted, lease);
                 lease.mark_lost();
                 Ok(Renewal::Lost)
             }
