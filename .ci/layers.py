@@ -12,7 +12,7 @@ import sys
 
 # Lower number = lower layer. A file may import its own layer or lower ones.
 LAYERS = [
-    ("leaf", ["time", "token", "sync", "defaults", "error", "info"]),
+    ("leaf", ["time", "token", "sync", "defaults", "error", "info", "stats"]),
     ("mechanism", ["config", "protocol", "quorum", "backoff", "conn", "open",
                    "lease", "wake", "raw", "server"]),
     ("held", ["guard"]),

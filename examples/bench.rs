@@ -26,7 +26,10 @@
 //! 4. 10,000 held guards: resident memory, threads, renewals/s, leases lost;
 //! 5. a 4-permit semaphore, read holds and write holds of a read-write
 //!    lock, each under 8 threads over 2 lockers, next to the mutex under the
-//!    same 8 threads: acquisitions/s (each hold one INCR).
+//!    same 8 threads: acquisitions/s (each hold one INCR);
+//! 6. the live figures' cost: uncontended lock + unlock with stats recorded
+//!    (the default) against `Builder::stats(false)`, in alternating chunks,
+//!    5 rounds: each round's cycle time ratio and their median.
 //!
 //! The quick profile holds 2,000 guards for 9 s instead of 10,000 for 18 s.
 
@@ -518,6 +521,36 @@ fn main() -> Res<()> {
     if runs("5") {
         primitives(&url, run)?;
     }
+    if runs("6") {
+        stats_cost(&url, run)?;
+    }
+    Ok(())
+}
+
+/// Section 6: uncontended cycles with the live figures recorded and
+/// without, alternating chunks of 20 (see [`alternating`]), in 5 rounds.
+fn stats_cost(url: &str, run: Duration) -> Res<()> {
+    println!("\n6. live figures: uncontended lock + unlock, stats on (default) vs off");
+    let on = Locker::builder(redmutex::pool(url)?).build()?;
+    let off = Locker::builder(redmutex::pool(url)?).stats(false).build()?;
+    let mut ratios = Vec::new();
+    for round in 1..=5 {
+        let (with, without) = alternating(
+            run,
+            || Ok(on.lock("bench:s:on")?.unlock()?),
+            || Ok(off.lock("bench:s:off")?.unlock()?),
+        )?;
+        let ratio = without / with;
+        println!(
+            "   round {round}: on {with:>7.0} cycles/s, off {without:>7.0}: cycle time ratio on/off {ratio:.3}"
+        );
+        ratios.push(ratio);
+    }
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN);
+    println!("   median cycle time ratio on/off: {median:.3} (target: 1.02 or less)");
+    let s = on.stats();
+    println!("   the stats-on locker's own figures: {s}");
     Ok(())
 }
 

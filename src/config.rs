@@ -26,6 +26,8 @@ pub(crate) struct Config {
     pub(crate) metadata: String,
     pub(crate) checkout_timeout: Duration,
     pub(crate) io_timeout: Duration,
+    /// Live figures recorded (`Builder::stats`).
+    pub(crate) stats: bool,
     /// Test-only: how fast this machine's clock runs for Redlock proposals.
     pub(crate) clock_ahead: Duration,
 }

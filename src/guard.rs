@@ -1,6 +1,7 @@
 //! `Guard`: proof of a held lock, released on drop.
 
 use std::fmt;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -67,6 +68,10 @@ struct Held {
     watchdog: Option<Watchdog>,
     /// The process that took the lock: a forked child's copy is not its.
     pid: u32,
+    /// When it was granted (the stats' hold time).
+    since: Instant,
+    /// Its hold and loss count in the stats (see `count_in_stats`).
+    counted: bool,
 }
 
 // `Guard` is `Send + Sync`: every field is (`Arc`s of `Send + Sync` data, a
@@ -106,6 +111,8 @@ impl Guard {
                 acquisition,
                 watchdog: None,
                 pid: std::process::id(),
+                since: Instant::now(),
+                counted: true,
             }),
         };
         if watchdog_on {
@@ -344,13 +351,14 @@ impl Guard {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn unlock(mut self) -> Result<(), Error> {
-        let Some(held) = self.held.take() else {
+        let Some(mut held) = self.held.take() else {
             return Err(self.lost());
         };
-        if !held.release()? {
+        if !held.release(&self.lease)? {
             self.lease.mark_lost();
         }
         if self.lease.is_lost() {
+            held.count_loss(&self.lease);
             Err(self.lost())
         } else {
             Ok(())
@@ -396,11 +404,26 @@ impl Guard {
         };
         // Dropping the handle stops the watchdog: no renewal after this.
         drop(held.watchdog.take());
-        if self.lease.is_lost() || !held.shared.expire(&held.acquisition, left)? {
+        let kept = if self.lease.is_lost() {
+            Ok(false)
+        } else {
+            held.shared.expire(&held.acquisition, left)
+        };
+        held.ended(&self.lease, matches!(kept, Ok(false)));
+        if !kept? {
             self.lease.mark_lost();
             return Err(self.lost());
         }
         Ok(())
+    }
+
+    /// Leaves this guard's hold and loss out of the stats, or puts them back
+    /// in: a hand-over's take-up that fails is no grant.
+    pub(crate) fn count_in_stats(&mut self, on: bool) {
+        if let Some(held) = self.held.as_mut() {
+            held.counted = on;
+            held.acquisition.loss_counted.store(!on, Ordering::Relaxed);
+        }
     }
 
     fn lost(&self) -> Error {
@@ -416,19 +439,40 @@ impl Held {
     /// deletes the keys still ours, and wakes this locker's waiters.
     /// `Ok(true)` when the keys were still ours (a majority of instances, in
     /// Redlock mode), `Ok(false)` when the lease had been lost.
-    fn release(mut self) -> Result<bool, Error> {
+    fn release(&mut self, lease: &Lease) -> Result<bool, Error> {
         // Dropping the handle stops the watchdog.
         drop(self.watchdog.take());
         let result = self.shared.release(&self.acquisition);
         let handed = result.as_ref().ok().and_then(|(_, h)| h.as_ref());
         self.shared.notify_released(&self.acquisition, handed);
+        self.ended(lease, matches!(result, Ok((false, _))));
         result.map(|(ours, _)| ours)
+    }
+
+    /// The stats of a guard's end: its hold time, and its loss when `lost`
+    /// (its end found the lease lost) and not counted yet. Only atomics on
+    /// the usual path: the lease's own lock is not taken for the stats.
+    fn ended(&self, lease: &Lease, lost: bool) {
+        if !self.counted {
+            return;
+        }
+        self.shared.stats.ended(self.since);
+        if lost {
+            self.count_loss(lease);
+        }
+    }
+
+    /// Counts the loss of this guard's lease, if not counted yet.
+    fn count_loss(&self, lease: &Lease) {
+        if self.counted {
+            self.shared.count_loss(&self.acquisition, lease);
+        }
     }
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if let Some(held) = self.held.take() {
+        if let Some(mut held) = self.held.take() {
             if held.pid != std::process::id() {
                 // A forked child's copy of its parent's guard: the keys,
                 // the watchdog and the connections are the parent's. Leave
@@ -439,7 +483,7 @@ impl Drop for Guard {
             // Errors are not returned here (`unlock` returns them): they are
             // logged.
             let key = self.keys.first().map_or("", String::as_str);
-            match held.release() {
+            match held.release(&self.lease) {
                 Ok(true) => {}
                 Ok(false) => log::warn!(
                     target: "redmutex::release",

@@ -356,6 +356,24 @@
 //! ```
 
 //!
+//! # Live figures
+//!
+//! [`Locker::stats`] returns a locker's counts (grants, hand-overs, busy
+//! answers, timeouts, losses by reason, failed renewals) and its wait and
+//! hold times (p50, p99, max), shared by its clones and the semaphores and
+//! read-write locks made from them; recording them costs relaxed atomic
+//! adds and no lock ([`Builder::stats`] turns it off).
+//! [`Locker::reset_stats`] returns them and starts again from zero. See
+//! [`Stats`] for what each counts and how to export them to a metrics
+//! system.
+//!
+//! ```no_run
+//! # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+//! let s = locker.stats();
+//! println!("{} grants, {} busy, wait p99 {:?}", s.grants(), s.busy(), s.wait().p99());
+//! # Ok::<(), redmutex::Error>(())
+//! ```
+//!
 //! # Logging
 //!
 //! Events go to the [`log`](https://docs.rs/log) facade (install any
@@ -387,10 +405,14 @@
 // lib.rs              crate docs, modules, re-exports; no logic
 // locker.rs           `Locker`: the API
 //   locker/acquire.rs one attempt, the acquire loop (wait, queue, hand-over), a grant's guard
+//   locker/stats.rs   `Locker::stats` and `reset_stats`
 // semaphore.rs        `Semaphore`: N holders of a name, each hold a `Guard` over one permit key
 // rwlock.rs           `RwLock`: readers or one writer of a name, each hold a `Guard` over its key
 // guard.rs            `Guard`: a held lock, its lease API, release on drop
 // info.rs             `LockInfo`, what `Locker::holder` reports
+// stats/              a locker's live figures:
+//   mod.rs            `Stats` and `Durations`, what callers read
+//   recorder.rs       the recorder: atomic counters, log-scale histograms; no lock
 // builder.rs          `Builder`: checks the settings and builds a `Locker` (above it)
 // config.rs           the frozen `Config`, the `Topology` decided once, the duration checks
 // defaults.rs         every default and limit (`DEFAULT_*`, `MAX_TTL`, ...); imports nothing
@@ -435,8 +457,8 @@
 // Layers: a file imports its own layer or lower ones, never a higher one
 // (`.ci/layers.py` lists each file's imports and flags any that run upward):
 //
-// 1 leaves      defaults, time, token, sync, error, info: constants, arithmetic, plain
-//               types; `defaults` and `sync` import nothing of the crate
+// 1 leaves      defaults, time, token, sync, error, info, stats: constants, arithmetic,
+//               plain types; `defaults`, `sync` and `stats` import nothing of the crate
 // 2 mechanism   config, backoff, quorum, protocol/, conn, open, server, lease/, wake/,
 //               raw/: what is said to Redis and decided from its replies; reads the
 //               leaves and the frozen `Config`, never a handle or the builder
@@ -467,6 +489,7 @@ mod raw;
 mod rwlock;
 mod semaphore;
 mod server;
+mod stats;
 mod sync;
 mod time;
 mod token;
@@ -488,6 +511,7 @@ pub use open::{cluster_pool, sentinel_pool};
 pub use rwlock::RwLock;
 pub use semaphore::{Semaphore, MAX_PERMITS};
 pub use server::MIN_REDIS_VERSION;
+pub use stats::{Durations, Stats};
 
 /// The redis-rs crate this one is built on, for its types in this API
 /// (`redis::Client`, `redis::cluster::ClusterClient`,

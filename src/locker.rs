@@ -497,6 +497,7 @@ where
 }
 
 mod acquire;
+mod stats;
 
 #[cfg(test)]
 mod tests {

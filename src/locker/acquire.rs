@@ -25,11 +25,19 @@ impl Locker {
 
     /// One attempt of a prepared acquisition (a lock's or a permit's).
     pub(crate) fn try_acquisition(&self, acquisition: Acquisition) -> Result<Option<Guard>, Error> {
+        let asked = Instant::now();
         let acquisition = Arc::new(acquisition);
         let queue = self.shared.queue_mode(&acquisition, Queue::Respect);
         match self.shared.acquire(&acquisition, queue)? {
-            Outcome::Granted { sent, fence } => self.grant(acquisition, sent, fence).map(Some),
-            Outcome::Busy { .. } => Ok(None),
+            Outcome::Granted { sent, fence } => {
+                let guard = self.grant(acquisition, sent, fence)?;
+                self.shared.stats.granted(asked, false);
+                Ok(Some(guard))
+            }
+            Outcome::Busy { .. } => {
+                self.shared.stats.busy();
+                Ok(None)
+            }
         }
     }
 
@@ -100,7 +108,9 @@ impl Locker {
                     if attempts > 1 {
                         waited(first, "acquired", attempts, start);
                     }
-                    return self.grant(acquisition, sent, fence);
+                    let guard = self.grant(acquisition, sent, fence)?;
+                    self.shared.stats.granted(start, false);
+                    return Ok(guard);
                 }
                 Outcome::Busy { holder_ttl, sent } => (holder_ttl, sent),
             };
@@ -118,6 +128,7 @@ impl Locker {
                         key: first.to_owned(),
                     });
                 }
+                self.shared.stats.timed_out();
                 return Err(Error::Timeout {
                     key: first.to_owned(),
                     waited: start.elapsed(),
@@ -169,6 +180,7 @@ impl Locker {
                                 });
                             }
                             if deadline.is_some_and(|d| Instant::now() >= d) {
+                                self.shared.stats.timed_out();
                                 return Err(Error::Timeout {
                                     key: first.to_owned(),
                                     waited: start.elapsed(),
@@ -177,7 +189,12 @@ impl Locker {
                             }
                             continue;
                         }
-                        taken => return taken,
+                        taken => {
+                            if taken.is_ok() {
+                                self.shared.stats.granted(start, true);
+                            }
+                            return taken;
+                        }
                     }
                 }
             }
@@ -206,8 +223,11 @@ impl Locker {
     ) -> Result<Guard, Error> {
         let config = &self.shared.config;
         let lease = Lease::claimed(sent, claim, config.ttl, config.drift);
-        let guard = self.guard(a, fence, lease)?;
+        let mut guard = self.guard(a, fence, lease)?;
+        // A take-up that fails is no grant: its hold and loss are not counted.
+        guard.count_in_stats(false);
         guard.extend(config.ttl)?;
+        guard.count_in_stats(true);
         Ok(guard)
     }
 

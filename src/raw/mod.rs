@@ -29,6 +29,7 @@ use crate::protocol::scripts;
 pub(crate) use crate::protocol::scripts::Queue;
 use crate::quorum::{self, Acquired, Grant};
 use crate::server;
+use crate::stats::recorder::Recorder;
 use crate::time;
 use crate::token::Token;
 use crate::wake::listener::Listener;
@@ -54,6 +55,8 @@ pub(crate) struct RawLock {
     /// Redlock: the releases that could not reach an instance, sent again
     /// once it answers (and for a while where a late renewal may undo them).
     later: later::Later,
+    /// The live figures (`Locker::stats`), shared by clones and guards.
+    pub(crate) stats: Recorder,
 }
 
 // `RawLock` is `Send + Sync`: connectors are required to be, and `Config` and
@@ -84,6 +87,8 @@ pub(crate) struct Acquisition {
     /// failed for want of a connection: it may still arrive, after the
     /// release too, so the release is sent there again later.
     stalled: AtomicU64,
+    /// Its guard's loss was counted in the stats (once per guard).
+    pub(crate) loss_counted: AtomicBool,
 }
 
 /// No permit granted yet.
@@ -102,6 +107,7 @@ impl Acquisition {
             floor: AtomicU64::new(0),
             slot: AtomicUsize::new(NO_SLOT),
             stalled: AtomicU64::new(0),
+            loss_counted: AtomicBool::new(false),
         })
     }
 
@@ -162,6 +168,7 @@ impl RawLock {
             breakers: instances.iter().map(|_| Breaker::default()).collect(),
             fan: FanOut::new(instances.len()),
             later: later::Later::new(instances.len()),
+            stats: Recorder::new(config.stats),
             instances,
             config,
             wake: Arc::new(Listener::new(channel)),

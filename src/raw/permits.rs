@@ -1,7 +1,7 @@
 //! A semaphore's mechanism: its permit keys, how many are free, and the
 //! permit an acquisition was granted.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -48,6 +48,7 @@ impl Acquisition {
             floor: AtomicU64::new(self.floor.load(Ordering::SeqCst)),
             slot: AtomicUsize::new(slot),
             stalled: AtomicU64::new(self.stalled.load(Ordering::SeqCst)),
+            loss_counted: AtomicBool::new(false),
         }))
     }
 

@@ -1,6 +1,7 @@
 //! The renewal of a granted hold, whatever its primitive, and the expiry
 //! set at its end when it must last until a given time.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,7 @@ use crate::lease::Lease;
 use crate::protocol::replies::{self, LockValue};
 use crate::protocol::scripts;
 use crate::quorum::{self, RenewDecision};
+use crate::stats::recorder::Loss;
 use crate::time;
 use crate::Error;
 
@@ -35,12 +37,32 @@ impl RawLock {
         fence: u64,
         ttl: Option<Duration>,
     ) -> Result<Renewal, Error> {
-        lease
+        let renewal = lease
             .serialized(|| {
                 let ttl = ttl.unwrap_or_else(|| lease.schedule().0);
                 self.renew_now(lease, a, fence, ttl)
             })
-            .unwrap_or(Ok(Renewal::Stopped))
+            .unwrap_or(Ok(Renewal::Stopped));
+        match renewal {
+            Ok(Renewal::Lost) => self.count_loss(a, lease),
+            Err(_) => self.stats.renewal_failed(),
+            Ok(_) => {}
+        }
+        renewal
+    }
+
+    /// Counts the loss of `a`'s lease in the stats, once per guard: as
+    /// expired when its deadline has passed, else as not ours (Redis
+    /// showed the key gone or someone else's).
+    pub(crate) fn count_loss(&self, a: &Acquisition, lease: &Lease) {
+        if !a.loss_counted.swap(true, Ordering::Relaxed) {
+            let why = if lease.valid_until() <= Instant::now() {
+                Loss::Expired
+            } else {
+                Loss::NotOurs
+            };
+            self.stats.lost(why);
+        }
     }
 
     fn renew_now(
@@ -97,6 +119,8 @@ impl RawLock {
                 Ok(Renewal::Confirmed)
             }
             RenewDecision::Confirmed { .. } | RenewDecision::Lost => {
+                // Counted before anyone waiting for the loss is woken.
+                self.count_loss(&noted, lease);
                 lease.mark_lost();
                 Ok(Renewal::Lost)
             }
