@@ -390,7 +390,9 @@
 // semaphore.rs        `Semaphore`: N holders of a name, each hold a `Guard` over one permit key
 // rwlock.rs           `RwLock`: readers or one writer of a name, each hold a `Guard` over its key
 // guard.rs            `Guard`: a held lock, its lease API, release on drop
-// info.rs             `LockInfo`, what `Locker::holder` reports
+// info.rs             `LockInfo`, what `Locker::holder` and `locks` report; `LockKind`;
+//                     `AuditEntry`, one event of the audit trail
+// operate.rs          `Locker::locks`, `break_lock`, `audit`: what an operator does
 // builder.rs          `Builder`: checks the settings and builds a `Locker` (above it)
 // config.rs           the frozen `Config`, the `Topology` decided once, the duration checks
 // defaults.rs         every default and limit (`DEFAULT_*`, `MAX_TTL`, ...); imports nothing
@@ -407,6 +409,7 @@
 //   release.rs        a granted hold's release, and the waiters it wakes here
 //   redlock.rs        Redlock only: the proposal, the write-back, the breaker, the fan-out
 //   later.rs          Redlock: releases sent again to a master that missed them
+//   operate.rs        the SCAN walk of a listing, a hold read or broken, the audit trail
 //   model_vs_redis.rs (test) the model walked against the real scripts
 // quorum.rs           every majority decision, pure
 // conn/
@@ -415,7 +418,9 @@
 //   pool.rs           `pool()`, `pool_with()`, `SocketTimeouts`
 // server.rs           what a server must offer (version, scripting), told at first use
 // protocol/           what is kept in Redis and said to it:
-//   keys.rs           the key layout (lock, counter, queue, waiters, channel) and key checks
+//   keys.rs           the key layout (lock, counter, queue, waiters, marks, audit, channel)
+//                     and key checks
+//   named.rs          the holds a listing names, and the names it gives them
 //   scripts.rs        every Lua script's handle (EVALSHA, NOSCRIPT -> EVAL) and typed caller
 //   lua/*.lua         every Lua script, opening with its KEYS/ARGV contract and replies
 //   lua/lib/*.lua     the helpers scripts share, put before them at compile time
@@ -441,7 +446,7 @@
 //               raw/: what is said to Redis and decided from its replies; reads the
 //               leaves and the frozen `Config`, never a handle or the builder
 // 3 held        guard: a held lock over raw/ and lease/
-// 4 API         locker, semaphore, rwlock: the handles (they build each other's guards)
+// 4 API         locker, semaphore, rwlock, operate: the handles (they build each other's guards)
 // 5 entry       builder: builds a `Locker` from the defaults and the settings given
 // 6 root        lib.rs: docs and re-exports only
 //
@@ -461,6 +466,7 @@ mod info;
 mod lease;
 mod locker;
 mod open;
+mod operate;
 mod protocol;
 mod quorum;
 mod raw;
@@ -481,7 +487,7 @@ pub use defaults::{
 };
 pub use error::Error;
 pub use guard::Guard;
-pub use info::LockInfo;
+pub use info::{AuditEntry, LockInfo, LockKind};
 pub use lease::workers::{watchdog_threads, WatchdogThreads};
 pub use locker::Locker;
 pub use open::{cluster_pool, sentinel_pool};

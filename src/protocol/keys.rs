@@ -41,6 +41,7 @@
 
 use std::sync::Arc;
 
+pub(crate) use crate::protocol::named::Named;
 use crate::protocol::slots;
 use crate::Error;
 
@@ -54,6 +55,10 @@ pub(crate) const RESERVED: &str = "__redmutex__";
 pub(crate) struct LockKeys {
     pub(crate) locks: Arc<[String]>,
     pub(crate) fence: String,
+    /// The marks of broken holds in their slot (see `lua/lib/marks.lua`):
+    /// `<prefix>:__redmutex__:marks`, and on a cluster `...:marks:{<tag>}`
+    /// as the counter.
+    pub(crate) marks: String,
     pub(crate) queue: String,
     pub(crate) waiters: String,
     /// What is held: a lock, a permit, or a read or the write hold.
@@ -131,12 +136,90 @@ impl KeySpace {
     /// The counter for a script over `redis_keys` (all in one slot on a
     /// cluster: see [`same_slot`]).
     pub(crate) fn fence_key_for(&self, redis_keys: &[String], cluster: bool) -> String {
+        self.per_slot("fence", redis_keys, cluster)
+    }
+
+    /// The marks of broken holds for a script over `redis_keys`, one hash
+    /// per prefix (and slot, on a cluster) as the counter.
+    pub(crate) fn marks_key_for(&self, redis_keys: &[String], cluster: bool) -> String {
+        self.per_slot("marks", redis_keys, cluster)
+    }
+
+    /// `<reserved><what>`, or on a cluster `<reserved><what>:{<tag>}` in
+    /// the slot of `redis_keys`.
+    fn per_slot(&self, what: &str, redis_keys: &[String], cluster: bool) -> String {
         match (cluster, redis_keys.first()) {
             (true, Some(first)) => {
                 let tag = slots::tag_for(slots::slot(first));
-                concat(&[&self.reserved, "fence:{", tag, "}"])
+                concat(&[&self.reserved, what, ":{", tag, "}"])
             }
-            _ => self.fence_key(),
+            _ => concat(&[&self.reserved, what]),
+        }
+    }
+
+    /// The audit stream of this prefix, `<prefix>:__redmutex__:audit`: one
+    /// key, so on a cluster one slot (its name's, or the prefix's hash tag's).
+    pub(crate) fn audit_key(&self) -> String {
+        concat(&[&self.reserved, "audit"])
+    }
+
+    /// The `SCAN` pattern of every key of this prefix: `<prefix>:*`, the
+    /// prefix's glob characters escaped; `*` without a prefix.
+    pub(crate) fn scan_pattern(&self) -> String {
+        let Some(p) = &self.prefix else {
+            return "*".to_owned();
+        };
+        let mut out = String::with_capacity(p.len() + 2);
+        for c in p.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push_str(":*");
+        out
+    }
+
+    /// Which hold the Redis key `redis_key` of this prefix is, if it is
+    /// one: a lock key, a permit, a read hold or a writer key; `None` for
+    /// an internal key (a counter, a queue, waiters, marks, the audit
+    /// stream) or another prefix's key.
+    pub(crate) fn named(&self, redis_key: &str, cluster: bool) -> Option<Named> {
+        if let Some(rest) = redis_key.strip_prefix(&self.reserved) {
+            let (kind, body) = rest.split_once(':')?;
+            let body = if cluster {
+                let (tag, body) = body.split_once("}:")?;
+                tag.starts_with('{').then_some(body)?
+            } else {
+                body
+            };
+            return Named::internal(kind, body);
+        }
+        if redis_key.contains(RESERVED) {
+            return None;
+        }
+        match &self.prefix {
+            Some(p) => redis_key
+                .strip_prefix(p.as_str())
+                .and_then(|r| r.strip_prefix(':'))
+                .map(|k| Named::Lock(k.to_owned())),
+            None => Some(Named::Lock(redis_key.to_owned())),
+        }
+    }
+
+    /// The keys of the hold `named`: its own key as the only lock key, and
+    /// those of its lock, semaphore or read-write lock.
+    pub(crate) fn hold_keys(&self, named: &Named, cluster: bool) -> LockKeys {
+        match named {
+            Named::Lock(key) => self.lock_keys(&[key], cluster),
+            Named::Permit { index, name } => {
+                let mut keys = self.permit_keys(name, index.saturating_add(1), cluster);
+                let own = keys.locks.last().cloned().unwrap_or_default();
+                keys.locks = Arc::from([own]);
+                keys
+            }
+            Named::Read { id, name } => self.rw_keys(name, Some(id), cluster),
+            Named::Write(name) => self.rw_keys(name, None, cluster),
         }
     }
 
@@ -173,6 +256,7 @@ impl KeySpace {
         let (queue, waiters) = self.queue_keys(keys.first().copied().unwrap_or_default(), cluster);
         LockKeys {
             fence: self.fence_key_for(&locks, cluster),
+            marks: self.marks_key_for(&locks, cluster),
             locks,
             queue,
             waiters,
@@ -193,6 +277,7 @@ impl KeySpace {
             .collect();
         LockKeys {
             fence: self.fence_key_for(&locks, cluster),
+            marks: self.marks_key_for(&locks, cluster),
             queue: self.internal("permit-queue", tag, name),
             waiters: self.internal("permit-waiters", tag, name),
             locks,
@@ -220,6 +305,7 @@ impl KeySpace {
         };
         LockKeys {
             fence: self.fence_key_for(&locks, cluster),
+            marks: self.marks_key_for(&locks, cluster),
             queue: self.internal("rw-queue", tag, name),
             waiters: self.internal("rw-waiters", tag, name),
             locks,
@@ -428,4 +514,5 @@ mod tests {
         assert!(validate_prefix("").is_err());
         assert!(validate_prefix("jobs").is_ok());
     }
+
 }

@@ -36,8 +36,9 @@ impl RawLock {
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             replies::parse_holder(&reply)
         });
+        let hold = keys::Named::Lock(key.to_owned());
         match quorum::decide_holder(answers) {
-            Ok(info) => Ok(info),
+            Ok(info) => Ok(info.map(|info| replies::named(info, &hold))),
             Err(Acquired::NoQuorum { granted, last }) => Err(self.quorum_error(granted, last)),
             Err(_) => Ok(None),
         }
