@@ -146,8 +146,7 @@ impl LockInfo {
     /// The metadata of the live waiters queued for it, first come first
     /// (for a permit, the semaphore's waiters; for a read-write lock's
     /// hold, that lock's). Their number is `waiters().len()`. Never their
-    /// owner tokens. Read by [`Locker::locks`](crate::Locker::locks);
-    /// [`Locker::holder`](crate::Locker::holder) leaves it empty.
+    /// owner tokens. At most 100 are read.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

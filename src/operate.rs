@@ -78,7 +78,8 @@ impl Locker {
         let holds = shared.scan_holds(&|name| glob(pattern, name))?;
         let mut out = Vec::with_capacity(holds.len());
         for hold in holds {
-            if let Some(info) = shared.inspect(&hold)? {
+            // A key redmutex did not write (token 0) is no hold of ours.
+            if let Some(info) = shared.read_hold(&hold)?.filter(|i| i.fencing_token() > 0) {
                 out.push(info);
             }
         }

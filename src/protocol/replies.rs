@@ -109,24 +109,9 @@ pub(crate) fn parse_release(reply: &Value) -> Result<(i64, Option<Handed>), Erro
     }
 }
 
-/// `[value, pttl]`, or an empty array for a missing key. The value is
-/// `<token>:<fence>:<metadata>`; anything else (another type, a foreign
-/// string) is reported with empty metadata and token 0.
-pub(crate) fn parse_holder(reply: &Value) -> Result<Option<LockInfo>, Error> {
-    let Value::Array(items) = reply else {
-        return Err(unexpected("holder", reply));
-    };
-    match items.as_slice() {
-        [] => Ok(None),
-        [value, Value::Int(pttl)] => held(value, *pttl, Vec::new())
-            .map(Some)
-            .ok_or_else(|| unexpected("holder", reply)),
-        _ => Err(unexpected("holder", reply)),
-    }
-}
-
-/// The hold whose key holds `value` with `pttl` left (as `parse_holder`
-/// reads it), with `waiters`; named as a lock with no name yet (see
+/// The hold whose key holds `value` with `pttl` left, with `waiters`; a
+/// value that is not `<token>:<fence>:<metadata>` (another type, a foreign
+/// string) has empty metadata and token 0; named as a lock with no name yet (see
 /// [`named`]).
 fn held(value: &Value, pttl: i64, waiters: Vec<String>) -> Option<LockInfo> {
     let value = text(value)?;
@@ -334,7 +319,7 @@ mod tests {
             for e in [
                 parse_release(reply).err(),
                 parse_acquire(reply).err(),
-                parse_holder(reply).err(),
+                parse_inspect(reply, &Named::Lock("k".into())).err(),
                 int_reply(reply, "renew").err(),
             ]
             .into_iter()
@@ -348,23 +333,27 @@ mod tests {
     }
 
     #[test]
-    fn holder_replies() {
-        assert_eq!(parse_holder(&Value::Array(vec![])).unwrap(), None);
+    fn inspect_replies() {
+        let lock = Named::Lock("k".into());
+        assert_eq!(parse_inspect(&Value::Array(vec![]), &lock).unwrap(), None);
         let token = "0123456789abcdef0123456789abcdef";
-        let info = parse_holder(&Value::Array(vec![
+        let info = parse_inspect(&Value::Array(vec![
             Value::BulkString(format!("{token}:42:host:1").into_bytes()),
             Value::Int(1500),
-        ]))
+            Value::Array(vec![Value::BulkString(b"next:2".to_vec())]),
+        ]), &lock)
         .unwrap()
         .unwrap();
         assert_eq!(info.metadata(), "host:1");
         assert_eq!(info.fencing_token(), 42);
         assert_eq!(info.ttl(), Duration::from_millis(1500));
+        assert_eq!((info.key(), info.waiters()), ("k", &["next:2".to_owned()][..]));
         for foreign in ["", "not a lock", "short:1:m", &format!("{token}:x:m")] {
-            let info = parse_holder(&Value::Array(vec![
+            let info = parse_inspect(&Value::Array(vec![
                 Value::BulkString(foreign.as_bytes().to_vec()),
                 Value::Int(-1),
-            ]))
+                Value::Array(vec![]),
+            ]), &lock)
             .unwrap()
             .unwrap();
             assert_eq!(
@@ -374,7 +363,7 @@ mod tests {
             );
             assert_eq!(info.ttl(), Duration::MAX);
         }
-        assert!(parse_holder(&Value::Int(3)).is_err());
+        assert!(parse_inspect(&Value::Int(3), &lock).is_err());
     }
 
     #[test]

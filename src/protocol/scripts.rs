@@ -194,10 +194,6 @@ pub(crate) static RENEW: LazyLock<Lua> = LazyLock::new(|| script!("renew"; "owne
 pub(crate) static RELEASE: LazyLock<Lua> =
     LazyLock::new(|| script!("release"; "owned", "mint", "live_head", "give", "hand_over"));
 
-/// Reads who holds one lock key. Its KEYS/ARGV contract and replies open
-/// `lua/holder.lua`.
-pub(crate) static HOLDER: LazyLock<Lua> = LazyLock::new(|| script!("holder"));
-
 /// Reads a hold and its live waiters' metadata, for a listing. Its
 /// KEYS/ARGV contract and replies open `lua/inspect.lua`.
 pub(crate) static INSPECT: LazyLock<Lua> =
@@ -447,12 +443,6 @@ pub(crate) fn break_hold(keys: &LockKeys, reason: &str, channel: &str, keep_ms: 
     call
 }
 
-/// [`HOLDER`] of one lock key.
-pub(crate) fn holder(lock_key: &str) -> Call {
-    let mut call = HOLDER.call();
-    call.key(lock_key);
-    call
-}
 
 #[cfg(test)]
 mod tests {
@@ -467,7 +457,7 @@ mod tests {
     #[test]
     fn scripts_are_assembled_as_their_helpers_line_says() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol/lua");
-        let scripts: [(&str, &Lua); 15] = [
+        let scripts: [(&str, &Lua); 14] = [
             ("acquire", &ACQUIRE),
             ("dequeue", &DEQUEUE),
             ("permit_acquire", &PERMIT_ACQUIRE),
@@ -479,7 +469,6 @@ mod tests {
             ("raise_fence", &RAISE_FENCE),
             ("renew", &RENEW),
             ("release", &RELEASE),
-            ("holder", &HOLDER),
             ("inspect", &INSPECT),
             ("scan", &SCAN),
             ("break", &BREAK),

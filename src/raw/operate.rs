@@ -114,8 +114,8 @@ impl RawLock {
     }
 
     /// The hold `hold` with its live waiters, as a majority of instances
-    /// sees it; `None` when free, or held by a key redmutex did not write.
-    pub(crate) fn inspect(self: &Arc<Self>, hold: &Named) -> Result<Option<LockInfo>, Error> {
+    /// sees it; `None` when free (a key redmutex did not write has token 0).
+    pub(crate) fn read_hold(self: &Arc<Self>, hold: &Named) -> Result<Option<LockInfo>, Error> {
         let keys = self
             .config
             .keys
@@ -127,7 +127,7 @@ impl RawLock {
             replies::parse_inspect(&reply, &hold)
         });
         match quorum::decide_holder(answers) {
-            Ok(info) => Ok(info.filter(|i| i.fencing_token > 0)),
+            Ok(info) => Ok(info),
             Err(Acquired::NoQuorum { granted, last }) => Err(self.quorum_error(granted, last)),
             Err(_) => Ok(None),
         }

@@ -5,7 +5,7 @@
 -- - `KEYS[1]`: a key in a slot of the master to walk.
 --   `ARGV[1]`: the cursor, `ARGV[2]`: the pattern, `ARGV[3]`: the COUNT.
 --
--- Replies: SCAN's reply, the next cursor and the keys of this step.
+-- Replies: SCAN's reply, the next cursor and the string keys of this step.
 --
 -- Helpers: (none)
-return redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])
+return redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3], 'TYPE', 'string')
