@@ -44,7 +44,7 @@ fn list_shows_each_run_and_its_waiters() {
     // Another pattern, another prefix: nothing listed.
     for args in [
         &["list", "--prefix", "ops", "--json", "day*"][..],
-        &["list", "--json"],
+        &["list", "--prefix", "other", "--json"],
     ] {
         let out = s.run(args);
         assert_eq!((code(&out), stdout(&out).trim()), (0, "[]"), "{args:?}");
