@@ -363,8 +363,10 @@
 //!
 //! | Target | Level | When |
 //! |---|---|---|
-//! | `redmutex::lease` | `error` | a guard's lease is lost, and why (its deadline passed unrenewed, or Redis showed the key gone or someone else's) |
+//! | `redmutex::lease` | `error` | a guard's lease is lost, and why (its deadline passed unrenewed, Redis showed the key gone or someone else's, or an operator broke it: "broken by an operator: <reason>") |
 //! | `redmutex::renew` | `warn` | a renewal failed (it is retried while the lease lasts), or a guard reached its [`Builder::max_hold`] |
+//! | `redmutex::break` | `warn` | an operator broke a hold ([`Locker::break_lock`]): which, whose, and why |
+//! | `redmutex::audit` | `warn` | an event could not be written to the audit trail (the lock operation went on) |
 //! | `redmutex::release` | `warn` | a release on drop failed (the key stays until its TTL), or found the lock already lost |
 //! | `redmutex::acquire` | `debug` | a lock acquired or handed over after waiting, with the attempts and the time taken |
 //! | `redmutex::listen` | `warn` | the release listener could not start (tried again later), or the server refused its `SUBSCRIBE` (ACL): waiters poll |

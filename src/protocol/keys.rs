@@ -27,6 +27,13 @@
 //!   that hold (never its owner token); `...:rw-readers:<name>` is the set
 //!   of read-hold keys, and `...:rw-queue:<name>`, `...:rw-waiters:<name>`
 //!   its queue (on a cluster with `{<tag>}:` before `<id>` and `<name>`).
+//! - When an operator breaks a hold (`Locker::break_lock`), the broken
+//!   owner token and the reason are kept in the hash
+//!   `<prefix>:__redmutex__:marks` (on a cluster `...:marks:{<tag>}`, one
+//!   per slot as the counter) until the broken key's TTL has passed and 5 s
+//!   more, for the holder's next renewal to read.
+//! - The audit trail of a prefix is the stream `<prefix>:__redmutex__:audit`
+//!   (one key: on a cluster, in that name's slot).
 //! - Releases are announced on the pub/sub channel
 //!   `<prefix>:__redmutex__:released`, so waiters elsewhere retry at once
 //!   instead of at their next backoff (the messages are described in
