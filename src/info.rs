@@ -75,9 +75,14 @@ impl LockKind {
 
     /// The kind [`as_str`](LockKind::as_str) wrote, if it is one.
     pub(crate) fn parse(text: &str) -> Option<LockKind> {
-        [LockKind::Lock, LockKind::Permit, LockKind::Read, LockKind::Write]
-            .into_iter()
-            .find(|k| k.as_str() == text)
+        [
+            LockKind::Lock,
+            LockKind::Permit,
+            LockKind::Read,
+            LockKind::Write,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == text)
     }
 }
 

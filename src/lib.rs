@@ -363,7 +363,7 @@
 //!
 //! | Target | Level | When |
 //! |---|---|---|
-//! | `redmutex::lease` | `error` | a guard's lease is lost, and why (its deadline passed unrenewed, Redis showed the key gone or someone else's, or an operator broke it: "broken by an operator: <reason>") |
+//! | `redmutex::lease` | `error` | a guard's lease is lost, and why (its deadline passed unrenewed, Redis showed the key gone or someone else's, or an operator broke it: "broken by an operator: \<reason\>") |
 //! | `redmutex::renew` | `warn` | a renewal failed (it is retried while the lease lasts), or a guard reached its [`Builder::max_hold`] |
 //! | `redmutex::break` | `warn` | an operator broke a hold ([`Locker::break_lock`]): which, whose, and why |
 //! | `redmutex::audit` | `warn` | an event could not be written to the audit trail (the lock operation went on) |

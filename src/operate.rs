@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use crate::info::{AuditEntry, LockInfo};
 use crate::locker::Locker;
-use crate::protocol::keys::Named;
+use crate::protocol::named::Named;
 use crate::Error;
 
 /// The longest reason a break accepts, in bytes.

@@ -4,7 +4,13 @@
 //! operator: the holder learns it at its next renewal with the reason, the
 //! head waiter is handed the lock with a larger token; a free key is left
 //! alone; the audit stream keeps every break with its fields.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::indexing_slicing)] // test helpers fail loudly: that is the point
+// Test helpers fail loudly: that is the point.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 mod common;
 
@@ -47,7 +53,10 @@ fn until_waiters(locker: &Locker, key: &str, n: usize) {
 fn listing_shows_every_hold_with_its_waiters_and_no_internal_key() {
     let server = Server::start();
     let prefix = key("list");
-    let (a, b) = (locker(&server, &prefix, "alpha"), locker(&server, &prefix, "beta"));
+    let (a, b) = (
+        locker(&server, &prefix, "alpha"),
+        locker(&server, &prefix, "beta"),
+    );
     let lock = a.lock("report").unwrap();
     let sem = a.semaphore("exports", 2).unwrap();
     let permit = sem.acquire().unwrap();
@@ -146,7 +155,10 @@ fn listing_walks_every_master_of_a_cluster() {
 fn a_broken_holder_learns_it_and_the_head_waiter_is_handed_the_lock() {
     let server = Server::start();
     let prefix = key("break");
-    let (a, b) = (locker(&server, &prefix, "alpha"), locker(&server, &prefix, "beta"));
+    let (a, b) = (
+        locker(&server, &prefix, "alpha"),
+        locker(&server, &prefix, "beta"),
+    );
     let held = a.lock("job").unwrap();
     let waiting = {
         let b = b.clone();
@@ -179,7 +191,10 @@ fn a_broken_holder_learns_it_and_the_head_waiter_is_handed_the_lock() {
 fn breaking_a_permit_and_read_write_holds_hands_them_on() {
     let server = Server::start();
     let prefix = key("breakall");
-    let (a, b) = (locker(&server, &prefix, "alpha"), locker(&server, &prefix, "beta"));
+    let (a, b) = (
+        locker(&server, &prefix, "alpha"),
+        locker(&server, &prefix, "beta"),
+    );
 
     // A permit, with a waiter for it.
     let sem_a = a.semaphore("slots", 1).unwrap();
@@ -252,7 +267,10 @@ fn breaking_a_free_key_changes_nothing() {
     drop(a.lock("k").unwrap());
     let before = dump(&server);
     assert_eq!(a.break_lock("k", "nothing").unwrap(), None);
-    assert_eq!(a.break_lock("__redmutex__:permit:0:none", "x").unwrap(), None);
+    assert_eq!(
+        a.break_lock("__redmutex__:permit:0:none", "x").unwrap(),
+        None
+    );
     assert_eq!(dump(&server), before);
     // A name that no hold can have is refused.
     assert!(a.break_lock("", "x").is_err());
@@ -319,7 +337,11 @@ fn the_audit_stream_holds_each_break_and_optionally_grants_and_releases() {
         .collect();
     assert_eq!(
         actions,
-        [("break", "a", token), ("grant", "b", t), ("release", "b", t)]
+        [
+            ("break", "a", token),
+            ("grant", "b", t),
+            ("release", "b", t)
+        ]
     );
     // `since` leaves out what came before (its millisecond included).
     let later = log[2].time();

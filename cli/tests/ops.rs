@@ -31,8 +31,14 @@ fn list_shows_each_run_and_its_waiters() {
         assert!(header.contains(column), "{header}");
     }
     let row = lines.next().unwrap();
-    assert!(row.starts_with("nightly") && row.contains(" lock "), "{row}");
-    assert!(row.contains(&format!(":{}", first.id())), "the holder: {row}");
+    assert!(
+        row.starts_with("nightly") && row.contains(" lock "),
+        "{row}"
+    );
+    assert!(
+        row.contains(&format!(":{}", first.id())),
+        "the holder: {row}"
+    );
     assert!(row.trim_end().ends_with(" 1"), "one waiter: {row}");
     assert_eq!(lines.next(), None, "{text}");
 
@@ -63,7 +69,14 @@ fn a_broken_run_stops_its_job_and_exits_70_and_the_break_is_audited() {
     let refused = s.run(&["break", "--prefix", "ops", "job"]);
     assert_eq!(code(&refused), 64, "no --reason: {refused:?}");
 
-    let broke = s.run(&["break", "--prefix", "ops", "job", "--reason", "stuck at 3 a.m."]);
+    let broke = s.run(&[
+        "break",
+        "--prefix",
+        "ops",
+        "job",
+        "--reason",
+        "stuck at 3 a.m.",
+    ]);
     assert_eq!(code(&broke), 0, "{broke:?}");
     let said = stdout(&broke);
     assert!(
@@ -92,5 +105,8 @@ fn a_broken_run_stops_its_job_and_exits_70_and_the_break_is_audited() {
         "{line}"
     );
     let recent = s.run(&["audit", "--prefix", "ops", "--since", "1h", "--json"]);
-    assert!(stdout(&recent).contains(r#""action":"break""#), "{recent:?}");
+    assert!(
+        stdout(&recent).contains(r#""action":"break""#),
+        "{recent:?}"
+    );
 }

@@ -48,7 +48,6 @@
 
 use std::sync::Arc;
 
-pub(crate) use crate::protocol::named::Named;
 use crate::protocol::slots;
 use crate::Error;
 
@@ -127,6 +126,16 @@ impl KeySpace {
         KeySpace { prefix, reserved }
     }
 
+    /// `<prefix>:__redmutex__:`, the start of every internal key.
+    pub(crate) fn reserved(&self) -> &str {
+        &self.reserved
+    }
+
+    /// The prefix, if any.
+    pub(crate) fn prefix(&self) -> Option<&str> {
+        self.prefix.as_deref()
+    }
+
     /// The Redis key of the lock on `key`.
     pub(crate) fn lock_key(&self, key: &str) -> String {
         match &self.prefix {
@@ -185,49 +194,6 @@ impl KeySpace {
         }
         out.push_str(":*");
         out
-    }
-
-    /// Which hold the Redis key `redis_key` of this prefix is, if it is
-    /// one: a lock key, a permit, a read hold or a writer key; `None` for
-    /// an internal key (a counter, a queue, waiters, marks, the audit
-    /// stream) or another prefix's key.
-    pub(crate) fn named(&self, redis_key: &str, cluster: bool) -> Option<Named> {
-        if let Some(rest) = redis_key.strip_prefix(&self.reserved) {
-            let (kind, body) = rest.split_once(':')?;
-            let body = if cluster {
-                let (tag, body) = body.split_once("}:")?;
-                tag.starts_with('{').then_some(body)?
-            } else {
-                body
-            };
-            return Named::internal(kind, body);
-        }
-        if redis_key.contains(RESERVED) {
-            return None;
-        }
-        match &self.prefix {
-            Some(p) => redis_key
-                .strip_prefix(p.as_str())
-                .and_then(|r| r.strip_prefix(':'))
-                .map(|k| Named::Lock(k.to_owned())),
-            None => Some(Named::Lock(redis_key.to_owned())),
-        }
-    }
-
-    /// The keys of the hold `named`: its own key as the only lock key, and
-    /// those of its lock, semaphore or read-write lock.
-    pub(crate) fn hold_keys(&self, named: &Named, cluster: bool) -> LockKeys {
-        match named {
-            Named::Lock(key) => self.lock_keys(&[key], cluster),
-            Named::Permit { index, name } => {
-                let mut keys = self.permit_keys(name, index.saturating_add(1), cluster);
-                let own = keys.locks.last().cloned().unwrap_or_default();
-                keys.locks = Arc::from([own]);
-                keys
-            }
-            Named::Read { id, name } => self.rw_keys(name, Some(id), cluster),
-            Named::Write(name) => self.rw_keys(name, None, cluster),
-        }
     }
 
     /// The waiters' queue of the lock on `key` (a sorted set) and their
@@ -521,5 +487,4 @@ mod tests {
         assert!(validate_prefix("").is_err());
         assert!(validate_prefix("jobs").is_ok());
     }
-
 }

@@ -1,7 +1,9 @@
-//! The holds a listing names, and the names it gives them (see [`Named`]);
-//! the Redis keys behind each are built in `keys.rs`.
+//! The holds a listing names, and the names it gives them (see [`Named`]):
+//! which hold a Redis key is, and the keys of a hold (built by `keys.rs`).
 
-use crate::protocol::keys::{validate_key, RESERVED};
+use std::sync::Arc;
+
+use crate::protocol::keys::{validate_key, KeySpace, LockKeys, RESERVED};
 use crate::Error;
 /// A hold as a listing names it to the caller (`LockInfo::key`): a lock by
 /// its key; a permit, a read hold and the writer of a read-write lock by
@@ -81,10 +83,54 @@ impl Named {
     }
 }
 
+impl KeySpace {
+    /// Which hold the Redis key `redis_key` of this prefix is, if it is
+    /// one: a lock key, a permit, a read hold or a writer key; `None` for
+    /// an internal key (a counter, a queue, waiters, marks, the audit
+    /// stream) or another prefix's key.
+    pub(crate) fn named(&self, redis_key: &str, cluster: bool) -> Option<Named> {
+        if let Some(rest) = redis_key.strip_prefix(self.reserved()) {
+            let (kind, body) = rest.split_once(':')?;
+            let body = if cluster {
+                let (tag, body) = body.split_once("}:")?;
+                tag.starts_with('{').then_some(body)?
+            } else {
+                body
+            };
+            return Named::internal(kind, body);
+        }
+        if redis_key.contains(RESERVED) {
+            return None;
+        }
+        match self.prefix() {
+            Some(p) => redis_key
+                .strip_prefix(p)
+                .and_then(|r| r.strip_prefix(':'))
+                .map(|k| Named::Lock(k.to_owned())),
+            None => Some(Named::Lock(redis_key.to_owned())),
+        }
+    }
+
+    /// The keys of the hold `named`: its own key as the only lock key, and
+    /// those of its lock, semaphore or read-write lock.
+    pub(crate) fn hold_keys(&self, named: &Named, cluster: bool) -> LockKeys {
+        match named {
+            Named::Lock(key) => self.lock_keys(&[key], cluster),
+            Named::Permit { index, name } => {
+                let mut keys = self.permit_keys(name, index.saturating_add(1), cluster);
+                let own = keys.locks.last().cloned().unwrap_or_default();
+                keys.locks = Arc::from([own]);
+                keys
+            }
+            Named::Read { id, name } => self.rw_keys(name, Some(id), cluster),
+            Named::Write(name) => self.rw_keys(name, None, cluster),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::keys::KeySpace;
 
     #[test]
     fn holds_are_named_back_from_their_keys_and_internal_keys_are_not() {
@@ -93,8 +139,14 @@ mod tests {
                 let space = KeySpace::new(prefix.map(str::to_owned));
                 let holds = [
                     Named::Lock("report".into()),
-                    Named::Permit { index: 3, name: "exports".into() },
-                    Named::Read { id: "ab12".into(), name: "cfg:x".into() },
+                    Named::Permit {
+                        index: 3,
+                        name: "exports".into(),
+                    },
+                    Named::Read {
+                        id: "ab12".into(),
+                        name: "cfg:x".into(),
+                    },
                     Named::Write("cfg:x".into()),
                 ];
                 for hold in holds {

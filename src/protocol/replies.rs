@@ -158,7 +158,10 @@ pub(crate) fn parse_inspect(reply: &Value, hold: &Named) -> Result<Option<LockIn
     match items.as_slice() {
         [] => Ok(None),
         [value, Value::Int(pttl), Value::Array(waiting)] => {
-            let waiters = waiting.iter().map(|w| text(w).unwrap_or_default()).collect();
+            let waiters = waiting
+                .iter()
+                .map(|w| text(w).unwrap_or_default())
+                .collect();
             let info = held(value, *pttl, waiters).ok_or_else(|| unexpected("inspect", reply))?;
             Ok(Some(named(info, hold)))
         }
@@ -337,23 +340,32 @@ mod tests {
         let lock = Named::Lock("k".into());
         assert_eq!(parse_inspect(&Value::Array(vec![]), &lock).unwrap(), None);
         let token = "0123456789abcdef0123456789abcdef";
-        let info = parse_inspect(&Value::Array(vec![
-            Value::BulkString(format!("{token}:42:host:1").into_bytes()),
-            Value::Int(1500),
-            Value::Array(vec![Value::BulkString(b"next:2".to_vec())]),
-        ]), &lock)
+        let info = parse_inspect(
+            &Value::Array(vec![
+                Value::BulkString(format!("{token}:42:host:1").into_bytes()),
+                Value::Int(1500),
+                Value::Array(vec![Value::BulkString(b"next:2".to_vec())]),
+            ]),
+            &lock,
+        )
         .unwrap()
         .unwrap();
         assert_eq!(info.metadata(), "host:1");
         assert_eq!(info.fencing_token(), 42);
         assert_eq!(info.ttl(), Duration::from_millis(1500));
-        assert_eq!((info.key(), info.waiters()), ("k", &["next:2".to_owned()][..]));
+        assert_eq!(
+            (info.key(), info.waiters()),
+            ("k", &["next:2".to_owned()][..])
+        );
         for foreign in ["", "not a lock", "short:1:m", &format!("{token}:x:m")] {
-            let info = parse_inspect(&Value::Array(vec![
-                Value::BulkString(foreign.as_bytes().to_vec()),
-                Value::Int(-1),
-                Value::Array(vec![]),
-            ]), &lock)
+            let info = parse_inspect(
+                &Value::Array(vec![
+                    Value::BulkString(foreign.as_bytes().to_vec()),
+                    Value::Int(-1),
+                    Value::Array(vec![]),
+                ]),
+                &lock,
+            )
             .unwrap()
             .unwrap();
             assert_eq!(

@@ -205,9 +205,9 @@ pub(crate) static SCAN: LazyLock<Lua> = LazyLock::new(|| script!("scan"));
 
 /// Breaks a hold for an operator: marks it, frees it as a release would.
 /// Its KEYS/ARGV contract and replies open `lua/break.lua`.
-pub(crate) static BREAK: LazyLock<Lua> = LazyLock::new(|| {
-    script!("break"; "mint", "live_head", "readers", "give", "hand_over", "writer_hand")
-});
+pub(crate) static BREAK: LazyLock<Lua> = LazyLock::new(
+    || script!("break"; "mint", "live_head", "readers", "give", "hand_over", "writer_hand"),
+);
 
 /// How an attempt treats the waiters' queue (`ACQUIRE`'s `ARGV[4]` and
 /// `ARGV[5]`).
@@ -442,7 +442,6 @@ pub(crate) fn break_hold(keys: &LockKeys, reason: &str, channel: &str, keep_ms: 
     call.arg(reason).arg(channel).arg(how).arg(keep_ms);
     call
 }
-
 
 #[cfg(test)]
 mod tests {

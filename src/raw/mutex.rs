@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::info::LockInfo;
 use crate::protocol::keys;
+use crate::protocol::named::Named;
 use crate::Error;
 
 use super::{Acquisition, RawLock};
@@ -25,6 +26,6 @@ impl RawLock {
     /// sees it (a key redmutex did not write has token 0).
     pub(crate) fn holder(self: &Arc<Self>, key: &str) -> Result<Option<LockInfo>, Error> {
         keys::validate_key(key)?;
-        self.read_hold(&keys::Named::Lock(key.to_owned()))
+        self.read_hold(&Named::Lock(key.to_owned()))
     }
 }

@@ -11,7 +11,7 @@ use redis::Value;
 
 use crate::defaults::{AUDIT_LEN, BREAK_MARK_MARGIN, MAX_LISTED_WAITERS, SCAN_COUNT};
 use crate::info::{AuditEntry, LockInfo, LockKind};
-use crate::protocol::keys::Named;
+use crate::protocol::named::Named;
 use crate::protocol::replies;
 use crate::protocol::scripts;
 use crate::protocol::slots;
@@ -75,7 +75,8 @@ impl RawLock {
             let Value::Array(parts) = range else {
                 return Err(replies::unexpected("cluster slots", &reply));
             };
-            let (Some(Value::Int(start)), Some(Value::Array(master))) = (parts.first(), parts.get(2))
+            let (Some(Value::Int(start)), Some(Value::Array(master))) =
+                (parts.first(), parts.get(2))
             else {
                 return Err(replies::unexpected("cluster slots", &reply));
             };
@@ -335,10 +336,9 @@ fn parse_audit(reply: &Value) -> Result<Vec<AuditEntry>, Error> {
             reason: String::new(),
         };
         for pair in fields.chunks(2) {
-            let (Some(field), Some(value)) = (
-                pair.first().and_then(text),
-                pair.get(1).and_then(text),
-            ) else {
+            let (Some(field), Some(value)) =
+                (pair.first().and_then(text), pair.get(1).and_then(text))
+            else {
                 continue;
             };
             match field.as_str() {

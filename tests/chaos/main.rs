@@ -1456,7 +1456,8 @@ impl Run<'_> {
                     _ => &holds[self.rng.below(holds.len() as u64) as usize],
                 };
                 let sent = now_ns();
-                if let Ok(Some(was)) = operator.break_lock(pick.key(), "chaos: an operator's break") {
+                if let Ok(Some(was)) = operator.break_lock(pick.key(), "chaos: an operator's break")
+                {
                     let value = format!("x:{}:{}", was.fencing_token(), was.metadata());
                     let found = victims_of(vec![(format!("{PREFIX}:{}", was.key()), value)]);
                     if !found.is_empty() {
