@@ -16,7 +16,7 @@ mod common;
 
 use std::time::{Duration, SystemTime};
 
-use common::{key, wait_until, Cluster, Server};
+use common::{holders_of, key, redlock_builder, servers, wait_until, Cluster, Server};
 use redmutex::{LockInfo, LockKind, Locker};
 
 /// A locker over its own pool (as another process) with `metadata`, a
@@ -352,4 +352,28 @@ fn the_audit_stream_holds_each_break_and_optionally_grants_and_releases() {
         .audit(Some(SystemTime::now() + Duration::from_secs(60)))
         .unwrap()
         .is_empty());
+}
+
+#[test]
+fn a_broken_redlock_holder_learns_it_and_does_not_put_the_keys_back() {
+    let masters = servers(3);
+    let locker = redlock_builder(&masters)
+        .metadata("alpha")
+        .ttl(Duration::from_millis(900))
+        .build()
+        .unwrap();
+    let k = key("redlock-break");
+    let held = locker.lock(&k).unwrap();
+    assert_eq!(locker.locks().unwrap().len(), 1);
+    let was = locker.break_lock(&k, "moved host").unwrap().unwrap();
+    assert_eq!(was.fencing_token(), held.fencing_token());
+    // Its renewals would put back a key missing on a master: not a broken one.
+    assert!(held.wait_lost(Duration::from_secs(5)), "not told");
+    assert_eq!(
+        held.lost_reason().as_deref(),
+        Some("broken by an operator: moved host")
+    );
+    assert_eq!(holders_of(&masters, &k), 0, "the keys were put back");
+    let next = locker.lock(&k).unwrap();
+    assert!(next.fencing_token() > held.fencing_token());
 }
