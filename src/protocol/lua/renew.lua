@@ -11,7 +11,7 @@
 -- Replies: 1 when all were ours (or put back) and got the TTL; 0 when any
 -- was someone else's (or, outside Redlock mode, missing), in which case
 -- none was touched; instead of 0, the reason an operator gave when the
--- hold was broken (`break.lua`).
+-- hold was broken (`break.lua`): then a missing key is not put back.
 --
 -- Helpers: owned marks
 local value = ARGV[3]
@@ -20,7 +20,11 @@ local n = #KEYS - 1
 if value then n = n - 1 end
 for i = 1, n do
   local v = redis.pcall('GET', KEYS[i])
-  if not ours(v, ARGV[1]) and not (value and v == false) then return lost(marks, ARGV[1]) end
+  if not ours(v, ARGV[1]) then
+    -- A key missing here is put back, unless an operator broke the hold.
+    local why = lost(marks, ARGV[1])
+    if not (value and v == false) or why ~= 0 then return why end
+  end
 end
 for i = 1, n do
   if redis.call('PEXPIRE', KEYS[i], ARGV[2]) == 0 then
