@@ -377,3 +377,28 @@ fn a_broken_redlock_holder_learns_it_and_does_not_put_the_keys_back() {
     let next = locker.lock(&k).unwrap();
     assert!(next.fencing_token() > held.fencing_token());
 }
+
+#[test]
+fn an_audit_trail_that_cannot_be_written_fails_no_lock_operation() {
+    let server = Server::start();
+    // A user that may do everything but write a stream.
+    redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("noaudit")
+        .arg(&["on", ">secret", "~*", "&*", "+@all", "-xadd"][..])
+        .exec(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://noaudit:secret@127.0.0.1:{}/", server.port());
+    let locker = Locker::builder(redmutex::pool(&url).unwrap())
+        .prefix(key("noaudit"))
+        .ttl(Duration::from_millis(900))
+        .audit(true)
+        .build()
+        .unwrap();
+    let g = locker.lock("k").unwrap();
+    g.unlock().unwrap();
+    let g = locker.lock("k").unwrap();
+    assert!(locker.break_lock("k", "still breaks").unwrap().is_some());
+    assert!(g.wait_lost(Duration::from_secs(5)));
+    assert!(locker.audit(None).unwrap().is_empty());
+}
