@@ -266,7 +266,9 @@ fn main() {
             redlock: false,
             sentinel: None,
             flaw: None,
-            faults: Kind::ONE_SERVER.to_vec(),
+            // An operator's breaks too (their own scenario in the short
+            // profile).
+            faults: [&Kind::ONE_SERVER[..], &[Kind::Break]].concat(),
             soak: Some(Duration::from_secs(240)),
             fast_clocks: false,
             slow_waiters: SlowWaiters::No,
