@@ -43,6 +43,7 @@ pub struct Builder {
     watchdog: bool,
     max_hold: Option<Duration>,
     metadata: Option<String>,
+    audit: bool,
     checkout_timeout: Duration,
     io_timeout: Duration,
     stats: bool,
@@ -63,6 +64,7 @@ impl fmt::Debug for Builder {
             .field("watchdog", &self.watchdog)
             .field("max_hold", &self.max_hold)
             .field("metadata", &self.metadata)
+            .field("audit", &self.audit)
             .field("checkout_timeout", &self.checkout_timeout)
             .field("io_timeout", &self.io_timeout)
             .field("stats", &self.stats)
@@ -84,6 +86,7 @@ impl Builder {
             watchdog: true,
             max_hold: None,
             metadata: None,
+            audit: false,
             checkout_timeout: DEFAULT_CHECKOUT_TIMEOUT,
             io_timeout: DEFAULT_IO_TIMEOUT,
             stats: true,
@@ -247,6 +250,28 @@ impl Builder {
     /// ```
     pub fn metadata(mut self, metadata: impl Into<String>) -> Self {
         self.metadata = Some(metadata.into());
+        self
+    }
+
+    /// Writes every grant and release of this locker to the prefix's audit
+    /// trail, beside the breaks, which are always written (see
+    /// [`Locker::audit`]): a capped Redis stream,
+    /// `<prefix>:__redmutex__:audit`, of the latest 10,000 events or so
+    /// (`XADD ... MAXLEN ~ 10000`). Each event costs one more round trip
+    /// after the grant or the release, bounded by the checkout and I/O
+    /// timeouts; one that fails is logged (`warn`, target
+    /// `redmutex::audit`) and never fails the lock operation. With several
+    /// instances (Redlock), the trail is kept on the first. Defaults to
+    /// off.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// let locker = redmutex::Locker::builder(pool).audit(true).build()?;
+    /// let _guard = locker.lock("payroll")?; // "grant" in the trail
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn audit(mut self, on: bool) -> Self {
+        self.audit = on;
         self
     }
 
@@ -484,6 +509,7 @@ impl Builder {
             watchdog: self.watchdog,
             max_hold: self.max_hold,
             metadata: self.metadata.unwrap_or_else(default_metadata),
+            audit: self.audit,
             checkout_timeout: self.checkout_timeout.min(cap),
             io_timeout: self.io_timeout.min(cap),
             stats: self.stats,

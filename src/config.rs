@@ -24,6 +24,8 @@ pub(crate) struct Config {
     pub(crate) watchdog: bool,
     pub(crate) max_hold: Option<Duration>,
     pub(crate) metadata: String,
+    /// Grants and releases go to the audit trail too (breaks always do).
+    pub(crate) audit: bool,
     pub(crate) checkout_timeout: Duration,
     pub(crate) io_timeout: Duration,
     /// Live figures recorded (`Builder::stats`).

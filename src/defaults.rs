@@ -80,3 +80,19 @@ pub(crate) const MAX_PARKED: usize = 64;
 
 /// How long a parked watchdog thread waits for a job before it ends.
 pub(crate) const PARK_LIFETIME: Duration = Duration::from_secs(60);
+
+/// About how many events a prefix's audit trail keeps (`XADD ... MAXLEN ~`):
+/// the oldest go first.
+pub(crate) const AUDIT_LEN: u64 = 10_000;
+
+/// How many keys one `SCAN` step of a listing looks at (its `COUNT`): each
+/// step is one round trip, and keeps the server busy about as long as a
+/// `GET` of as many keys would.
+pub(crate) const SCAN_COUNT: usize = 500;
+
+/// The most waiters a listing reads per hold.
+pub(crate) const MAX_LISTED_WAITERS: usize = 100;
+
+/// How long the mark of a broken hold outlives the broken key's TTL: a
+/// renewal of the holder in flight then, or retried, still finds it.
+pub(crate) const BREAK_MARK_MARGIN: Duration = Duration::from_secs(5);

@@ -101,6 +101,7 @@ impl Guard {
         lease: Arc<Lease>,
     ) -> Result<Guard, Error> {
         let (watchdog_on, max_hold) = (shared.config.watchdog, shared.config.max_hold);
+        shared.audit_held(&acquisition, fence, "grant");
         let mut guard = Guard {
             keys: Arc::clone(&acquisition.caller_keys),
             fence,
@@ -270,6 +271,27 @@ impl Guard {
         }
     }
 
+    /// Why the lease was lost, once it is ([`is_lost`](Guard::is_lost));
+    /// `None` while it is not. `broken by an operator: <reason>` when an
+    /// operator broke the hold ([`Locker::break_lock`](crate::Locker::break_lock)),
+    /// learnt at the next renewal; else that its deadline passed without
+    /// a confirmed renewal, or that Redis showed the key gone or someone
+    /// else's. The `redmutex::lease` error event says the same. Costs no
+    /// round trip.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// # use std::time::Duration;
+    /// let guard = locker.lock("import")?;
+    /// if guard.wait_lost(Duration::from_secs(3600)) {
+    ///     eprintln!("lost the import lock: {}", guard.lost_reason().unwrap_or_default());
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn lost_reason(&self) -> Option<String> {
+        self.lease.lost_reason()
+    }
+
     /// `Ok(())` while the lease can be promised, [`Error::Lost`] once
     /// [`is_lost`](Guard::is_lost) is true. Costs no round trip.
     ///
@@ -354,7 +376,7 @@ impl Guard {
         let Some(mut held) = self.held.take() else {
             return Err(self.lost());
         };
-        if !held.release(&self.lease)? {
+        if !held.release(&self.lease, self.fence)? {
             self.lease.mark_lost();
         }
         if self.lease.is_lost() {
@@ -439,12 +461,15 @@ impl Held {
     /// deletes the keys still ours, and wakes this locker's waiters.
     /// `Ok(true)` when the keys were still ours (a majority of instances, in
     /// Redlock mode), `Ok(false)` when the lease had been lost.
-    fn release(&mut self, lease: &Lease) -> Result<bool, Error> {
+    fn release(&mut self, lease: &Lease, fence: u64) -> Result<bool, Error> {
         // Dropping the handle stops the watchdog.
         drop(self.watchdog.take());
         let result = self.shared.release(&self.acquisition);
         let handed = result.as_ref().ok().and_then(|(_, h)| h.as_ref());
         self.shared.notify_released(&self.acquisition, handed);
+        if matches!(result, Ok((true, _))) {
+            self.shared.audit_held(&self.acquisition, fence, "release");
+        }
         self.ended(lease, matches!(result, Ok((false, _))));
         result.map(|(ours, _)| ours)
     }
@@ -483,7 +508,7 @@ impl Drop for Guard {
             // Errors are not returned here (`unlock` returns them): they are
             // logged.
             let key = self.keys.first().map_or("", String::as_str);
-            match held.release(&self.lease) {
+            match held.release(&self.lease, self.fence) {
                 Ok(true) => {}
                 Ok(false) => log::warn!(
                     target: "redmutex::release",

@@ -1,9 +1,12 @@
-//! `LockInfo`: what `Locker::holder` reports about a held key.
+//! `LockInfo`: what `Locker::holder` and `Locker::locks` report about a
+//! held key; `LockKind`, what it holds; `AuditEntry`, one event of the
+//! audit trail `Locker::audit` reads back.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// Who holds a key right now, as returned by
-/// [`Locker::holder`](crate::Locker::holder).
+/// [`Locker::holder`](crate::Locker::holder) and listed by
+/// [`Locker::locks`](crate::Locker::locks).
 ///
 /// A key that exists but was not written by redmutex (another type, or a
 /// string that is not `<owner token>:<fencing token>:<metadata>`) is
@@ -19,12 +22,148 @@ use std::time::Duration;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockInfo {
+    pub(crate) key: String,
+    pub(crate) kind: LockKind,
+    pub(crate) name: String,
     pub(crate) metadata: String,
     pub(crate) ttl: Duration,
     pub(crate) fencing_token: u64,
+    pub(crate) waiters: Vec<String>,
+}
+
+/// What a [`LockInfo`] (or an [`AuditEntry`]) is about.
+///
+/// ```no_run
+/// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+/// use redmutex::LockKind;
+/// for info in locker.locks()? {
+///     if info.kind() == LockKind::Permit {
+///         println!("a permit of semaphore {}", info.name());
+///     }
+/// }
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// A lock ([`Locker::lock`](crate::Locker::lock)); one key of a
+    /// multi-key lock is listed as a lock of its own.
+    Lock,
+    /// One permit of a [`Semaphore`](crate::Semaphore).
+    Permit,
+    /// One read hold of a [`RwLock`](crate::RwLock).
+    Read,
+    /// The write hold of a [`RwLock`](crate::RwLock).
+    Write,
+}
+
+impl LockKind {
+    /// `lock`, `permit`, `read` or `write`: how the audit trail and the
+    /// `redmutex` command write it.
+    ///
+    /// ```
+    /// assert_eq!(redmutex::LockKind::Permit.as_str(), "permit");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockKind::Lock => "lock",
+            LockKind::Permit => "permit",
+            LockKind::Read => "read",
+            LockKind::Write => "write",
+        }
+    }
+
+    /// The kind [`as_str`](LockKind::as_str) wrote, if it is one.
+    pub(crate) fn parse(text: &str) -> Option<LockKind> {
+        [
+            LockKind::Lock,
+            LockKind::Permit,
+            LockKind::Read,
+            LockKind::Write,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == text)
+    }
 }
 
 impl LockInfo {
+    /// A lock with nothing known of it yet.
+    pub(crate) fn blank() -> LockInfo {
+        LockInfo {
+            key: String::new(),
+            kind: LockKind::Lock,
+            name: String::new(),
+            metadata: String::new(),
+            ttl: Duration::ZERO,
+            fencing_token: 0,
+            waiters: Vec::new(),
+        }
+    }
+
+    /// The hold's name, as the caller gives it to
+    /// [`Locker::break_lock`](crate::Locker::break_lock): a lock's key
+    /// (without the prefix); for a permit `__redmutex__:permit:<i>:<name>`,
+    /// for a read hold `__redmutex__:rw-read:<id>:<name>`, for the write
+    /// hold `__redmutex__:rw-write:<name>`, where `<name>` is the
+    /// semaphore's or read-write lock's name (see [`name`](LockInfo::name))
+    /// and `<id>` is drawn for that read hold. No lock key can contain
+    /// `__redmutex__`, so the names never meet.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// for info in locker.locks()? {
+    ///     println!("{} held by {}", info.key(), info.metadata());
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// What is held: a lock, a permit, a read or the write hold.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// # let info = locker.holder("k")?.unwrap();
+    /// assert_eq!(info.kind(), redmutex::LockKind::Lock);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn kind(&self) -> LockKind {
+        self.kind
+    }
+
+    /// The lock's key, or the name of the semaphore or read-write lock the
+    /// hold belongs to.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let permit = locker.semaphore("exports", 4)?.acquire()?;
+    /// for info in locker.locks_matching("*exports")? {
+    ///     assert_eq!(info.name(), "exports");
+    /// }
+    /// # drop(permit);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The metadata of the live waiters queued for it, first come first
+    /// (for a permit, the semaphore's waiters; for a read-write lock's
+    /// hold, that lock's). Their number is `waiters().len()`. Never their
+    /// owner tokens. At most 100 are read.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// for info in locker.locks()? {
+    ///     println!("{}: {} waiting, next {:?}", info.key(), info.waiters().len(), info.waiters().first());
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn waiters(&self) -> &[String] {
+        &self.waiters
+    }
+
     /// The holder's metadata (see [`Builder::metadata`](crate::Builder::metadata)).
     ///
     /// ```no_run
@@ -61,5 +200,115 @@ impl LockInfo {
     /// ```
     pub fn fencing_token(&self) -> u64 {
         self.fencing_token
+    }
+}
+
+/// One event of a prefix's audit trail, as
+/// [`Locker::audit`](crate::Locker::audit) reads it back.
+///
+/// ```no_run
+/// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+/// for e in locker.audit(None)? {
+///     println!("{:?} {} {} {} by {:?}: {}", e.time(), e.action(), e.kind().as_str(), e.key(), e.metadata(), e.reason());
+/// }
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEntry {
+    pub(crate) time: SystemTime,
+    pub(crate) key: String,
+    pub(crate) kind: LockKind,
+    pub(crate) action: String,
+    pub(crate) metadata: String,
+    pub(crate) fencing_token: u64,
+    pub(crate) reason: String,
+}
+
+impl AuditEntry {
+    /// When it was written, by the Redis server's clock (the stream
+    /// entry's ID).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// # let e = locker.audit(None)?.remove(0);
+    /// println!("{:?}", e.time());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn time(&self) -> SystemTime {
+        self.time
+    }
+
+    /// The hold's name, as [`LockInfo::key`] gives it.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// # let e = locker.audit(None)?.remove(0);
+    /// println!("{}", e.key());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// What the hold was.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// # let e = locker.audit(None)?.remove(0);
+    /// println!("{}", e.kind().as_str());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn kind(&self) -> LockKind {
+        self.kind
+    }
+
+    /// `break` (an operator's [`Locker::break_lock`](crate::Locker::break_lock)),
+    /// or with [`Builder::audit`](crate::Builder::audit) on, `grant` and
+    /// `release`.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let breaks = locker.audit(None)?.into_iter().filter(|e| e.action() == "break").count();
+    /// # let _ = breaks;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn action(&self) -> &str {
+        &self.action
+    }
+
+    /// The metadata of the holder (for a break, of the holder broken).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// # let e = locker.audit(None)?.remove(0);
+    /// println!("{}", e.metadata());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn metadata(&self) -> &str {
+        &self.metadata
+    }
+
+    /// The fencing token of the hold (for a break, of the holder broken).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// # let e = locker.audit(None)?.remove(0);
+    /// println!("{}", e.fencing_token());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn fencing_token(&self) -> u64 {
+        self.fencing_token
+    }
+
+    /// The reason the operator gave for a break; empty for other actions.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// # let e = locker.audit(None)?.remove(0);
+    /// println!("{}", e.reason());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reason(&self) -> &str {
+        &self.reason
     }
 }

@@ -381,8 +381,10 @@
 //!
 //! | Target | Level | When |
 //! |---|---|---|
-//! | `redmutex::lease` | `error` | a guard's lease is lost, and why (its deadline passed unrenewed, or Redis showed the key gone or someone else's) |
+//! | `redmutex::lease` | `error` | a guard's lease is lost, and why (its deadline passed unrenewed, Redis showed the key gone or someone else's, or an operator broke it: "broken by an operator: \<reason\>") |
 //! | `redmutex::renew` | `warn` | a renewal failed (it is retried while the lease lasts), or a guard reached its [`Builder::max_hold`] |
+//! | `redmutex::break` | `warn` | an operator broke a hold ([`Locker::break_lock`]): which, whose, and why |
+//! | `redmutex::audit` | `warn` | an event could not be written to the audit trail (the lock operation went on) |
 //! | `redmutex::release` | `warn` | a release on drop failed (the key stays until its TTL), or found the lock already lost |
 //! | `redmutex::acquire` | `debug` | a lock acquired or handed over after waiting, with the attempts and the time taken |
 //! | `redmutex::listen` | `warn` | the release listener could not start (tried again later), or the server refused its `SUBSCRIBE` (ACL): waiters poll |
@@ -409,7 +411,9 @@
 // semaphore.rs        `Semaphore`: N holders of a name, each hold a `Guard` over one permit key
 // rwlock.rs           `RwLock`: readers or one writer of a name, each hold a `Guard` over its key
 // guard.rs            `Guard`: a held lock, its lease API, release on drop
-// info.rs             `LockInfo`, what `Locker::holder` reports
+// info.rs             `LockInfo`, what `Locker::holder` and `locks` report; `LockKind`;
+//                     `AuditEntry`, one event of the audit trail
+// operate.rs          `Locker::locks`, `break_lock`, `audit`: what an operator does
 // stats/              a locker's live figures:
 //   mod.rs            `Stats` and `Durations`, what callers read
 //   recorder.rs       the recorder: atomic counters, log-scale histograms; no lock
@@ -429,6 +433,7 @@
 //   release.rs        a granted hold's release, and the waiters it wakes here
 //   redlock.rs        Redlock only: the proposal, the write-back, the breaker, the fan-out
 //   later.rs          Redlock: releases sent again to a master that missed them
+//   operate.rs        the SCAN walk of a listing, a hold read or broken, the audit trail
 //   model_vs_redis.rs (test) the model walked against the real scripts
 // quorum.rs           every majority decision, pure
 // conn/
@@ -437,7 +442,9 @@
 //   pool.rs           `pool()`, `pool_with()`, `SocketTimeouts`
 // server.rs           what a server must offer (version, scripting), told at first use
 // protocol/           what is kept in Redis and said to it:
-//   keys.rs           the key layout (lock, counter, queue, waiters, channel) and key checks
+//   keys.rs           the key layout (lock, counter, queue, waiters, marks, audit, channel)
+//                     and key checks
+//   named.rs          the holds a listing names, and the names it gives them
 //   scripts.rs        every Lua script's handle (EVALSHA, NOSCRIPT -> EVAL) and typed caller
 //   lua/*.lua         every Lua script, opening with its KEYS/ARGV contract and replies
 //   lua/lib/*.lua     the helpers scripts share, put before them at compile time
@@ -463,7 +470,7 @@
 //               raw/: what is said to Redis and decided from its replies; reads the
 //               leaves and the frozen `Config`, never a handle or the builder
 // 3 held        guard: a held lock over raw/ and lease/
-// 4 API         locker, semaphore, rwlock: the handles (they build each other's guards)
+// 4 API         locker, semaphore, rwlock, operate: the handles (they build each other's guards)
 // 5 entry       builder: builds a `Locker` from the defaults and the settings given
 // 6 root        lib.rs: docs and re-exports only
 //
@@ -483,6 +490,7 @@ mod info;
 mod lease;
 mod locker;
 mod open;
+mod operate;
 mod protocol;
 mod quorum;
 mod raw;
@@ -504,7 +512,7 @@ pub use defaults::{
 };
 pub use error::Error;
 pub use guard::Guard;
-pub use info::LockInfo;
+pub use info::{AuditEntry, LockInfo, LockKind};
 pub use lease::workers::{watchdog_threads, WatchdogThreads};
 pub use locker::Locker;
 pub use open::{cluster_pool, sentinel_pool};

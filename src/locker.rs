@@ -447,7 +447,8 @@ impl Locker {
         Ok(())
     }
 
-    /// Who holds `key` right now, or `None` when it is free. One round trip.
+    /// Who holds `key` right now, and who waits for it (see
+    /// [`LockInfo::waiters`]), or `None` when it is free. One round trip.
     ///
     /// # Errors
     ///
@@ -457,7 +458,12 @@ impl Locker {
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
     /// match locker.holder("nightly-report")? {
-    ///     Some(info) => println!("{} holds it (token {})", info.metadata(), info.fencing_token()),
+    ///     Some(info) => println!(
+    ///         "{} holds it (token {}), {} waiting",
+    ///         info.metadata(),
+    ///         info.fencing_token(),
+    ///         info.waiters().len()
+    ///     ),
     ///     None => println!("free"),
     /// }
     /// # Ok::<(), redmutex::Error>(())

@@ -1,4 +1,5 @@
-//! The command line: its options, `--help`, and the `holder` command.
+//! The command line: its options, `--help`, and the `holder`, `list`,
+//! `break` and `audit` commands.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{holder, run, watch};
+use crate::{holder, ops, run, watch};
 use redmutex::{r2d2, redis};
 
 /// Exit code when the lock was busy (`-n`, or the wait ran out), as
@@ -106,6 +107,18 @@ enum Command {
     /// Print who holds KEY (metadata, time left, fencing token) and how many
     /// wait for it, and exit 0; or print `free` and exit 1.
     Holder(HolderArgs),
+    /// List every lock, permit and read/write hold under the prefix (a
+    /// table: key, kind, holder, ms left, fencing token, waiters), walking
+    /// the keyspace with SCAN; exit 0.
+    List(ListArgs),
+    /// Break the hold KEY (a lock's key, or a name `list` shows) for an
+    /// operator: its holder is told at its next renewal (a `run` stops its
+    /// command and exits 70), the next waiter gets it. Print what was
+    /// broken and exit 0; or print `free: nothing broken` and exit 1.
+    Break(BreakArgs),
+    /// Print the prefix's audit trail, oldest first: every break, and the
+    /// grants and releases of lockers with auditing on; exit 0.
+    Audit(AuditArgs),
     /// The watcher process that `run` starts (not for direct use).
     #[command(name = "__watch", hide = true)]
     Watch {
@@ -197,6 +210,44 @@ struct HolderArgs {
     key: String,
 }
 
+#[derive(Args, Debug)]
+struct ListArgs {
+    #[command(flatten)]
+    server: Server,
+    /// One JSON array of objects {"key", "kind", "holder", "ms_left",
+    /// "fencing_token", "waiters" (their metadata, in queue order)}.
+    #[arg(long)]
+    json: bool,
+    /// Only the holds whose name matches this glob (`*`, `?`).
+    pattern: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct BreakArgs {
+    #[command(flatten)]
+    server: Server,
+    /// Why: told to the holder, logged, and kept in the audit trail.
+    #[arg(long, required = true)]
+    reason: String,
+    /// The lock's key, or a permit's or read-write lock's name as `list`
+    /// shows it.
+    key: String,
+}
+
+#[derive(Args, Debug)]
+struct AuditArgs {
+    #[command(flatten)]
+    server: Server,
+    /// Only the events of this last while, such as 10m or 1h [default:
+    /// all that is kept].
+    #[arg(long, value_parser = duration)]
+    since: Option<Duration>,
+    /// One JSON array of objects {"time", "action", "kind", "key",
+    /// "holder", "fencing_token", "reason"}.
+    #[arg(long)]
+    json: bool,
+}
+
 /// A duration such as `500ms`, `30s`, `2m` or `1h`.
 fn duration(text: &str) -> Result<Duration, String> {
     let digits = text
@@ -252,41 +303,101 @@ fn build(
 }
 
 fn holder(args: &HolderArgs) -> ExitCode {
-    let pool = match redmutex::pool(&args.server.url) {
-        Ok(pool) => pool,
-        Err(e) => return usage(&format!("--url: {e}")),
-    };
-    let locker = match build(pool.clone(), &args.server, None, None) {
+    let locker = match locker(&args.server, None, None) {
         Ok(l) => l,
         Err(code) => return code,
     };
     let info = match locker.holder(&args.key) {
         Ok(info) => info,
-        Err(redmutex::Error::InvalidInput(m)) => return usage(&m),
-        Err(e) => {
-            say!("redmutex: {e}{}", source(&e));
-            return ExitCode::from(UNAVAILABLE);
-        }
+        Err(e) => return failed(&e),
     };
-    let waiters = match holder::waiters(&pool, args.server.prefix.as_deref(), &args.key) {
-        Ok(n) => n,
-        Err(e) => {
-            say!("redmutex: {e}");
-            return ExitCode::from(UNAVAILABLE);
-        }
-    };
+    let waiters = info.as_ref().map_or(0, |i| i.waiters().len());
+    let waiters = u64::try_from(waiters).unwrap_or(u64::MAX);
     let line = if args.json {
         holder::json(&args.key, info.as_ref(), waiters)
     } else {
         holder::text(info.as_ref(), waiters)
     };
-    let mut out = std::io::stdout().lock();
-    // A closed stdout loses the answer; the exit code still tells it.
-    let _ = std::io::Write::write_all(&mut out, line.as_bytes());
+    print(&line);
     if info.is_some() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+fn list(args: &ListArgs) -> ExitCode {
+    let locker = match locker(&args.server, None, None) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let holds = match locker.locks_matching(args.pattern.as_deref().unwrap_or("*")) {
+        Ok(holds) => holds,
+        Err(e) => return failed(&e),
+    };
+    print(&if args.json {
+        ops::json(&holds)
+    } else {
+        ops::table(&holds)
+    });
+    ExitCode::SUCCESS
+}
+
+fn break_lock(args: &BreakArgs) -> ExitCode {
+    let locker = match locker(&args.server, None, None) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    match locker.break_lock(&args.key, &args.reason) {
+        Ok(Some(info)) => {
+            print(&ops::broken(&info, &args.reason));
+            ExitCode::SUCCESS
+        }
+        Ok(None) => {
+            print("free: nothing broken\n");
+            ExitCode::from(1)
+        }
+        Err(e) => failed(&e),
+    }
+}
+
+fn audit(args: &AuditArgs) -> ExitCode {
+    let locker = match locker(&args.server, None, None) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let since = args
+        .since
+        .and_then(|d| std::time::SystemTime::now().checked_sub(d));
+    match locker.audit(since) {
+        Ok(events) => {
+            print(&if args.json {
+                ops::audit_json(&events)
+            } else {
+                ops::audit_text(&events)
+            });
+            ExitCode::SUCCESS
+        }
+        Err(e) => failed(&e),
+    }
+}
+
+/// Writes `text` to stdout. A closed stdout loses it; the exit code still
+/// tells the outcome.
+fn print(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+}
+
+/// The exit code of a failed call, said on stderr: a usage error for bad
+/// input, else Redis unavailable.
+fn failed(e: &redmutex::Error) -> ExitCode {
+    match e {
+        redmutex::Error::InvalidInput(m) => usage(m),
+        e => {
+            say!("redmutex: {e}{}", source(e));
+            ExitCode::from(UNAVAILABLE)
+        }
     }
 }
 
@@ -382,6 +493,9 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Command::Holder(args) => holder(&args),
+        Command::List(args) => list(&args),
+        Command::Break(args) => break_lock(&args),
+        Command::Audit(args) => audit(&args),
         Command::Watch {
             grace_ms,
             margin_ms,

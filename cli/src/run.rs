@@ -728,8 +728,8 @@ fn supervise(
             signal_group(job.group, signal);
         }
         let now = Instant::now();
-        if guard.is_lost() {
-            return Err(format!("the lease of lock {:?} is lost", args.key));
+        if let Some(why) = guard.lost_reason() {
+            return Err(format!("the lease of lock {:?} is lost ({why})", args.key));
         }
         if guard.valid_until() <= now + kill_grace(args) + margin {
             return Err(format!(

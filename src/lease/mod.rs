@@ -26,6 +26,9 @@ pub(crate) struct Lease {
     /// Held across a renewal round trip and its confirmation, so that
     /// `extend` and the watchdog never confirm out of order.
     renewing: Mutex<()>,
+    /// Why the lease was lost, when Redis said more than "not yours" (an
+    /// operator broke the hold): set once, before it is marked lost.
+    why: Mutex<Option<String>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -74,6 +77,7 @@ impl Lease {
             }),
             lost_cv: Condvar::new(),
             renewing: Mutex::new(()),
+            why: Mutex::new(None),
         }
     }
 
@@ -113,14 +117,41 @@ impl Lease {
         }
     }
 
+    /// Redis said the key is not ours because an operator broke the hold
+    /// (see `Locker::break_lock`), saying `reason`: lost for good, with
+    /// `broken by an operator: <reason>` as why (unless a reason was
+    /// recorded before).
+    pub(crate) fn mark_broken(&self, reason: &str) {
+        {
+            let mut why = self.why.lock();
+            if why.is_none() && !self.state.lock().lost {
+                *why = Some(format!("broken by an operator: {reason}"));
+            }
+        }
+        self.mark_lost();
+    }
+
+    /// Why the lease is lost, once it is: an operator's break with its
+    /// reason, its deadline passing without a confirmed renewal, or Redis
+    /// showing the key gone or someone else's. `None` while it is not lost.
+    pub(crate) fn lost_reason(&self) -> Option<String> {
+        if !self.is_lost() {
+            return None;
+        }
+        if let Some(why) = self.why.lock().clone() {
+            return Some(why);
+        }
+        Some(if self.valid_until() <= Instant::now() {
+            "its deadline passed without a confirmed renewal".to_owned()
+        } else {
+            "Redis showed the key gone or someone else's".to_owned()
+        })
+    }
+
     /// Logs that the lease of `key` is lost, and why (at `error`: the
     /// holder can no longer be promised the lock).
     pub(crate) fn log_lost(&self, key: &str) {
-        let why = if self.valid_until() <= Instant::now() {
-            "its deadline passed without a confirmed renewal"
-        } else {
-            "Redis showed the key gone or someone else's"
-        };
+        let why = self.lost_reason().unwrap_or_default();
         log::error!(target: "redmutex::lease", "lock {key:?} is lost: {why}");
     }
 

@@ -27,6 +27,13 @@
 //!   that hold (never its owner token); `...:rw-readers:<name>` is the set
 //!   of read-hold keys, and `...:rw-queue:<name>`, `...:rw-waiters:<name>`
 //!   its queue (on a cluster with `{<tag>}:` before `<id>` and `<name>`).
+//! - When an operator breaks a hold (`Locker::break_lock`), the broken
+//!   owner token and the reason are kept in the hash
+//!   `<prefix>:__redmutex__:marks` (on a cluster `...:marks:{<tag>}`, one
+//!   per slot as the counter) until the broken key's TTL has passed and 5 s
+//!   more, for the holder's next renewal to read.
+//! - The audit trail of a prefix is the stream `<prefix>:__redmutex__:audit`
+//!   (one key: on a cluster, in that name's slot).
 //! - Releases are announced on the pub/sub channel
 //!   `<prefix>:__redmutex__:released`, so waiters elsewhere retry at once
 //!   instead of at their next backoff (the messages are described in
@@ -54,6 +61,10 @@ pub(crate) const RESERVED: &str = "__redmutex__";
 pub(crate) struct LockKeys {
     pub(crate) locks: Arc<[String]>,
     pub(crate) fence: String,
+    /// The marks of broken holds in their slot (see `lua/lib/marks.lua`):
+    /// `<prefix>:__redmutex__:marks`, and on a cluster `...:marks:{<tag>}`
+    /// as the counter.
+    pub(crate) marks: String,
     pub(crate) queue: String,
     pub(crate) waiters: String,
     /// What is held: a lock, a permit, or a read or the write hold.
@@ -115,6 +126,16 @@ impl KeySpace {
         KeySpace { prefix, reserved }
     }
 
+    /// `<prefix>:__redmutex__:`, the start of every internal key.
+    pub(crate) fn reserved(&self) -> &str {
+        &self.reserved
+    }
+
+    /// The prefix, if any.
+    pub(crate) fn prefix(&self) -> Option<&str> {
+        self.prefix.as_deref()
+    }
+
     /// The Redis key of the lock on `key`.
     pub(crate) fn lock_key(&self, key: &str) -> String {
         match &self.prefix {
@@ -131,13 +152,48 @@ impl KeySpace {
     /// The counter for a script over `redis_keys` (all in one slot on a
     /// cluster: see [`same_slot`]).
     pub(crate) fn fence_key_for(&self, redis_keys: &[String], cluster: bool) -> String {
+        self.per_slot("fence", redis_keys, cluster)
+    }
+
+    /// The marks of broken holds for a script over `redis_keys`, one hash
+    /// per prefix (and slot, on a cluster) as the counter.
+    pub(crate) fn marks_key_for(&self, redis_keys: &[String], cluster: bool) -> String {
+        self.per_slot("marks", redis_keys, cluster)
+    }
+
+    /// `<reserved><what>`, or on a cluster `<reserved><what>:{<tag>}` in
+    /// the slot of `redis_keys`.
+    fn per_slot(&self, what: &str, redis_keys: &[String], cluster: bool) -> String {
         match (cluster, redis_keys.first()) {
             (true, Some(first)) => {
                 let tag = slots::tag_for(slots::slot(first));
-                concat(&[&self.reserved, "fence:{", tag, "}"])
+                concat(&[&self.reserved, what, ":{", tag, "}"])
             }
-            _ => self.fence_key(),
+            _ => concat(&[&self.reserved, what]),
         }
+    }
+
+    /// The audit stream of this prefix, `<prefix>:__redmutex__:audit`: one
+    /// key, so on a cluster one slot (its name's, or the prefix's hash tag's).
+    pub(crate) fn audit_key(&self) -> String {
+        concat(&[&self.reserved, "audit"])
+    }
+
+    /// The `SCAN` pattern of every key of this prefix: `<prefix>:*`, the
+    /// prefix's glob characters escaped; `*` without a prefix.
+    pub(crate) fn scan_pattern(&self) -> String {
+        let Some(p) = &self.prefix else {
+            return "*".to_owned();
+        };
+        let mut out = String::with_capacity(p.len() + 2);
+        for c in p.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push_str(":*");
+        out
     }
 
     /// The waiters' queue of the lock on `key` (a sorted set) and their
@@ -173,6 +229,7 @@ impl KeySpace {
         let (queue, waiters) = self.queue_keys(keys.first().copied().unwrap_or_default(), cluster);
         LockKeys {
             fence: self.fence_key_for(&locks, cluster),
+            marks: self.marks_key_for(&locks, cluster),
             locks,
             queue,
             waiters,
@@ -193,6 +250,7 @@ impl KeySpace {
             .collect();
         LockKeys {
             fence: self.fence_key_for(&locks, cluster),
+            marks: self.marks_key_for(&locks, cluster),
             queue: self.internal("permit-queue", tag, name),
             waiters: self.internal("permit-waiters", tag, name),
             locks,
@@ -220,6 +278,7 @@ impl KeySpace {
         };
         LockKeys {
             fence: self.fence_key_for(&locks, cluster),
+            marks: self.marks_key_for(&locks, cluster),
             queue: self.internal("rw-queue", tag, name),
             waiters: self.internal("rw-waiters", tag, name),
             locks,

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use redis::Value;
 
-use crate::info::LockInfo;
+use crate::info::{LockInfo, LockKind};
+use crate::protocol::named::Named;
 use crate::quorum::Grant;
 use crate::Error;
 
@@ -108,26 +109,119 @@ pub(crate) fn parse_release(reply: &Value) -> Result<(i64, Option<Handed>), Erro
     }
 }
 
-/// `[value, pttl]`, or an empty array for a missing key. The value is
-/// `<token>:<fence>:<metadata>`; anything else (another type, a foreign
-/// string) is reported with empty metadata and token 0.
-pub(crate) fn parse_holder(reply: &Value) -> Result<Option<LockInfo>, Error> {
+/// The hold whose key holds `value` with `pttl` left, with `waiters`; a
+/// value that is not `<token>:<fence>:<metadata>` (another type, a foreign
+/// string) has empty metadata and token 0; named as a lock with no name yet (see
+/// [`named`]).
+fn held(value: &Value, pttl: i64, waiters: Vec<String>) -> Option<LockInfo> {
+    let value = text(value)?;
+    let (fencing_token, metadata) =
+        LockValue::parse(&value).map_or((0, ""), |v| (v.fence, v.metadata));
+    Some(LockInfo {
+        key: String::new(),
+        kind: LockKind::Lock,
+        name: String::new(),
+        metadata: metadata.to_owned(),
+        fencing_token,
+        ttl: u64::try_from(pttl).map_or(Duration::MAX, Duration::from_millis),
+        waiters,
+    })
+}
+
+/// `info` named as the hold `named` (a read-write lock's waiters lose the
+/// `r` or `w` their entries lead with).
+pub(crate) fn named(mut info: LockInfo, named: &Named) -> LockInfo {
+    info.key = named.caller_key();
+    info.name = named.name().to_owned();
+    info.kind = match named {
+        Named::Lock(_) => LockKind::Lock,
+        Named::Permit { .. } => LockKind::Permit,
+        Named::Read { .. } => LockKind::Read,
+        Named::Write(_) => LockKind::Write,
+    };
+    if matches!(info.kind, LockKind::Read | LockKind::Write) {
+        for w in &mut info.waiters {
+            if w.starts_with(['r', 'w']) {
+                w.remove(0);
+            }
+        }
+    }
+    info
+}
+
+/// `[value, pttl, waiters]`, or an empty array for a missing key (see
+/// `lua/inspect.lua`).
+pub(crate) fn parse_inspect(reply: &Value, hold: &Named) -> Result<Option<LockInfo>, Error> {
     let Value::Array(items) = reply else {
-        return Err(unexpected("holder", reply));
+        return Err(unexpected("inspect", reply));
     };
     match items.as_slice() {
         [] => Ok(None),
-        [value, Value::Int(pttl)] => {
-            let value = text(value).ok_or_else(|| unexpected("holder", reply))?;
-            let (fencing_token, metadata) =
-                LockValue::parse(&value).map_or((0, ""), |v| (v.fence, v.metadata));
-            Ok(Some(LockInfo {
-                metadata: metadata.to_owned(),
-                fencing_token,
-                ttl: u64::try_from(*pttl).map_or(Duration::MAX, Duration::from_millis),
-            }))
+        [value, Value::Int(pttl), Value::Array(waiting)] => {
+            let waiters = waiting
+                .iter()
+                .map(|w| text(w).unwrap_or_default())
+                .collect();
+            let info = held(value, *pttl, waiters).ok_or_else(|| unexpected("inspect", reply))?;
+            Ok(Some(named(info, hold)))
         }
-        _ => Err(unexpected("holder", reply)),
+        _ => Err(unexpected("inspect", reply)),
+    }
+}
+
+/// What a break found (see `lua/break.lua`): `Ok(None)` for a missing key;
+/// the hold as it was, whether redmutex wrote it (else it was left alone),
+/// and the hand-over, if there was one.
+pub(crate) type Broken = Option<(LockInfo, bool, Option<Handed>)>;
+
+/// The reply of `lua/break.lua`.
+pub(crate) fn parse_break(reply: &Value, hold: &Named) -> Result<Broken, Error> {
+    let Value::Array(items) = reply else {
+        return Err(unexpected("break", reply));
+    };
+    let (value, pttl, handed) = match items.as_slice() {
+        [] => return Ok(None),
+        [value, Value::Int(pttl)] => (value, *pttl, None),
+        [value, Value::Int(pttl), to, fence] => {
+            let to = text(to).ok_or_else(|| unexpected("break", reply))?;
+            let fence = text(fence)
+                .and_then(|f| f.parse().ok())
+                .ok_or_else(|| unexpected("break", reply))?;
+            (value, *pttl, Some((to, fence)))
+        }
+        _ => return Err(unexpected("break", reply)),
+    };
+    let ours = text(value).is_some_and(|v| !v.is_empty());
+    let info = held(value, pttl, Vec::new()).ok_or_else(|| unexpected("break", reply))?;
+    Ok(Some((named(info, hold), ours, handed)))
+}
+
+/// A renewal's reply (`lua/renew.lua`): `(true, None)` renewed, `(false,
+/// None)` lost, `(false, Some(reason))` broken by an operator.
+pub(crate) fn parse_renew(reply: &Value) -> Result<(bool, Option<String>), Error> {
+    match reply {
+        Value::Int(1) => Ok((true, None)),
+        Value::Int(0) => Ok((false, None)),
+        other => match text(other) {
+            Some(reason) => Ok((false, Some(reason))),
+            None => Err(unexpected("renew", other)),
+        },
+    }
+}
+
+/// A `SCAN` step: the next cursor and the keys (see `lua/scan.lua`).
+pub(crate) fn parse_scan(reply: &Value) -> Result<(u64, Vec<String>), Error> {
+    let Value::Array(items) = reply else {
+        return Err(unexpected("scan", reply));
+    };
+    match items.as_slice() {
+        [cursor, Value::Array(keys)] => {
+            let cursor = text(cursor)
+                .and_then(|c| c.parse().ok())
+                .ok_or_else(|| unexpected("scan", reply))?;
+            Ok((cursor, keys.iter().filter_map(text).collect()))
+        }
+        _ => Err(unexpected("scan", reply)),
     }
 }
 
@@ -228,7 +322,7 @@ mod tests {
             for e in [
                 parse_release(reply).err(),
                 parse_acquire(reply).err(),
-                parse_holder(reply).err(),
+                parse_inspect(reply, &Named::Lock("k".into())).err(),
                 int_reply(reply, "renew").err(),
             ]
             .into_iter()
@@ -242,23 +336,36 @@ mod tests {
     }
 
     #[test]
-    fn holder_replies() {
-        assert_eq!(parse_holder(&Value::Array(vec![])).unwrap(), None);
+    fn inspect_replies() {
+        let lock = Named::Lock("k".into());
+        assert_eq!(parse_inspect(&Value::Array(vec![]), &lock).unwrap(), None);
         let token = "0123456789abcdef0123456789abcdef";
-        let info = parse_holder(&Value::Array(vec![
-            Value::BulkString(format!("{token}:42:host:1").into_bytes()),
-            Value::Int(1500),
-        ]))
+        let info = parse_inspect(
+            &Value::Array(vec![
+                Value::BulkString(format!("{token}:42:host:1").into_bytes()),
+                Value::Int(1500),
+                Value::Array(vec![Value::BulkString(b"next:2".to_vec())]),
+            ]),
+            &lock,
+        )
         .unwrap()
         .unwrap();
         assert_eq!(info.metadata(), "host:1");
         assert_eq!(info.fencing_token(), 42);
         assert_eq!(info.ttl(), Duration::from_millis(1500));
+        assert_eq!(
+            (info.key(), info.waiters()),
+            ("k", &["next:2".to_owned()][..])
+        );
         for foreign in ["", "not a lock", "short:1:m", &format!("{token}:x:m")] {
-            let info = parse_holder(&Value::Array(vec![
-                Value::BulkString(foreign.as_bytes().to_vec()),
-                Value::Int(-1),
-            ]))
+            let info = parse_inspect(
+                &Value::Array(vec![
+                    Value::BulkString(foreign.as_bytes().to_vec()),
+                    Value::Int(-1),
+                    Value::Array(vec![]),
+                ]),
+                &lock,
+            )
             .unwrap()
             .unwrap();
             assert_eq!(
@@ -268,7 +375,7 @@ mod tests {
             );
             assert_eq!(info.ttl(), Duration::MAX);
         }
-        assert!(parse_holder(&Value::Int(3)).is_err());
+        assert!(parse_inspect(&Value::Int(3), &lock).is_err());
     }
 
     #[test]

@@ -161,7 +161,7 @@ pub(crate) static RW_ACQUIRE: LazyLock<Lua> =
 /// Renews a read hold. Its KEYS/ARGV contract and replies open
 /// `lua/read_renew.lua`.
 pub(crate) static READ_RENEW: LazyLock<Lua> =
-    LazyLock::new(|| script!("read_renew"; "owned", "readers"));
+    LazyLock::new(|| script!("read_renew"; "owned", "readers", "marks"));
 
 /// Releases a read hold; the last one frees the writer key. Its KEYS/ARGV contract and replies open
 /// `lua/read_release.lua`.
@@ -186,7 +186,7 @@ pub(crate) static RAISE_FENCE: LazyLock<Lua> = LazyLock::new(|| script!("raise_f
 
 /// Sets the TTL of every lock key, only if all of them are ours. Its KEYS/ARGV contract and replies open
 /// `lua/renew.lua`.
-pub(crate) static RENEW: LazyLock<Lua> = LazyLock::new(|| script!("renew"; "owned"));
+pub(crate) static RENEW: LazyLock<Lua> = LazyLock::new(|| script!("renew"; "owned", "marks"));
 
 /// Deletes the lock keys that are ours; announces them, and hands a single
 /// key to the first live waiter. Its KEYS/ARGV contract and replies open
@@ -194,9 +194,20 @@ pub(crate) static RENEW: LazyLock<Lua> = LazyLock::new(|| script!("renew"; "owne
 pub(crate) static RELEASE: LazyLock<Lua> =
     LazyLock::new(|| script!("release"; "owned", "mint", "live_head", "give", "hand_over"));
 
-/// Reads who holds one lock key. Its KEYS/ARGV contract and replies open
-/// `lua/holder.lua`.
-pub(crate) static HOLDER: LazyLock<Lua> = LazyLock::new(|| script!("holder"));
+/// Reads a hold and its live waiters' metadata, for a listing. Its
+/// KEYS/ARGV contract and replies open `lua/inspect.lua`.
+pub(crate) static INSPECT: LazyLock<Lua> =
+    LazyLock::new(|| script!("inspect"; "mint", "live_head"));
+
+/// One `SCAN` step on the master of a slot. Its KEYS/ARGV contract and
+/// replies open `lua/scan.lua`.
+pub(crate) static SCAN: LazyLock<Lua> = LazyLock::new(|| script!("scan"));
+
+/// Breaks a hold for an operator: marks it, frees it as a release would.
+/// Its KEYS/ARGV contract and replies open `lua/break.lua`.
+pub(crate) static BREAK: LazyLock<Lua> = LazyLock::new(
+    || script!("break"; "mint", "live_head", "readers", "give", "hand_over", "writer_hand"),
+);
 
 /// How an attempt treats the waiters' queue (`ACQUIRE`'s `ARGV[4]` and
 /// `ARGV[5]`).
@@ -333,7 +344,11 @@ pub(crate) fn renew(
 ) -> Call {
     if let Hold::Read { readers, .. } = &keys.hold {
         let mut call = READ_RENEW.call();
-        call.key(&*keys.locks).key(readers).arg(token).arg(ttl_ms);
+        call.key(&*keys.locks)
+            .key(readers)
+            .key(&keys.marks)
+            .arg(token)
+            .arg(ttl_ms);
         return call;
     }
     let mut call = RENEW.call();
@@ -341,6 +356,7 @@ pub(crate) fn renew(
     if let Some((value, fence)) = repair {
         call.key(&keys.fence).arg(value).arg(fence);
     }
+    call.key(&keys.marks);
     call
 }
 
@@ -383,10 +399,47 @@ pub(crate) fn release_by_eval(keys: &LockKeys, token: &str) -> Cmd {
     call.eval()
 }
 
-/// [`HOLDER`] of one lock key.
-pub(crate) fn holder(lock_key: &str) -> Call {
-    let mut call = HOLDER.call();
-    call.key(lock_key);
+/// [`INSPECT`] of the hold `keys` (its own key first), reading at most
+/// `most` waiters.
+pub(crate) fn inspect(keys: &LockKeys, most: usize) -> Call {
+    let mut call = INSPECT.call();
+    call.key(&*keys.locks)
+        .key(&keys.queue)
+        .key(&keys.waiters)
+        .arg(most);
+    call
+}
+
+/// [`SCAN`] from `cursor` for `pattern`, `count` keys a step, on the server
+/// (the cluster master) of `route`.
+pub(crate) fn scan(route: &str, cursor: u64, pattern: &str, count: usize) -> Call {
+    let mut call = SCAN.call();
+    call.key(route).arg(cursor).arg(pattern).arg(count);
+    call
+}
+
+/// [`BREAK`] of the hold `keys` (its own key first) for `reason`, the
+/// release announced on `channel` (`""`: none), its mark kept `keep_ms`
+/// past the key's TTL.
+pub(crate) fn break_hold(keys: &LockKeys, reason: &str, channel: &str, keep_ms: u64) -> Call {
+    let mut call = BREAK.call();
+    call.key(&*keys.locks)
+        .key(&keys.fence)
+        .key(&keys.queue)
+        .key(&keys.waiters)
+        .key(&keys.marks);
+    let how = match &keys.hold {
+        Hold::Read { writer, readers } => {
+            call.key(&**writer).key(readers);
+            "read"
+        }
+        Hold::Write { readers } => {
+            call.key(&*keys.locks).key(readers);
+            "write"
+        }
+        Hold::Lock | Hold::Permit => "lock",
+    };
+    call.arg(reason).arg(channel).arg(how).arg(keep_ms);
     call
 }
 
@@ -403,7 +456,7 @@ mod tests {
     #[test]
     fn scripts_are_assembled_as_their_helpers_line_says() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol/lua");
-        let scripts: [(&str, &Lua); 12] = [
+        let scripts: [(&str, &Lua); 14] = [
             ("acquire", &ACQUIRE),
             ("dequeue", &DEQUEUE),
             ("permit_acquire", &PERMIT_ACQUIRE),
@@ -415,7 +468,9 @@ mod tests {
             ("raise_fence", &RAISE_FENCE),
             ("renew", &RENEW),
             ("release", &RELEASE),
-            ("holder", &HOLDER),
+            ("inspect", &INSPECT),
+            ("scan", &SCAN),
+            ("break", &BREAK),
         ];
         let mut files: Vec<String> = fs::read_dir(&dir)
             .unwrap()

@@ -450,6 +450,7 @@ impl RawLock {
 
 mod later;
 mod mutex;
+mod operate;
 mod permits;
 mod redlock;
 mod release;

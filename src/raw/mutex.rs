@@ -2,13 +2,9 @@
 
 use std::sync::Arc;
 
-use redis::Value;
-
 use crate::info::LockInfo;
 use crate::protocol::keys;
-use crate::protocol::replies;
-use crate::protocol::scripts;
-use crate::quorum::{self, Acquired};
+use crate::protocol::named::Named;
 use crate::Error;
 
 use super::{Acquisition, RawLock};
@@ -26,20 +22,10 @@ impl RawLock {
         Acquisition::new(caller_keys, lock_keys)
     }
 
-    /// Who holds `key`, as a majority of instances sees it.
+    /// Who holds `key`, with its live waiters, as a majority of instances
+    /// sees it (a key redmutex did not write has token 0).
     pub(crate) fn holder(self: &Arc<Self>, key: &str) -> Result<Option<LockInfo>, Error> {
         keys::validate_key(key)?;
-        let lock_key = self.config.keys.lock_key(key);
-        let this = Arc::clone(self);
-        let answers = self.fan.run(self.instances.len(), move |i| {
-            let call = scripts::holder(&lock_key);
-            let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
-            replies::parse_holder(&reply)
-        });
-        match quorum::decide_holder(answers) {
-            Ok(info) => Ok(info),
-            Err(Acquired::NoQuorum { granted, last }) => Err(self.quorum_error(granted, last)),
-            Err(_) => Ok(None),
-        }
+        self.read_hold(&Named::Lock(key.to_owned()))
     }
 }

@@ -101,8 +101,20 @@ impl RawLock {
                 }
                 Ok(reply)
             })?;
-            Ok(replies::int_reply(&reply, "renew")? == 1)
+            replies::parse_renew(&reply)
         });
+        // An operator's break, said by any instance, is why the lease is
+        // lost if it is.
+        let mut broken = None;
+        let answers: Vec<Result<bool, Error>> = answers
+            .into_iter()
+            .map(|a| {
+                a.map(|(renewed, why)| {
+                    broken = broken.take().or(why);
+                    renewed
+                })
+            })
+            .collect();
         if self.instances.len() > 1 {
             noted.note_stalled(&answers);
         }
@@ -121,7 +133,10 @@ impl RawLock {
             RenewDecision::Confirmed { .. } | RenewDecision::Lost => {
                 // Counted before anyone waiting for the loss is woken.
                 self.count_loss(&noted, lease);
-                lease.mark_lost();
+                match broken {
+                    Some(reason) => lease.mark_broken(&reason),
+                    None => lease.mark_lost(),
+                }
                 Ok(Renewal::Lost)
             }
             RenewDecision::Failed { confirmed, last } => Err(self.quorum_error(confirmed, last)),
@@ -143,7 +158,7 @@ impl RawLock {
         let answers = self.fan.run(self.instances.len(), move |i| {
             let call = scripts::renew(&a.keys, owner.as_str(), time::millis_ceil(ttl), None);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
-            Ok(replies::int_reply(&reply, "expire")? == 1)
+            Ok(replies::parse_renew(&reply)?.0)
         });
         match quorum::decide_renew(answers) {
             RenewDecision::Confirmed { .. } => Ok(true),

@@ -353,6 +353,10 @@ pub enum Kind {
     /// Redlock: one master frozen (`SIGSTOP`) for a moment, long enough
     /// for the releases sent meanwhile to time out there.
     HangMaster,
+    /// An operator's `Locker::break_lock` of a hold picked at random from
+    /// `Locker::locks` (a lock, a permit, a read or the write hold): its
+    /// holder must be told within a renewal, and is fenced off.
+    Break,
 }
 
 impl Kind {
@@ -412,6 +416,7 @@ impl Kind {
             Kind::SkewMaster => "Redlock: one master's replies late",
             Kind::KillAll => "Redlock: every master killed, restarted empty",
             Kind::HangMaster => "Redlock: one master hung across unlocks",
+            Kind::Break => "an operator's break of a hold picked at random",
         }
     }
 
@@ -422,6 +427,7 @@ impl Kind {
             Kind::Del
                 | Kind::ForeignSet
                 | Kind::Pexpire
+                | Kind::Break
                 | Kind::FlushAll
                 | Kind::Evict
                 | Kind::RestoreSnapshot

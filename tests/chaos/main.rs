@@ -137,9 +137,13 @@ impl Scenario {
 /// Tampers enough that one of them finds a holder with time left to be told.
 const TAMPERS: [Kind; 4] = [Kind::Del, Kind::ForeignSet, Kind::Del, Kind::Pexpire];
 
+/// An operator breaks holds at random, often enough that some holders have
+/// time left to be told.
+const BREAKS: [Kind; 4] = [Kind::Break; 4];
+
 /// Each negative control: the flaw, the faults that bring it out, and the
 /// rule that must catch it.
-const CONTROLS: [(Flaw, &[Kind], &str); 7] = [
+const CONTROLS: [(Flaw, &[Kind], &str); 8] = [
     (Flaw::ReusesToken, &[], rule::FENCING),
     (Flaw::ResetsCounter, &[], rule::FENCING),
     (
@@ -150,6 +154,8 @@ const CONTROLS: [(Flaw, &[Kind], &str); 7] = [
     (Flaw::IgnoresNotOurs, &TAMPERS, rule::LOSS_REPORT),
     (Flaw::NeverReleases, &[], rule::HANDOVER),
     (Flaw::NeverReportsLoss, &TAMPERS, rule::LOSS_REPORT),
+    // A holder never told of an operator's break.
+    (Flaw::NeverReportsLoss, &BREAKS, rule::LOSS_REPORT),
     (
         Flaw::RenewsThroughThePool,
         &[Kind::StarvePool, Kind::StarvePool],
@@ -260,7 +266,9 @@ fn main() {
             redlock: false,
             sentinel: None,
             flaw: None,
-            faults: Kind::ONE_SERVER.to_vec(),
+            // An operator's breaks too (their own scenario in the short
+            // profile).
+            faults: [&Kind::ONE_SERVER[..], &[Kind::Break]].concat(),
             soak: Some(Duration::from_secs(240)),
             fast_clocks: false,
             slow_waiters: SlowWaiters::No,
@@ -284,6 +292,11 @@ fn main() {
         slow_waiters: SlowWaiters::Yes,
         forked_workers: Forks::No,
         ..Scenario::one(Kind::KillWaiter)
+    });
+    scenarios.push(Scenario {
+        name: "operator breaks holds at random".into(),
+        faults: BREAKS.to_vec(),
+        ..Scenario::one(Kind::Break)
     });
     scenarios.push(Scenario {
         name: "forked workers (after a watchdog in the parent)".into(),
@@ -343,7 +356,11 @@ fn main() {
     let mut controls = Vec::new();
     for (flaw, faults, expected) in CONTROLS {
         let s = Scenario {
-            name: format!("negative control: {}", flaw.code()),
+            name: if faults.contains(&Kind::Break) {
+                format!("negative control: {}, operator breaks", flaw.code())
+            } else {
+                format!("negative control: {}", flaw.code())
+            },
             redlock: false,
             sentinel: None,
             flaw: Some(flaw),
@@ -1164,6 +1181,10 @@ impl Run<'_> {
                 event.masters = vec![0];
                 (event.start, event.victims) = self.tamper(action);
             }
+            Kind::Break => {
+                event.masters = vec![0];
+                (event.start, event.victims) = self.break_one();
+            }
             Kind::FlushAll => {
                 // The keys go while the script runs: count from before it.
                 event.start = now_ns();
@@ -1412,6 +1433,51 @@ impl Run<'_> {
         (now_ns(), Vec::new())
     }
 
+    /// An operator's break (`Locker::break_lock`) of a hold picked at random
+    /// from the listing (`Locker::locks`). Returns when it was sent and the
+    /// victim, as it was.
+    fn break_one(&mut self) -> (u64, Vec<(String, u64, Option<u32>)>) {
+        let operator = redmutex::Locker::builder(redmutex::pool(&self.servers[0].url()).unwrap())
+            .prefix(PREFIX)
+            .build()
+            .unwrap();
+        let give_up = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < give_up {
+            let holds: Vec<_> = operator
+                .locks()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|h| lock_name(&format!("{PREFIX}:{}", h.key())).is_some())
+                .collect();
+            if !holds.is_empty() {
+                // The slow key most often: its holder has time left to be
+                // told by a renewal (a fast key's is mostly told at unlock).
+                let slow = holds.iter().find(|h| h.key() == SLOW_KEY);
+                let pick = match slow {
+                    Some(slow) if self.rng.below(4) > 0 => slow,
+                    _ => &holds[self.rng.below(holds.len() as u64) as usize],
+                };
+                let sent = now_ns();
+                if let Ok(Some(was)) = operator.break_lock(pick.key(), "chaos: an operator's break")
+                {
+                    let value = format!("x:{}:{}", was.fencing_token(), was.metadata());
+                    let found = victims_of(vec![(format!("{PREFIX}:{}", was.key()), value)]);
+                    if !found.is_empty() {
+                        return (sent, found);
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if self.scenario.flaw.is_none() {
+            self.violations.push(history::Violation::new(
+                rule::TAKEOVER,
+                "nothing held to break for 3 s".to_owned(),
+            ));
+        }
+        (now_ns(), Vec::new())
+    }
+
     /// Records where the wall clock stands against the monotonic clock.
     fn watch_clock(&mut self) {
         let o = wall_offset_ns();
@@ -1582,7 +1648,17 @@ impl Run<'_> {
         let mut left = Vec::new();
         for k in keys {
             if let Some(rest) = k.strip_prefix(&reserved) {
-                if rest == "fence" {
+                // The audit trail is kept, capped.
+                if rest == "fence" || rest == "audit" {
+                    continue;
+                }
+                // The marks of broken holds go by themselves, within the
+                // broken key's TTL and 5 s.
+                if rest == "marks" {
+                    let pttl: i64 = redis::cmd("PTTL").arg(&k).query(&mut c).unwrap_or(-1);
+                    if pttl < 0 || pttl > (TTL + Duration::from_secs(5)).as_millis() as i64 {
+                        left.push(format!("{k} (PTTL {pttl} ms)"));
+                    }
                     continue;
                 }
                 // The set of a read-write lock's read holds: each one

@@ -1,0 +1,112 @@
+//! `redmutex list`, `break` and `audit` as an operator uses them, against
+//! real `redmutex run` processes: a broken run stops its job and exits 70.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::disallowed_methods)] // tests poll with short sleeps
+
+mod common;
+
+use common::*;
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn list_shows_each_run_and_its_waiters() {
+    let s = setup("list");
+    let first = s.start(&["run", "--prefix", "ops", "nightly", "--", "sh", "-c", RUNS]);
+    let waiter = s
+        .cmd(&["run", "--prefix", "ops", "nightly", "--", "true"])
+        .spawn()
+        .unwrap();
+    wait_for("the waiter queued", || {
+        stdout(&s.run(&["list", "--prefix", "ops", "--json"])).contains(r#""waiters":[""#)
+    });
+    let table = s.run(&["list", "--prefix", "ops"]);
+    assert_eq!(code(&table), 0, "{table:?}");
+    let text = stdout(&table);
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    for column in ["KEY", "KIND", "HOLDER", "MS_LEFT", "TOKEN", "WAITERS"] {
+        assert!(header.contains(column), "{header}");
+    }
+    let row = lines.next().unwrap();
+    assert!(
+        row.starts_with("nightly") && row.contains(" lock "),
+        "{row}"
+    );
+    assert!(
+        row.contains(&format!(":{}", first.id())),
+        "the holder: {row}"
+    );
+    assert!(row.trim_end().ends_with(" 1"), "one waiter: {row}");
+    assert_eq!(lines.next(), None, "{text}");
+
+    let json = stdout(&s.run(&["list", "--prefix", "ops", "--json"]));
+    assert!(
+        json.starts_with(r#"[{"key":"nightly","kind":"lock","holder":""#),
+        "{json}"
+    );
+    // Another pattern, another prefix: nothing listed.
+    for args in [
+        &["list", "--prefix", "ops", "--json", "day*"][..],
+        &["list", "--prefix", "other", "--json"],
+    ] {
+        let out = s.run(args);
+        assert_eq!((code(&out), stdout(&out).trim()), (0, "[]"), "{args:?}");
+    }
+    nix_term(&first);
+    let _ = finish(first);
+    let _ = finish(waiter);
+}
+
+#[test]
+fn a_broken_run_stops_its_job_and_exits_70_and_the_break_is_audited() {
+    let s = setup("break");
+    let run = s.start(&[
+        "run", "--prefix", "ops", "--ttl", "900ms", "job", "--", "sh", "-c", RUNS,
+    ]);
+    let refused = s.run(&["break", "--prefix", "ops", "job"]);
+    assert_eq!(code(&refused), 64, "no --reason: {refused:?}");
+
+    let broke = s.run(&[
+        "break",
+        "--prefix",
+        "ops",
+        "job",
+        "--reason",
+        "stuck at 3 a.m.",
+    ]);
+    assert_eq!(code(&broke), 0, "{broke:?}");
+    let said = stdout(&broke);
+    assert!(
+        said.contains("job") && said.contains(&format!(":{}", run.id())),
+        "says what it broke: {said}"
+    );
+    let out = finish(run);
+    assert_eq!(code(&out), 70, "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("broken by an operator: stuck at 3 a.m."),
+        "{err}"
+    );
+    assert!(!alive(job_pid(&s)), "the job was stopped");
+
+    let free = s.run(&["break", "--prefix", "ops", "job", "--reason", "again"]);
+    assert_eq!(code(&free), 1, "{free:?}");
+    assert_eq!(stdout(&free).trim(), "free: nothing broken");
+
+    let audit = s.run(&["audit", "--prefix", "ops"]);
+    assert_eq!(code(&audit), 0, "{audit:?}");
+    let trail = stdout(&audit);
+    let line = trail.lines().find(|l| l.contains(" break ")).unwrap();
+    assert!(
+        line.contains("job") && line.contains("stuck at 3 a.m.") && line.contains(" lock "),
+        "{line}"
+    );
+    let recent = s.run(&["audit", "--prefix", "ops", "--since", "1h", "--json"]);
+    assert!(
+        stdout(&recent).contains(r#""action":"break""#),
+        "{recent:?}"
+    );
+}

@@ -1,0 +1,231 @@
+//! Operating it: the `Locker` methods an operator uses, to list every
+//! hold of a prefix, break one with its holder told, and read the audit
+//! trail. The mechanism is in `raw/operate.rs`.
+
+use std::time::SystemTime;
+
+use crate::info::{AuditEntry, LockInfo};
+use crate::locker::Locker;
+use crate::protocol::named::Named;
+use crate::Error;
+
+/// The longest reason a break accepts, in bytes.
+const MAX_REASON: usize = 1024;
+
+impl Locker {
+    /// Every lock, permit and read or write hold under this locker's prefix
+    /// right now, sorted by [`key`](LockInfo::key), each with its kind,
+    /// holder metadata, time left, fencing token and live waiters (their
+    /// metadata, in queue order). Keys that are not holds (the fencing
+    /// counters, queues, waiters, marks, the audit trail) are never
+    /// listed, nor a key redmutex did not write. Blocks for the walk.
+    ///
+    /// # Cost
+    ///
+    /// It walks the keyspace with `SCAN` (never `KEYS`): on one server, on
+    /// each master of a Cluster, on each instance of a Redlock locker. Each
+    /// step is one round trip that looks at about 500 keys of the prefix's
+    /// pattern (`<prefix>:*`, and string keys only), so the server is never
+    /// busy for long, but the walk takes about `N / 500` round trips for a
+    /// database of `N` keys matching the pattern: without a prefix, that
+    /// is every string key of the database. Then one round trip (one
+    /// script) per hold found, reading at most 100 waiters each. A hold
+    /// granted or freed during the walk may or may not be listed, as
+    /// `SCAN` promises.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] and [`Error::Pool`] when Redis fails or cannot be
+    /// reached (with several instances, [`Error::NoQuorum`] when fewer
+    /// than a majority can be walked).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// for info in locker.locks()? {
+    ///     println!(
+    ///         "{} ({}) held by {} for {:?} more, token {}, {} waiting",
+    ///         info.key(),
+    ///         info.kind().as_str(),
+    ///         info.metadata(),
+    ///         info.ttl(),
+    ///         info.fencing_token(),
+    ///         info.waiters().len()
+    ///     );
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn locks(&self) -> Result<Vec<LockInfo>, Error> {
+        self.locks_matching("*")
+    }
+
+    /// As [`locks`](Locker::locks), only the holds whose
+    /// [`key`](LockInfo::key) matches the glob `pattern`: `*` matches any
+    /// run of characters, `?` any one character, `\` makes the next one
+    /// plain. Holds that do not match are not read (the walk is the same).
+    ///
+    /// # Errors
+    ///
+    /// As [`locks`](Locker::locks).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let nightly = locker.locks_matching("nightly-*")?;
+    /// # let _ = nightly;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn locks_matching(&self, pattern: &str) -> Result<Vec<LockInfo>, Error> {
+        let shared = self.shared();
+        let holds = shared.scan_holds(&|name| glob(pattern, name))?;
+        let mut out = Vec::with_capacity(holds.len());
+        for hold in holds {
+            // A key redmutex did not write (token 0) is no hold of ours.
+            if let Some(info) = shared.read_hold(&hold)?.filter(|i| i.fencing_token() > 0) {
+                out.push(info);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Frees the hold `key` for an operator, whoever holds it: a lock by
+    /// its key, a permit or a read-write lock's hold by the name
+    /// [`locks`](Locker::locks) gives it ([`LockInfo::key`]). Returns the
+    /// hold as it was, or `None` when it was free (then nothing changes).
+    /// One round trip.
+    ///
+    /// As the holder's own release would, it frees the key and hands it to
+    /// the first live waiter, and nothing else of the lock's state is
+    /// touched (its queue, the other holds, the counter). Besides:
+    /// - the fencing counter stays at or above the broken holder's token,
+    ///   so every later grant's token is above it, and its late writes are
+    ///   refused wherever tokens are checked;
+    /// - the holder's next renewal (within a third of its TTL) finds the
+    ///   hold gone and is told why: its guard is lost for good, the
+    ///   `redmutex::lease` error event and
+    ///   [`Guard::lost_reason`](crate::Guard::lost_reason) say `broken by an
+    ///   operator: <reason>`;
+    /// - the break is logged (`warn`, target `redmutex::break`) and always
+    ///   written to the audit trail (see [`audit`](Locker::audit)).
+    ///
+    /// Breaking one key of a multi-key lock frees that key only; its holder
+    /// loses the whole lock at its next renewal.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for an empty or over-long (1024 bytes)
+    /// `reason`, for a `key` that names no hold, and for a key that
+    /// redmutex did not write (left alone); [`Error::Redis`] and
+    /// [`Error::Pool`] when Redis fails or cannot be reached.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// match locker.break_lock("nightly-report", "host build-03 is gone")? {
+    ///     Some(was) => println!("broke {}'s hold (token {})", was.metadata(), was.fencing_token()),
+    ///     None => println!("it was free"),
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn break_lock(
+        &self,
+        key: impl AsRef<str>,
+        reason: &str,
+    ) -> Result<Option<LockInfo>, Error> {
+        if reason.trim().is_empty() || reason.len() > MAX_REASON {
+            return Err(Error::InvalidInput(format!(
+                "a break needs a reason of 1 to {MAX_REASON} bytes"
+            )));
+        }
+        let hold = Named::parse(key.as_ref())?;
+        self.shared().break_hold(&hold, reason)
+    }
+
+    /// The prefix's audit trail from `since` on (all of it with `None`),
+    /// oldest first: every break, and with
+    /// [`Builder::audit`](crate::Builder::audit) every grant and release of
+    /// the lockers that turned it on. It is a capped Redis stream,
+    /// `<prefix>:__redmutex__:audit`, of about the latest 10,000 events;
+    /// on a Cluster it lives in the slot of that name (or of the prefix's
+    /// hash tag), on a Redlock locker on the first instance. Writing an
+    /// event is best effort: one that fails is logged and never fails the
+    /// lock operation, so the trail may miss events. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] and [`Error::Pool`] when Redis fails or cannot be
+    /// reached.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// use std::time::{Duration, SystemTime};
+    /// let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    /// for e in locker.audit(Some(hour_ago))? {
+    ///     println!("{:?} {} {} {}", e.time(), e.action(), e.key(), e.reason());
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn audit(&self, since: Option<SystemTime>) -> Result<Vec<AuditEntry>, Error> {
+        self.shared().read_audit(since)
+    }
+}
+
+/// Whether `text` matches the glob `pattern` (`*`, `?`, `\` escapes).
+fn glob(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    // Iterative matching with one backtrack point for the last `*`.
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        let (token, next) = match p.get(pi) {
+            Some('\\') => (p.get(pi + 1).map(|c| (false, *c)), pi + 2),
+            Some(c) => (Some((true, *c)), pi + 1),
+            None => (None, pi),
+        };
+        match token {
+            Some((true, '*')) => {
+                star = Some((next, ti));
+                pi = next;
+                continue;
+            }
+            Some((plain, c)) if (plain && c == '?') || t.get(ti) == Some(&c) => {
+                pi = next;
+                ti += 1;
+                continue;
+            }
+            _ => {}
+        }
+        match star {
+            Some((sp, st)) => {
+                pi = sp;
+                ti = st + 1;
+                star = Some((sp, st + 1));
+            }
+            None => return false,
+        }
+    }
+    while p.get(pi) == Some(&'*') {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob;
+
+    #[test]
+    fn globs() {
+        assert!(glob("*", ""));
+        assert!(glob("*", "anything"));
+        assert!(glob("rep*", "report"));
+        assert!(!glob("rep*", "a-report"));
+        assert!(glob("*port", "report"));
+        assert!(glob("r?port", "report"));
+        assert!(glob("a*b*c", "axxbyyc"));
+        assert!(!glob("a*b*c", "axxbyy"));
+        assert!(glob("\\*x", "*x"));
+        assert!(!glob("\\*x", "ax"));
+        assert!(glob("*exports", "__redmutex__:permit:0:exports"));
+        assert!(!glob("abc", "ab"));
+        assert!(!glob("ab", "abc"));
+    }
+}

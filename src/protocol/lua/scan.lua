@@ -1,0 +1,11 @@
+-- One step of a walk over the keys of the server that runs it: on a
+-- Cluster, the master that owns `KEYS[1]`'s slot, which only routes the
+-- call there and is not read. Writes nothing.
+--
+-- - `KEYS[1]`: a key in a slot of the master to walk.
+--   `ARGV[1]`: the cursor, `ARGV[2]`: the pattern, `ARGV[3]`: the COUNT.
+--
+-- Replies: SCAN's reply, the next cursor and the string keys of this step.
+--
+-- Helpers: (none)
+return redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3], 'TYPE', 'string')

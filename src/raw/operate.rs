@@ -1,0 +1,357 @@
+//! What an operator does, as said to Redis: the holds of a prefix found by a
+//! `SCAN` walk of every instance (every master of a Cluster) and each read
+//! with its waiters; a hold broken (`lua/break.lua`) and this locker's
+//! waiters woken as after a release; the audit trail written and read.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::Value;
+
+use crate::defaults::{AUDIT_LEN, BREAK_MARK_MARGIN, MAX_LISTED_WAITERS, SCAN_COUNT};
+use crate::info::{AuditEntry, LockInfo, LockKind};
+use crate::protocol::named::Named;
+use crate::protocol::replies;
+use crate::protocol::scripts;
+use crate::protocol::slots;
+use crate::quorum::{self, Acquired};
+use crate::time;
+use crate::Error;
+
+use super::{Acquisition, RawLock};
+
+impl RawLock {
+    /// Every hold of this prefix whose listed name `keep` accepts, found by
+    /// a `SCAN` walk (string keys only, [`SCAN_COUNT`] a step) of each
+    /// instance, and of each master of a Cluster; sorted by name. With
+    /// several instances (Redlock), one that cannot be walked is skipped
+    /// while a majority can be.
+    pub(crate) fn scan_holds(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<Named>, Error> {
+        let cluster = self.config.topology.is_cluster();
+        let pattern = self.config.keys.scan_pattern();
+        let mut found = BTreeMap::new();
+        let (mut walked, mut last) = (0, None);
+        for i in 0..self.instances.len() {
+            let walk = self.routes(i, cluster).and_then(|routes| {
+                for route in routes {
+                    self.walk(i, &route, &pattern, &mut |key| {
+                        if let Some(hold) = self.config.keys.named(key, cluster) {
+                            let name = hold.caller_key();
+                            if keep(&name) {
+                                found.insert(name, hold);
+                            }
+                        }
+                    })?;
+                }
+                Ok(())
+            });
+            match walk {
+                Ok(()) => walked += 1,
+                Err(e) => last = Some(e),
+            }
+        }
+        if walked < quorum::quorum(self.instances.len()) {
+            return Err(self.quorum_error(walked, last));
+        }
+        Ok(found.into_values().collect())
+    }
+
+    /// One key per server to walk on instance `i`, routing the scan there:
+    /// on a Cluster, a key in the first slot of each master (`CLUSTER
+    /// SLOTS`); else any key.
+    fn routes(&self, i: usize, cluster: bool) -> Result<Vec<String>, Error> {
+        if !cluster {
+            return Ok(vec![self.config.keys.fence_key()]);
+        }
+        let reply = self.run_on(i, &mut |c| {
+            Ok(redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(c)?)
+        })?;
+        let Value::Array(ranges) = &reply else {
+            return Err(replies::unexpected("cluster slots", &reply));
+        };
+        let mut masters: BTreeMap<String, u16> = BTreeMap::new();
+        for range in ranges {
+            let Value::Array(parts) = range else {
+                return Err(replies::unexpected("cluster slots", &reply));
+            };
+            let (Some(Value::Int(start)), Some(Value::Array(master))) =
+                (parts.first(), parts.get(2))
+            else {
+                return Err(replies::unexpected("cluster slots", &reply));
+            };
+            let address = format!("{:?}", master.iter().take(2).collect::<Vec<_>>());
+            let slot = u16::try_from(*start).unwrap_or(0);
+            masters.entry(address).or_insert(slot);
+        }
+        Ok(masters
+            .into_values()
+            .map(|slot| format!("{{{}}}", slots::tag_for(slot)))
+            .collect())
+    }
+
+    /// A whole `SCAN` walk of the server of `route` on instance `i`,
+    /// calling `each` with every key found.
+    fn walk(
+        &self,
+        i: usize,
+        route: &str,
+        pattern: &str,
+        each: &mut dyn FnMut(&str),
+    ) -> Result<(), Error> {
+        let mut cursor = 0;
+        loop {
+            let call = scripts::scan(route, cursor, pattern, SCAN_COUNT);
+            let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            let (next, keys) = replies::parse_scan(&reply)?;
+            for key in &keys {
+                each(key);
+            }
+            if next == 0 {
+                return Ok(());
+            }
+            cursor = next;
+        }
+    }
+
+    /// The hold `hold` with its live waiters, as a majority of instances
+    /// sees it; `None` when free (a key redmutex did not write has token 0).
+    pub(crate) fn read_hold(self: &Arc<Self>, hold: &Named) -> Result<Option<LockInfo>, Error> {
+        let keys = self
+            .config
+            .keys
+            .hold_keys(hold, self.config.topology.is_cluster());
+        let (this, hold) = (Arc::clone(self), hold.clone());
+        let answers = self.fan.run(self.instances.len(), move |i| {
+            let call = scripts::inspect(&keys, MAX_LISTED_WAITERS);
+            let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            replies::parse_inspect(&reply, &hold)
+        });
+        match quorum::decide_holder(answers) {
+            Ok(info) => Ok(info),
+            Err(Acquired::NoQuorum { granted, last }) => Err(self.quorum_error(granted, last)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Breaks the hold `hold` for `reason` on every instance (see
+    /// `lua/break.lua`), wakes this locker's waiters as a release does, and
+    /// writes the break to the audit trail. The hold as it was, as a
+    /// majority saw it; `None` when it was free.
+    pub(crate) fn break_hold(
+        self: &Arc<Self>,
+        hold: &Named,
+        reason: &str,
+    ) -> Result<Option<LockInfo>, Error> {
+        let keys = self
+            .config
+            .keys
+            .hold_keys(hold, self.config.topology.is_cluster());
+        let watched = Arc::clone(keys.watched());
+        let keep = time::millis_ceil(BREAK_MARK_MARGIN);
+        let (this, hold2, reason2) = (Arc::clone(self), hold.clone(), reason.to_owned());
+        let answers = self.fan.run(self.instances.len(), move |i| {
+            let channel = this.wake.channel().unwrap_or("");
+            let call = scripts::break_hold(&keys, &reason2, channel, keep);
+            let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            replies::parse_break(&reply, &hold2)
+        });
+        let (mut foreign, mut handed) = (false, None);
+        let answers = answers
+            .into_iter()
+            .map(|a| {
+                a.map(|broken| {
+                    broken.and_then(|(info, ours, to)| {
+                        foreign |= !ours;
+                        handed = handed.take().or(to);
+                        ours.then_some(info)
+                    })
+                })
+            })
+            .collect();
+        match &handed {
+            Some((token, fence)) => self.wake.waiters().hand_over(token, *fence),
+            None => {
+                for k in watched.iter() {
+                    self.wake.waiters().notify(k);
+                }
+            }
+        }
+        let info = match quorum::decide_holder(answers) {
+            Ok(info) => info,
+            Err(Acquired::NoQuorum { granted, last }) => {
+                return Err(self.quorum_error(granted, last))
+            }
+            Err(_) => None,
+        };
+        if let Some(info) = &info {
+            log::warn!(
+                target: "redmutex::break",
+                "{} {:?} of {:?} (fencing token {}) broken by an operator: {reason}",
+                info.kind.as_str(),
+                info.key,
+                info.metadata,
+                info.fencing_token
+            );
+            let event = Event {
+                action: "break",
+                key: &info.key,
+                kind: info.kind,
+                metadata: &info.metadata,
+                fence: info.fencing_token,
+                reason,
+            };
+            self.audit(&event);
+        } else if foreign {
+            return Err(Error::InvalidInput(format!(
+                "{:?} is held by a key redmutex did not write: left as it is",
+                hold.caller_key()
+            )));
+        }
+        Ok(info)
+    }
+
+    /// With [`Builder::audit`](crate::Builder::audit) on: `action` (`grant`,
+    /// `release`) of the hold `a`, with fencing token `fence`, to the audit
+    /// trail, one event per key.
+    pub(crate) fn audit_held(&self, a: &Acquisition, fence: u64, action: &str) {
+        if !self.config.audit {
+            return;
+        }
+        let cluster = self.config.topology.is_cluster();
+        for key in a.keys.locks.iter() {
+            let Some(hold) = self.config.keys.named(key, cluster) else {
+                continue;
+            };
+            let info = replies::named(LockInfo::blank(), &hold);
+            self.audit(&Event {
+                action,
+                key: &info.key,
+                kind: info.kind,
+                metadata: &self.config.metadata,
+                fence,
+                reason: "",
+            });
+        }
+    }
+
+    /// Appends `event` to the audit trail on the first instance, best
+    /// effort: bounded by the checkout and I/O timeouts, a failure logged.
+    fn audit(&self, event: &Event<'_>) {
+        let stream = self.config.keys.audit_key();
+        let mut cmd = redis::cmd("XADD");
+        cmd.arg(&stream)
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(AUDIT_LEN)
+            .arg("*")
+            .arg("action")
+            .arg(event.action)
+            .arg("key")
+            .arg(event.key)
+            .arg("kind")
+            .arg(event.kind.as_str())
+            .arg("metadata")
+            .arg(event.metadata)
+            .arg("fence")
+            .arg(event.fence)
+            .arg("reason")
+            .arg(event.reason);
+        if let Err(e) = self.run_on(0, &mut |c| Ok(cmd.query::<Value>(c)?)) {
+            log::warn!(
+                target: "redmutex::audit",
+                "the {} of {:?} was not written to the audit trail: {e}",
+                event.action,
+                event.key
+            );
+        }
+    }
+
+    /// The audit trail from `since` on (all of it with `None`), oldest
+    /// first, read from the first instance.
+    pub(crate) fn read_audit(&self, since: Option<SystemTime>) -> Result<Vec<AuditEntry>, Error> {
+        let start = match since {
+            Some(t) => {
+                let ms = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
+                ms.to_string()
+            }
+            None => "-".to_owned(),
+        };
+        let stream = self.config.keys.audit_key();
+        let reply = self.run_on(0, &mut |c| {
+            Ok(redis::cmd("XRANGE")
+                .arg(&stream)
+                .arg(&start)
+                .arg("+")
+                .arg("COUNT")
+                .arg(AUDIT_LEN.saturating_mul(2))
+                .query::<Value>(c)?)
+        })?;
+        parse_audit(&reply)
+    }
+}
+
+/// One event for the audit trail.
+struct Event<'a> {
+    action: &'a str,
+    key: &'a str,
+    kind: LockKind,
+    metadata: &'a str,
+    fence: u64,
+    reason: &'a str,
+}
+
+/// `XRANGE`'s reply: `[[id, [field, value, ...]], ...]`.
+fn parse_audit(reply: &Value) -> Result<Vec<AuditEntry>, Error> {
+    let bad = || replies::unexpected("audit", reply);
+    let Value::Array(entries) = reply else {
+        return Err(bad());
+    };
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    };
+    let mut out = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let Value::Array(parts) = entry else {
+            return Err(bad());
+        };
+        let (Some(id), Some(Value::Array(fields))) = (parts.first().and_then(text), parts.get(1))
+        else {
+            return Err(bad());
+        };
+        let ms: u64 = id
+            .split('-')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .ok_or_else(bad)?;
+        let mut e = AuditEntry {
+            time: UNIX_EPOCH + Duration::from_millis(ms),
+            key: String::new(),
+            kind: LockKind::Lock,
+            action: String::new(),
+            metadata: String::new(),
+            fencing_token: 0,
+            reason: String::new(),
+        };
+        for pair in fields.chunks(2) {
+            let (Some(field), Some(value)) =
+                (pair.first().and_then(text), pair.get(1).and_then(text))
+            else {
+                continue;
+            };
+            match field.as_str() {
+                "action" => e.action = value,
+                "key" => e.key = value,
+                "kind" => e.kind = LockKind::parse(&value).unwrap_or(LockKind::Lock),
+                "metadata" => e.metadata = value,
+                "fence" => e.fencing_token = value.parse().unwrap_or(0),
+                "reason" => e.reason = value,
+                _ => {}
+            }
+        }
+        out.push(e);
+    }
+    Ok(out)
+}

@@ -1,0 +1,404 @@
+//! Operating it (issue 35): `Locker::locks` lists every lock, permit and
+//! read/write hold with its metadata and waiters and no internal key (one
+//! server and a Cluster); `Locker::break_lock` frees a hold for an
+//! operator: the holder learns it at its next renewal with the reason, the
+//! head waiter is handed the lock with a larger token; a free key is left
+//! alone; the audit stream keeps every break with its fields.
+// Test helpers fail loudly: that is the point.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+mod common;
+
+use std::time::{Duration, SystemTime};
+
+use common::{holders_of, key, redlock_builder, servers, wait_until, Cluster, Server};
+use redmutex::{LockInfo, LockKind, Locker};
+
+/// A locker over its own pool (as another process) with `metadata`, a
+/// short TTL (renewals every 300 ms) and a prefix.
+fn locker(server: &Server, prefix: &str, metadata: &str) -> Locker {
+    server
+        .builder()
+        .prefix(prefix)
+        .metadata(metadata)
+        .ttl(Duration::from_millis(900))
+        .build()
+        .unwrap()
+}
+
+/// The listing's entry for `key`.
+fn entry<'a>(list: &'a [LockInfo], key: &str) -> &'a LockInfo {
+    list.iter()
+        .find(|i| i.key() == key)
+        .unwrap_or_else(|| panic!("{key} not listed in {list:?}"))
+}
+
+/// Waits until the listing shows `n` waiters on `key`.
+fn until_waiters(locker: &Locker, key: &str, n: usize) {
+    wait_until("the waiter queued", Duration::from_secs(20), || {
+        locker
+            .locks()
+            .unwrap()
+            .iter()
+            .any(|i| i.key() == key && i.waiters().len() == n)
+    });
+}
+
+#[test]
+fn listing_shows_every_hold_with_its_waiters_and_no_internal_key() {
+    let server = Server::start();
+    let prefix = key("list");
+    let (a, b) = (
+        locker(&server, &prefix, "alpha"),
+        locker(&server, &prefix, "beta"),
+    );
+    let lock = a.lock("report").unwrap();
+    let sem = a.semaphore("exports", 2).unwrap();
+    let permit = sem.acquire().unwrap();
+    let rw = a.rwlock("config").unwrap();
+    let read = rw.read().unwrap();
+    let other = a.rwlock("schema").unwrap();
+    let write = other.write().unwrap();
+    // A waiter behind the lock, from another locker.
+    let waiting = {
+        let b = b.clone();
+        std::thread::spawn(move || b.lock_timeout("report", Duration::from_secs(30)))
+    };
+    until_waiters(&a, "report", 1);
+
+    let list = a.locks().unwrap();
+    let report = entry(&list, "report");
+    assert_eq!(report.kind(), LockKind::Lock);
+    assert_eq!(report.metadata(), "alpha");
+    assert_eq!(report.fencing_token(), lock.fencing_token());
+    assert!(report.ttl() <= Duration::from_millis(900) && report.ttl() > Duration::ZERO);
+    assert_eq!(report.waiters(), ["beta"]);
+
+    let permit_key = format!("__redmutex__:permit:{}:exports", permit.permit().unwrap());
+    let p = entry(&list, &permit_key);
+    assert_eq!(p.kind(), LockKind::Permit);
+    assert_eq!(p.name(), "exports");
+    assert_eq!(p.fencing_token(), permit.fencing_token());
+    assert_eq!(p.metadata(), "alpha");
+
+    let r = list
+        .iter()
+        .find(|i| i.kind() == LockKind::Read)
+        .expect("the read hold");
+    assert!(r.key().starts_with("__redmutex__:rw-read:") && r.key().ends_with(":config"));
+    assert_eq!(r.name(), "config");
+    assert_eq!(r.fencing_token(), read.fencing_token());
+    let w = entry(&list, "__redmutex__:rw-write:schema");
+    assert_eq!(w.kind(), LockKind::Write);
+    assert_eq!(w.fencing_token(), write.fencing_token());
+
+    // Nothing else: no counter, queue, waiters' hash or set of read holds.
+    assert_eq!(list.len(), 4, "{list:?}");
+    // The filter is a glob on the names listed.
+    let only: Vec<String> = a
+        .locks_matching("rep*")
+        .unwrap()
+        .iter()
+        .map(|i| i.key().to_owned())
+        .collect();
+    assert_eq!(only, ["report"]);
+    // Another prefix sees none of them.
+    let elsewhere = locker(&server, &key("other"), "x");
+    assert!(elsewhere.locks().unwrap().is_empty());
+
+    drop(lock);
+    let (got, ..) = (waiting.join().unwrap().unwrap(),);
+    drop(got);
+    drop((permit, read, write));
+}
+
+#[test]
+fn listing_walks_every_master_of_a_cluster() {
+    let cluster = Cluster::start();
+    let locker = Locker::builder(cluster.pool())
+        .prefix("ops")
+        .metadata("c")
+        .build()
+        .unwrap();
+    let names: Vec<String> = (0..40).map(|i| format!("c{i}")).collect();
+    let guards: Vec<_> = names.iter().map(|k| locker.lock(k).unwrap()).collect();
+    let sem = locker.semaphore("pool", 3).unwrap();
+    let permit = sem.acquire().unwrap();
+    let list = locker.locks().unwrap();
+    let mut listed: Vec<String> = list
+        .iter()
+        .filter(|i| i.kind() == LockKind::Lock)
+        .map(|i| i.key().to_owned())
+        .collect();
+    listed.sort();
+    let mut want = names.clone();
+    want.sort();
+    assert_eq!(listed, want);
+    let p = list
+        .iter()
+        .find(|i| i.kind() == LockKind::Permit)
+        .expect("the permit");
+    assert_eq!(p.name(), "pool");
+    assert_eq!(p.fencing_token(), permit.fencing_token());
+    assert_eq!(list.len(), names.len() + 1, "internal keys listed");
+    // A listed permit can be broken by the name the listing gives.
+    assert!(locker.break_lock(p.key(), "test").unwrap().is_some());
+    drop(guards);
+}
+
+#[test]
+fn a_broken_holder_learns_it_and_the_head_waiter_is_handed_the_lock() {
+    let server = Server::start();
+    let prefix = key("break");
+    let (a, b) = (
+        locker(&server, &prefix, "alpha"),
+        locker(&server, &prefix, "beta"),
+    );
+    let held = a.lock("job").unwrap();
+    let waiting = {
+        let b = b.clone();
+        std::thread::spawn(move || b.lock_timeout("job", Duration::from_secs(30)))
+    };
+    until_waiters(&a, "job", 1);
+
+    let broken = a.break_lock("job", "stuck since 3 a.m.").unwrap().unwrap();
+    assert_eq!(broken.metadata(), "alpha");
+    assert_eq!(broken.fencing_token(), held.fencing_token());
+    // Handed over by the break itself, as a release does.
+    let now = a.holder("job").unwrap().unwrap();
+    assert_eq!(now.metadata(), "beta");
+    assert!(now.fencing_token() > held.fencing_token());
+
+    // The holder learns it at its next renewal (every 300 ms), with why.
+    assert!(held.wait_lost(Duration::from_secs(5)), "not told");
+    assert_eq!(
+        held.lost_reason().as_deref(),
+        Some("broken by an operator: stuck since 3 a.m.")
+    );
+    let next = waiting.join().unwrap().unwrap();
+    assert!(next.fencing_token() > held.fencing_token());
+    next.ensure_held().unwrap();
+    assert!(held.unlock().is_err());
+    next.unlock().unwrap();
+}
+
+#[test]
+fn breaking_a_permit_and_read_write_holds_hands_them_on() {
+    let server = Server::start();
+    let prefix = key("breakall");
+    let (a, b) = (
+        locker(&server, &prefix, "alpha"),
+        locker(&server, &prefix, "beta"),
+    );
+
+    // A permit, with a waiter for it.
+    let sem_a = a.semaphore("slots", 1).unwrap();
+    let permit = sem_a.acquire().unwrap();
+    let waiting = {
+        let sem_b = b.semaphore("slots", 1).unwrap();
+        std::thread::spawn(move || sem_b.acquire_timeout(Duration::from_secs(30)))
+    };
+    let name = "__redmutex__:permit:0:slots";
+    until_waiters(&a, name, 1);
+    let broken = a.break_lock(name, "drain").unwrap().unwrap();
+    assert_eq!(broken.fencing_token(), permit.fencing_token());
+    assert!(permit.wait_lost(Duration::from_secs(5)));
+    assert_eq!(
+        permit.lost_reason().as_deref(),
+        Some("broken by an operator: drain")
+    );
+    let next = waiting.join().unwrap().unwrap();
+    assert!(next.fencing_token() > permit.fencing_token());
+    drop(next);
+
+    // A read hold, with a writer waiting: the writer gets in.
+    let rw_a = a.rwlock("cfg").unwrap();
+    let read = rw_a.read().unwrap();
+    let writing = {
+        let rw_b = b.rwlock("cfg").unwrap();
+        std::thread::spawn(move || rw_b.write_timeout(Duration::from_secs(30)))
+    };
+    let read_key = a
+        .locks()
+        .unwrap()
+        .iter()
+        .find(|i| i.kind() == LockKind::Read)
+        .unwrap()
+        .key()
+        .to_owned();
+    until_waiters(&a, &read_key, 1);
+    a.break_lock(&read_key, "bad reader").unwrap().unwrap();
+    assert!(read.wait_lost(Duration::from_secs(5)));
+    assert_eq!(
+        read.lost_reason().as_deref(),
+        Some("broken by an operator: bad reader")
+    );
+    let writer = writing.join().unwrap().unwrap();
+    assert!(writer.fencing_token() > read.fencing_token());
+
+    // The write hold, with a reader waiting: the reader gets in.
+    let reading = {
+        let rw_a = a.rwlock("cfg").unwrap();
+        std::thread::spawn(move || rw_a.read_timeout(Duration::from_secs(30)))
+    };
+    until_waiters(&a, "__redmutex__:rw-write:cfg", 1);
+    a.break_lock("__redmutex__:rw-write:cfg", "bad writer")
+        .unwrap()
+        .unwrap();
+    assert!(writer.wait_lost(Duration::from_secs(5)));
+    assert_eq!(
+        writer.lost_reason().as_deref(),
+        Some("broken by an operator: bad writer")
+    );
+    let reader = reading.join().unwrap().unwrap();
+    assert!(reader.fencing_token() > writer.fencing_token());
+}
+
+#[test]
+fn breaking_a_free_key_changes_nothing() {
+    let server = Server::start();
+    let prefix = key("free");
+    let a = locker(&server, &prefix, "alpha");
+    drop(a.lock("k").unwrap());
+    let before = dump(&server);
+    assert_eq!(a.break_lock("k", "nothing").unwrap(), None);
+    assert_eq!(
+        a.break_lock("__redmutex__:permit:0:none", "x").unwrap(),
+        None
+    );
+    assert_eq!(dump(&server), before);
+    // A name that no hold can have is refused.
+    assert!(a.break_lock("", "x").is_err());
+    assert!(a.break_lock("__redmutex__:fence", "x").is_err());
+    assert!(a.break_lock("k", "").is_err());
+}
+
+/// Every key and its value (strings) or type, sorted.
+fn dump(server: &Server) -> Vec<(String, String)> {
+    let mut c = server.conn();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
+    let mut out: Vec<(String, String)> = keys
+        .into_iter()
+        .map(|k| {
+            let v: String = redis::cmd("TYPE").arg(&k).query(&mut c).unwrap();
+            let v = if v == "string" {
+                redis::cmd("GET").arg(&k).query(&mut c).unwrap()
+            } else {
+                v
+            };
+            (k, v)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_audit_stream_holds_each_break_and_optionally_grants_and_releases() {
+    let server = Server::start();
+    let prefix = key("audit");
+    let quiet = locker(&server, &prefix, "alpha");
+    let start = SystemTime::now() - Duration::from_secs(1);
+    let g = quiet.lock("a").unwrap();
+    let token = g.fencing_token();
+    quiet.break_lock("a", "first").unwrap().unwrap();
+    drop(g);
+    let log = quiet.audit(None).unwrap();
+    assert_eq!(log.len(), 1, "{log:?}");
+    let e = &log[0];
+    assert_eq!(e.action(), "break");
+    assert_eq!(e.key(), "a");
+    assert_eq!(e.kind(), LockKind::Lock);
+    assert_eq!(e.metadata(), "alpha");
+    assert_eq!(e.fencing_token(), token);
+    assert_eq!(e.reason(), "first");
+    assert!(e.time() >= start && e.time() <= SystemTime::now() + Duration::from_secs(5));
+
+    // With audit on: grants and releases too.
+    let loud = server
+        .builder()
+        .prefix(&prefix)
+        .metadata("loud")
+        .audit(true)
+        .build()
+        .unwrap();
+    let g = loud.lock("b").unwrap();
+    let t = g.fencing_token();
+    g.unlock().unwrap();
+    let log = loud.audit(None).unwrap();
+    let actions: Vec<(&str, &str, u64)> = log
+        .iter()
+        .map(|e| (e.action(), e.key(), e.fencing_token()))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("break", "a", token),
+            ("grant", "b", t),
+            ("release", "b", t)
+        ]
+    );
+    // `since` leaves out what came before (its millisecond included).
+    let later = log[2].time();
+    let tail = loud.audit(Some(later)).unwrap();
+    assert!(tail.iter().all(|e| e.time() >= later), "{tail:?}");
+    assert_eq!(tail.last().unwrap().action(), "release");
+    assert!(loud
+        .audit(Some(SystemTime::now() + Duration::from_secs(60)))
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn a_broken_redlock_holder_learns_it_and_does_not_put_the_keys_back() {
+    let masters = servers(3);
+    let locker = redlock_builder(&masters)
+        .metadata("alpha")
+        .ttl(Duration::from_millis(900))
+        .build()
+        .unwrap();
+    let k = key("redlock-break");
+    let held = locker.lock(&k).unwrap();
+    assert_eq!(locker.locks().unwrap().len(), 1);
+    let was = locker.break_lock(&k, "moved host").unwrap().unwrap();
+    assert_eq!(was.fencing_token(), held.fencing_token());
+    // Its renewals would put back a key missing on a master: not a broken one.
+    assert!(held.wait_lost(Duration::from_secs(5)), "not told");
+    assert_eq!(
+        held.lost_reason().as_deref(),
+        Some("broken by an operator: moved host")
+    );
+    assert_eq!(holders_of(&masters, &k), 0, "the keys were put back");
+    let next = locker.lock(&k).unwrap();
+    assert!(next.fencing_token() > held.fencing_token());
+}
+
+#[test]
+fn an_audit_trail_that_cannot_be_written_fails_no_lock_operation() {
+    let server = Server::start();
+    // A user that may do everything but write a stream.
+    redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("noaudit")
+        .arg(&["on", ">secret", "~*", "&*", "+@all", "-xadd"][..])
+        .exec(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://noaudit:secret@127.0.0.1:{}/", server.port());
+    let locker = Locker::builder(redmutex::pool(&url).unwrap())
+        .prefix(key("noaudit"))
+        .ttl(Duration::from_millis(900))
+        .audit(true)
+        .build()
+        .unwrap();
+    let g = locker.lock("k").unwrap();
+    g.unlock().unwrap();
+    let g = locker.lock("k").unwrap();
+    assert!(locker.break_lock("k", "still breaks").unwrap().is_some());
+    assert!(g.wait_lost(Duration::from_secs(5)));
+    assert!(locker.audit(None).unwrap().is_empty());
+}
