@@ -403,6 +403,12 @@ impl Guard {
         Ok(())
     }
 
+    /// The state behind a guard that is still held and its acquisition
+    /// (`None` once released), for an election's leadership.
+    pub(crate) fn held_parts(&self) -> Option<(&Arc<RawLock>, &Arc<Acquisition>)> {
+        self.held.as_ref().map(|h| (&h.shared, &h.acquisition))
+    }
+
     fn lost(&self) -> Error {
         Error::Lost {
             key: self.keys.first().cloned().unwrap_or_default(),

@@ -389,8 +389,10 @@
 //   locker/acquire.rs one attempt, the acquire loop (wait, queue, hand-over), a grant's guard
 // semaphore.rs        `Semaphore`: N holders of a name, each hold a `Guard` over one permit key
 // rwlock.rs           `RwLock`: readers or one writer of a name, each hold a `Guard` over its key
+// election.rs         `Election`: one leader of a name, `Leadership` (a `Guard` over its key),
+//                     `Observer` (the log of changes followed)
 // guard.rs            `Guard`: a held lock, its lease API, release on drop
-// info.rs             `LockInfo`, what `Locker::holder` reports
+// info.rs             `LockInfo`, what `Locker::holder` reports; `Leader`, an election's
 // builder.rs          `Builder`: checks the settings and builds a `Locker` (above it)
 // config.rs           the frozen `Config`, the `Topology` decided once, the duration checks
 // defaults.rs         every default and limit (`DEFAULT_*`, `MAX_TTL`, ...); imports nothing
@@ -403,6 +405,7 @@
 //   mutex.rs          a lock's keys, and who holds one
 //   permits.rs        a semaphore's permit keys, how many are free, the permit granted
 //   rw.rs             a read-write lock's read and write holds
+//   election.rs       an election's keys, its candidates, its log (announce, proclaim, observe)
 //   renew.rs          a granted hold's renewal, and its expiry
 //   release.rs        a granted hold's release, and the waiters it wakes here
 //   redlock.rs        Redlock only: the proposal, the write-back, the breaker, the fan-out
@@ -441,7 +444,7 @@
 //               raw/: what is said to Redis and decided from its replies; reads the
 //               leaves and the frozen `Config`, never a handle or the builder
 // 3 held        guard: a held lock over raw/ and lease/
-// 4 API         locker, semaphore, rwlock: the handles (they build each other's guards)
+// 4 API         locker, semaphore, rwlock, election: the handles (they build each other's guards)
 // 5 entry       builder: builds a `Locker` from the defaults and the settings given
 // 6 root        lib.rs: docs and re-exports only
 //
@@ -455,6 +458,7 @@ mod builder;
 mod config;
 mod conn;
 mod defaults;
+mod election;
 mod error;
 mod guard;
 mod info;
@@ -479,9 +483,10 @@ pub use defaults::{
     DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_REPLICA_TIMEOUT,
     DEFAULT_TTL, MAX_TTL,
 };
+pub use election::{Election, Leadership, Observer};
 pub use error::Error;
 pub use guard::Guard;
-pub use info::LockInfo;
+pub use info::{Leader, LockInfo};
 pub use lease::workers::{watchdog_threads, WatchdogThreads};
 pub use locker::Locker;
 pub use open::{cluster_pool, sentinel_pool};
