@@ -271,3 +271,37 @@ fn every_primitive_has_the_lease_states() {
         drop(guard);
     }
 }
+
+/// A renewal that is slow but gets through: in doubt from the moment it is
+/// overdue (half the TTL after the last confirmed request was sent), held
+/// again when its confirmation arrives, before the deadline.
+#[test]
+fn a_slow_renewal_is_overdue_then_confirmed() {
+    let server = Server::start();
+    // Each chunk waits 500 ms each way once delaying: a round trip of a
+    // second or more, where the renewal due at 1.33 s is overdue at 2 s
+    // and confirmed at 2.33 s or later, well before the deadline at 3.96 s.
+    let proxy = Proxy::with_delay(server.port(), Duration::from_millis(500));
+    proxy.set(Mode::Pass);
+    let (tx, rx) = mpsc::channel();
+    let locker = Locker::builder(redmutex::pool(&proxy.url()).unwrap())
+        .ttl(Duration::from_secs(4))
+        .on_lease_change(move |c| {
+            let _ = tx.send(c.clone());
+        })
+        .build()
+        .unwrap();
+    let guard = locker.lock(&key("slow")).unwrap();
+    proxy.set(Mode::Delay);
+    assert_eq!(guard.wait_state_change(Held, LONG), InDoubt);
+    assert_eq!(guard.wait_state_change(InDoubt, LONG), Held);
+    proxy.set(Mode::Pass);
+    let first = next(&rx);
+    assert_eq!(
+        (first.from(), first.to(), first.reason()),
+        (Held, InDoubt, LeaseChangeReason::RenewalOverdue)
+    );
+    let second = next(&rx);
+    assert_eq!((second.from(), second.to()), (InDoubt, Held));
+    guard.unlock().unwrap();
+}
