@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
 use crate::defaults::{MAX_QUEUED_PAUSE, MAX_STAY_SLACK, MAX_TTL};
+use crate::lease::state::OnChange;
 use crate::protocol::keys::KeySpace;
 use crate::time;
 use crate::Error;
@@ -24,6 +25,8 @@ pub(crate) struct Config {
     pub(crate) watchdog: bool,
     pub(crate) max_hold: Option<Duration>,
     pub(crate) metadata: String,
+    /// The callback told of every guard's lease changes.
+    pub(crate) on_lease_change: Option<OnChange>,
     pub(crate) checkout_timeout: Duration,
     pub(crate) io_timeout: Duration,
     /// Test-only: how fast this machine's clock runs for Redlock proposals.

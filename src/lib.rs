@@ -425,7 +425,8 @@
 //   replies.rs        every script reply parsed; the lock value built and parsed
 //   slots.rs          cluster hash slots and hash tags
 // lease/              a lease and what keeps it:
-//   mod.rs            `Lease`, the local view (deadline, lost, renewal serialized)
+//   mod.rs            `Lease`, the local view (deadline, state, renewal serialized)
+//   state.rs          `LeaseState`, `LeaseChange` and the callback told of each change
 //   watchdog.rs       the watchdog that renews a guard's lease
 //   workers.rs        the process-wide parked threads watchdogs run on
 // wake/               waking waiters on a release:
@@ -487,6 +488,7 @@ pub use election::{Election, Leadership, Observer};
 pub use error::Error;
 pub use guard::Guard;
 pub use info::{Leader, LockInfo};
+pub use lease::state::{LeaseChange, LeaseChangeReason, LeaseState};
 pub use lease::workers::{watchdog_threads, WatchdogThreads};
 pub use locker::Locker;
 pub use open::{cluster_pool, sentinel_pool};

@@ -7,28 +7,32 @@
 //! or Redis has said the key is not ours, no later renewal can bring it back.
 //! Every read and update goes through one mutex so that holds without races.
 
+pub(crate) mod state;
 pub(crate) mod watchdog;
 pub(crate) mod workers;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::sync::{Condvar, Mutex};
 
 use crate::time;
 
+use self::state::{LeaseChange, LeaseChangeReason, LeaseState, OnChange};
+
 #[derive(Debug)]
 pub(crate) struct Lease {
     state: Mutex<State>,
     /// The builder's fixed drift allowance, if any.
     drift: Option<Duration>,
-    /// Notified when the lease is marked lost.
-    lost_cv: Condvar,
+    /// Notified on every change of state.
+    changed: Condvar,
     /// Held across a renewal round trip and its confirmation, so that
     /// `extend` and the watchdog never confirm out of order.
     renewing: Mutex<()>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct State {
     valid_until: Instant,
     /// When the request behind `valid_until` was sent.
@@ -40,9 +44,40 @@ struct State {
     /// A renewal wanted sooner than usual (Redlock: to take the instances
     /// a rival held for a moment), and how many times in a row.
     hurry: Option<(Instant, u32)>,
-    lost: bool,
+    /// Held, in doubt, or lost (final). Time-driven changes (overdue,
+    /// deadline passed) are made by [`refresh`] under this mutex, by
+    /// whoever looks first, at the moment they became true.
+    phase: LeaseState,
     /// The guard is gone: no renewal may start any more.
     stopped: bool,
+    /// A watchdog renews this lease: a renewal can be overdue.
+    renewed: bool,
+    /// The lock's key as the caller gave it, for log events and changes.
+    key: Arc<str>,
+    /// The builder's callback, if any, and the changes it has not been
+    /// given yet (the watchdog gives them, in order).
+    on_change: Option<OnChange>,
+    pending: Vec<LeaseChange>,
+}
+
+impl State {
+    /// When the renewal expected since `confirmed_at` is overdue: half the
+    /// granted TTL after that request was sent (the renewal is due at a
+    /// third), or the deadline if that comes first.
+    fn overdue_at(&self) -> Instant {
+        self.confirmed_at
+            .checked_add(self.granted / 2)
+            .map_or(self.valid_until, |t| t.min(self.valid_until))
+    }
+
+    /// The next moment time alone changes the state, if any.
+    fn next_change_at(&self) -> Option<Instant> {
+        match self.phase {
+            LeaseState::Held if self.renewed => Some(self.overdue_at()),
+            LeaseState::Held | LeaseState::InDoubt => Some(self.valid_until),
+            LeaseState::Lost => None,
+        }
+    }
 }
 
 impl Lease {
@@ -69,48 +104,174 @@ impl Lease {
                 granted: claim,
                 ttl,
                 hurry: None,
-                lost: false,
+                phase: LeaseState::Held,
                 stopped: false,
+                renewed: false,
+                key: Arc::from(""),
+                on_change: None,
+                pending: Vec::new(),
             }),
-            lost_cv: Condvar::new(),
+            changed: Condvar::new(),
             renewing: Mutex::new(()),
         }
+    }
+
+    /// Names the lease's lock (`key`, for log events and changes), gives
+    /// it the callback for its changes, and says whether a watchdog renews
+    /// it (only then can a renewal be overdue). Called once, by the guard
+    /// that holds it, before its watchdog starts.
+    pub(crate) fn watch(&self, key: &str, on_change: Option<OnChange>, renewed: bool) {
+        let mut s = self.state.lock();
+        s.key = Arc::from(key);
+        s.on_change = on_change;
+        s.renewed = renewed;
+    }
+
+    /// The state now.
+    pub(crate) fn state(&self) -> LeaseState {
+        let mut s = self.state.lock();
+        self.refresh(&mut s, Instant::now());
+        s.phase
     }
 
     /// True once the lease can no longer be promised; marks it lost for good
     /// when the deadline has passed.
     pub(crate) fn is_lost(&self) -> bool {
-        let mut s = self.state.lock();
-        if !s.lost && Instant::now() >= s.valid_until {
-            s.lost = true;
-        }
-        s.lost
+        self.state() == LeaseState::Lost
     }
 
     /// Redis said the key is not ours: lost for good.
     pub(crate) fn mark_lost(&self) {
-        self.state.lock().lost = true;
-        self.lost_cv.notify_all();
+        let mut s = self.state.lock();
+        self.refresh(&mut s, Instant::now());
+        self.move_to(
+            &mut s,
+            LeaseState::Lost,
+            LeaseChangeReason::NotOurs,
+            Instant::now(),
+        );
+    }
+
+    /// A renewal failed (an error, not an answer that the key is not
+    /// ours): a held lease is in doubt.
+    pub(crate) fn note_failed(&self) {
+        let mut s = self.state.lock();
+        let now = Instant::now();
+        self.refresh(&mut s, now);
+        if s.phase == LeaseState::Held {
+            self.move_to(
+                &mut s,
+                LeaseState::InDoubt,
+                LeaseChangeReason::RenewalFailed,
+                now,
+            );
+        }
     }
 
     /// Blocks until the lease is lost or `until` passes; returns whether it
     /// is lost.
     pub(crate) fn wait_lost(&self, until: Instant) -> bool {
+        self.wait(until, |phase| phase == LeaseState::Lost) == LeaseState::Lost
+    }
+
+    /// Blocks until the state differs from `seen` or `until` passes;
+    /// returns the state then.
+    pub(crate) fn wait_change(&self, seen: LeaseState, until: Instant) -> LeaseState {
+        self.wait(until, |phase| phase != seen)
+    }
+
+    /// Blocks until `done(state)` or `until` passes; returns the state.
+    fn wait(&self, until: Instant, done: impl Fn(LeaseState) -> bool) -> LeaseState {
         let mut s = self.state.lock();
         loop {
             let now = Instant::now();
-            if !s.lost && now >= s.valid_until {
-                s.lost = true;
+            self.refresh(&mut s, now);
+            if done(s.phase) || now >= until {
+                return s.phase;
             }
-            if s.lost {
-                return true;
-            }
-            if now >= until {
-                return false;
-            }
-            let wake = s.valid_until.min(until);
-            self.lost_cv.wait_until(&mut s, wake);
+            let wake = s.next_change_at().map_or(until, |t| t.min(until));
+            self.changed.wait_until(&mut s, wake);
         }
+    }
+
+    /// Makes the changes time alone made by `now`, each at the moment it
+    /// became true, in order: overdue (only with a watchdog), then the
+    /// deadline.
+    fn refresh(&self, s: &mut State, now: Instant) {
+        if s.phase == LeaseState::Held && s.renewed {
+            let at = s.overdue_at();
+            if now >= at {
+                self.move_to(
+                    s,
+                    LeaseState::InDoubt,
+                    LeaseChangeReason::RenewalOverdue,
+                    at,
+                );
+            }
+        }
+        if s.phase != LeaseState::Lost && now >= s.valid_until {
+            let at = s.valid_until;
+            self.move_to(s, LeaseState::Lost, LeaseChangeReason::DeadlinePassed, at);
+        }
+    }
+
+    /// One change of state (none out of `Lost`, which is final): recorded
+    /// for the callback (unless the guard is gone), logged, and waiters
+    /// woken.
+    fn move_to(&self, s: &mut State, to: LeaseState, reason: LeaseChangeReason, at: Instant) {
+        let from = s.phase;
+        if from == to || from == LeaseState::Lost {
+            return;
+        }
+        s.phase = to;
+        let key = &s.key;
+        match to {
+            LeaseState::Held => log::info!(
+                target: "redmutex::lease",
+                "lock {key:?} is held again: a renewal was confirmed after doubt"
+            ),
+            LeaseState::InDoubt => log::warn!(
+                target: "redmutex::lease",
+                "lock {key:?} is in doubt: {}",
+                match reason {
+                    LeaseChangeReason::RenewalOverdue => "no renewal confirmed in time",
+                    _ => "a renewal failed",
+                }
+            ),
+            // `log_lost` tells a loss, at `error`.
+            LeaseState::Lost => {}
+        }
+        if s.on_change.is_some() && !s.stopped {
+            s.pending.push(LeaseChange {
+                key: Arc::clone(&s.key),
+                from,
+                to,
+                reason,
+                at,
+            });
+        }
+        self.changed.notify_all();
+    }
+
+    /// The state now, and the changes that led to it not yet given to the
+    /// callback, in order, with the callback (`None` without one).
+    #[allow(clippy::type_complexity)] // a pair read under one lock, used once
+    pub(crate) fn take_changes(&self) -> (LeaseState, Option<(OnChange, Vec<LeaseChange>)>) {
+        let mut s = self.state.lock();
+        self.refresh(&mut s, Instant::now());
+        let changes = s
+            .on_change
+            .clone()
+            .map(|f| (f, std::mem::take(&mut s.pending)));
+        (s.phase, changes)
+    }
+
+    /// The next moment time alone changes the state (overdue, deadline),
+    /// or `None` once lost.
+    pub(crate) fn next_change_at(&self) -> Option<Instant> {
+        let mut s = self.state.lock();
+        self.refresh(&mut s, Instant::now());
+        s.next_change_at()
     }
 
     /// Logs that the lease of `key` is lost, and why (at `error`: the
@@ -126,19 +287,19 @@ impl Lease {
 
     /// A renewal for `ttl`, sent at `sent`, was confirmed. Returns false (and
     /// changes nothing) when the lease was already lost or its deadline passed
-    /// before the confirmation arrived.
+    /// before the confirmation arrived. A lease in doubt is held again.
     pub(crate) fn confirm(&self, sent: Instant, ttl: Duration) -> bool {
         let mut s = self.state.lock();
-        if s.lost || Instant::now() >= s.valid_until {
-            s.lost = true;
-            drop(s);
-            self.lost_cv.notify_all();
+        let now = Instant::now();
+        self.refresh(&mut s, now);
+        if s.phase == LeaseState::Lost {
             return false;
         }
         s.valid_until = end(sent, ttl, self.drift);
         s.confirmed_at = sent;
         s.granted = ttl;
         s.ttl = ttl;
+        self.move_to(&mut s, LeaseState::Held, LeaseChangeReason::Renewed, now);
         true
     }
 

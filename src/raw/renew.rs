@@ -38,7 +38,11 @@ impl RawLock {
         lease
             .serialized(|| {
                 let ttl = ttl.unwrap_or_else(|| lease.schedule().0);
-                self.renew_now(lease, a, fence, ttl)
+                let renewal = self.renew_now(lease, a, fence, ttl);
+                if renewal.is_err() {
+                    lease.note_failed();
+                }
+                renewal
             })
             .unwrap_or(Ok(Renewal::Stopped))
     }
