@@ -331,3 +331,25 @@ fn an_election_on_a_cluster() {
         vec![None, Some((term, "c1".into())), None]
     );
 }
+
+#[test]
+fn a_leadership_has_the_lease_states_of_its_guard() {
+    let server = Server::start();
+    let name = key("states");
+    let locker = server.locker_with_ttl(Duration::from_millis(600));
+    let leadership = locker.election(&name).unwrap().campaign("a").unwrap();
+    assert_eq!(leadership.state(), redmutex::LeaseState::Held);
+    // Unseated: its key deleted, the watchdog's next renewal finds it gone.
+    let _: () = redis::cmd("DEL")
+        .arg(format!("__redmutex__:election:{name}"))
+        .query(&mut server.conn())
+        .unwrap();
+    let mut state = redmutex::LeaseState::Held;
+    let deadline = Instant::now() + LONG;
+    while state != redmutex::LeaseState::Lost && Instant::now() < deadline {
+        state = leadership.wait_state_change(state, LONG);
+    }
+    assert_eq!(state, redmutex::LeaseState::Lost);
+    assert!(leadership.is_lost());
+    assert!(matches!(leadership.proclaim("b"), Err(Error::Lost { .. })));
+}
