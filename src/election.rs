@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::config::validate_wait;
 use crate::guard::Guard;
 use crate::info::Leader;
+use crate::lease::state::LeaseState;
 use crate::locker::Locker;
 use crate::protocol::keys::LockKeys;
 use crate::Error;
@@ -331,6 +332,42 @@ impl Leadership {
     /// ```
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The state of the leadership's lease, as [`Guard::state`]: held,
+    /// in doubt (a renewal failed or is overdue: a cautious leader pauses
+    /// what it drives), or lost (final).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// use redmutex::LeaseState;
+    /// let leadership = locker.election("scheduler")?.campaign("a")?;
+    /// if leadership.state() == LeaseState::Held {
+    ///     // ... drive the cluster ...
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn state(&self) -> LeaseState {
+        self.guard.state()
+    }
+
+    /// Blocks until the leadership's lease state differs from `seen`, or
+    /// `timeout` passes, and returns it, as [`Guard::wait_state_change`].
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// use redmutex::LeaseState;
+    /// use std::time::Duration;
+    /// let leadership = locker.election("scheduler")?.campaign("a")?;
+    /// let mut state = leadership.state();
+    /// while state != LeaseState::Lost {
+    ///     state = leadership.wait_state_change(state, Duration::from_secs(60));
+    ///     println!("leadership {state:?}");
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn wait_state_change(&self, seen: LeaseState, timeout: Duration) -> LeaseState {
+        self.guard.wait_state_change(seen, timeout)
     }
 
     /// Whether the leadership is lost: as [`Guard::is_lost`], final.
