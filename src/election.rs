@@ -469,3 +469,17 @@ impl Leadership {
 mod observer;
 
 pub use observer::Observer;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn election_is_clone_send_sync_and_leadership_and_observer_are_send() {
+        fn shared<T: Clone + Send + Sync>() {}
+        fn sent<T: Send>() {}
+        shared::<Election>();
+        sent::<Leadership>();
+        sent::<Observer>();
+    }
+}

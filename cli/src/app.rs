@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{holder, run, watch};
+use crate::{holder, leader, run, watch};
 use redmutex::{r2d2, redis};
 
 /// Exit code when the lock was busy (`-n`, or the wait ran out), as
@@ -106,6 +106,12 @@ enum Command {
     /// Print who holds KEY (metadata, time left, fencing token) and how many
     /// wait for it, and exit 0; or print `free` and exit 1.
     Holder(HolderArgs),
+    /// Print who leads the election NAME (its value, term and time left)
+    /// and exit 0; or print `no leader` and exit 1.
+    Leader(LeaderArgs),
+    /// Print who leads the election NAME, then each change as a line (a
+    /// new leader, a new value, `no leader`), until killed.
+    Observe(LeaderArgs),
     /// The watcher process that `run` starts (not for direct use).
     #[command(name = "__watch", hide = true)]
     Watch {
@@ -195,6 +201,18 @@ struct HolderArgs {
     json: bool,
     /// The lock's name.
     key: String,
+}
+
+#[derive(Args, Debug)]
+struct LeaderArgs {
+    #[command(flatten)]
+    server: Server,
+    /// One JSON object a line: {"election", "leader" (its value), "term",
+    /// "ms_left"}, the last three null when nobody leads.
+    #[arg(long)]
+    json: bool,
+    /// The election's name.
+    name: String,
 }
 
 /// A duration such as `500ms`, `30s`, `2m` or `1h`.
@@ -290,6 +308,77 @@ fn holder(args: &HolderArgs) -> ExitCode {
     }
 }
 
+/// The election of `args`, or the exit code of a usage error.
+fn election(args: &LeaderArgs) -> Result<redmutex::Election, ExitCode> {
+    let locker = locker(&args.server, None, None)?;
+    locker.election(&args.name).map_err(|e| match e {
+        redmutex::Error::InvalidInput(m) => usage(&m),
+        e => usage(&e.to_string()),
+    })
+}
+
+/// Writes one state as a line; false when stdout is closed.
+fn print_leader(args: &LeaderArgs, leader: Option<&redmutex::Leader>) -> bool {
+    let line = if args.json {
+        leader::json(&args.name, leader)
+    } else {
+        leader::text(leader)
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(line.as_bytes()).and_then(|()| out.flush()).is_ok()
+}
+
+/// `redmutex leader`.
+fn show_leader(args: &LeaderArgs) -> ExitCode {
+    let election = match election(args) {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    match election.leader() {
+        Ok(leader) => {
+            // A closed stdout loses the answer; the exit code still tells it.
+            print_leader(args, leader.as_ref());
+            if leader.is_some() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            say!("redmutex: {e}{}", source(&e));
+            ExitCode::from(UNAVAILABLE)
+        }
+    }
+}
+
+/// `redmutex observe`: runs until killed, or stdout is closed (exit 0).
+fn observe(args: &LeaderArgs) -> ExitCode {
+    let election = match election(args) {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let observer = match election.observe() {
+        Ok(o) => o,
+        Err(e) => {
+            say!("redmutex: {e}{}", source(&e));
+            return ExitCode::from(UNAVAILABLE);
+        }
+    };
+    for change in observer {
+        match change {
+            Ok(leader) => {
+                if !print_leader(args, leader.as_ref()) {
+                    return ExitCode::SUCCESS;
+                }
+            }
+            // Said, and followed on: the observer goes on from where it was
+            // once Redis answers again.
+            Err(e) => say!("redmutex: {e}{}", source(&e)),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 /// `: <cause>` for an error with a source, to say what went wrong.
 pub fn source(e: &dyn std::error::Error) -> String {
     e.source().map(|s| format!(": {s}")).unwrap_or_default()
@@ -382,6 +471,8 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Command::Holder(args) => holder(&args),
+        Command::Leader(args) => show_leader(&args),
+        Command::Observe(args) => observe(&args),
         Command::Watch {
             grace_ms,
             margin_ms,

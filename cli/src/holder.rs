@@ -78,7 +78,7 @@ pub fn json(key: &str, info: Option<&LockInfo>, waiters: u64) -> String {
 }
 
 /// `text` as a JSON string.
-fn string(text: &str) -> String {
+pub fn string(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {

@@ -26,6 +26,8 @@ mod app;
 #[cfg(unix)]
 mod holder;
 #[cfg(unix)]
+mod leader;
+#[cfg(unix)]
 mod run;
 #[cfg(unix)]
 mod watch;

@@ -2,9 +2,11 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
-use crate::defaults::OBSERVE_BLOCK;
+use crate::backoff::jitter_seed;
+use crate::defaults::{MAX_TTL, OBSERVE_BLOCK};
 use crate::info::Leader;
 use crate::protocol::replies::{Logged, Observed};
 use crate::Error;
@@ -15,7 +17,8 @@ use super::Election;
 /// iterator that yields who leads when it was made (a [`Leader`], or
 /// `None`), then each change in order: a new leader, a new value
 /// proclaimed, no leader. It never ends by itself; an error is yielded
-/// and the next call goes on from where it was.
+/// and the next call goes on from where it was, after a pause of the
+/// locker's [`Backoff`](crate::Backoff).
 ///
 /// Each change is logged by the script that makes it (a leader is logged
 /// before it is told it leads), and the observer reads the log with a
@@ -76,6 +79,10 @@ pub struct Observer {
     /// candidate without a gap, and is logged when taken up.
     handing: bool,
     pending: VecDeque<Option<Leader>>,
+    /// Errors in a row: the next read waits a backoff pause first.
+    failures: u32,
+    /// A channel nothing is sent on, for those pauses.
+    pause: (Sender<()>, Receiver<()>),
 }
 
 impl fmt::Debug for Observer {
@@ -96,8 +103,19 @@ impl Iterator for Observer {
             if let Some(change) = self.pending.pop_front() {
                 return Some(Ok(change));
             }
-            if let Err(e) = self.step() {
-                return Some(Err(e));
+            if self.failures > 0 {
+                // After an error, a backoff pause before the next read, so a
+                // server that is down is not called in a tight loop.
+                let backoff = self.election.locker.shared().config.backoff;
+                let pause = backoff.delay(self.failures - 1, jitter_seed()).min(MAX_TTL);
+                let _ = self.pause.1.recv_timeout(pause);
+            }
+            match self.step() {
+                Ok(()) => self.failures = 0,
+                Err(e) => {
+                    self.failures = self.failures.saturating_add(1);
+                    return Some(Err(e));
+                }
             }
         }
     }
@@ -115,6 +133,8 @@ impl Observer {
             ends: None,
             handing: false,
             pending: VecDeque::from([seen.leader.clone()]),
+            failures: 0,
+            pause: mpsc::channel(),
         };
         observer.take_current(&seen);
         if let Some(leader) = seen.leader {
