@@ -10,6 +10,7 @@
 //! | one holder of a name at a time, across threads, processes and hosts | [`Locker`]: [`lock`](Locker::lock), [`try_lock`](Locker::try_lock), [`lock_all`](Locker::lock_all) for several names at once |
 //! | at most N holders of a name at once | [`Semaphore`], from [`Locker::semaphore`] |
 //! | many readers of a name at once, or one writer | [`RwLock`], from [`Locker::rwlock`] |
+//! | one leader of a name, whom everyone can see and follow | [`Election`], from [`Locker::election`] |
 //! | a shell command or cron job under a lock, without writing Rust | the `redmutex` command (crate `redmutex-cli`, Unix) |
 //!
 //! | Your servers | Build the locker with | Read |
@@ -298,6 +299,20 @@
 //! readers who arrive after it, and its release lets in every reader
 //! queued before the next writer. Not on Redlock.
 //!
+//! # Leader election
+//!
+//! [`Locker::election`] gives an [`Election`]: one leader of a name at a
+//! time, with a value (its address, say) everyone can read
+//! ([`Election::leader`]) and follow ([`Election::observe`]), and a term,
+//! its fencing token, that rises with every new leader. A leadership is a
+//! [`Guard`] on the election's key (so everything above holds for it) with
+//! [`proclaim`](Leadership::proclaim) and [`resign`](Leadership::resign);
+//! candidates queue first come, first served, a resignation hands over at
+//! once, and a dead leader is replaced when its lease runs out. Each change
+//! is logged, by the script that makes it, in a capped stream beside the
+//! election's key, which observers read with a blocking `XREAD` (see
+//! [`Observer`] for what "every change, in order" means). Not on Redlock.
+//!
 //! # Differences from `std::sync::Mutex`
 //!
 //! - A lock is named by a string, not tied to data; it protects whatever its
@@ -370,6 +385,7 @@
 //! | `redmutex::listen` | `warn` | the release listener could not start (tried again later), or the server refused its `SUBSCRIBE` (ACL): waiters poll |
 //! | `redmutex::listen` | `info` | the pool lends no connection to a release listener (a cluster, a small pool): waiters poll |
 //! | `redmutex::listen` | `debug` | the release listener started, or stopped with its connection |
+//! | `redmutex::observe` | `warn` | an election's [`Observer`] fell more than 128 changes behind the log: some may be skipped |
 //!
 //! # Platforms
 //!
