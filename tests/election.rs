@@ -353,3 +353,28 @@ fn a_leadership_has_the_lease_states_of_its_guard() {
     assert!(leadership.is_lost());
     assert!(matches!(leadership.proclaim("b"), Err(Error::Lost { .. })));
 }
+
+#[test]
+fn an_election_through_sentinel() {
+    let master = Server::start();
+    let _replica = Server::replica_of(&master);
+    let sentinels = common::Sentinels::watch(&master);
+    let locker = Locker::open_sentinel(sentinels.urls(), "mymaster").unwrap();
+    let name = key("sentinel");
+    let election = locker.election(&name).unwrap();
+    let watching = observer(&locker, &name, 3);
+    let leadership = election.campaign("s1").unwrap();
+    let term = leadership.term();
+    assert_eq!(election.leader().unwrap().unwrap().value(), "s1");
+    // The key is on the master the sentinels name.
+    let value: String = redis::cmd("GET")
+        .arg(format!("__redmutex__:election:{name}"))
+        .query(&mut master.conn())
+        .unwrap();
+    assert!(value.ends_with(":s1"), "{value}");
+    leadership.resign().unwrap();
+    assert_eq!(
+        watching.join().unwrap(),
+        vec![None, Some((term, "s1".into())), None]
+    );
+}
