@@ -378,3 +378,28 @@ fn an_election_through_sentinel() {
         vec![None, Some((term, "s1".into())), None]
     );
 }
+
+#[test]
+fn an_observer_more_than_128_changes_behind_goes_on_from_the_oldest_kept() {
+    let server = Server::start();
+    let name = key("behind");
+    let locker = server.locker();
+    let election = locker.election(&name).unwrap();
+    let mut observer = election.observe().unwrap();
+    assert_eq!(seen(&observer.next().unwrap().unwrap()), None);
+    // 201 changes while the observer reads nothing: the campaign, then
+    // 200 values. The log keeps the latest 128.
+    let leadership = election.campaign("v0").unwrap();
+    for i in 1..=200 {
+        leadership.proclaim(format!("v{i}")).unwrap();
+    }
+    assert_eq!(log_len(&server, &name), 128);
+    let term = leadership.term();
+    let read: Vec<Seen> = (0..128)
+        .map(|_| seen(&observer.next().unwrap().unwrap()))
+        .collect();
+    let expected: Vec<Seen> = (73..=200).map(|i| Some((term, format!("v{i}")))).collect();
+    assert_eq!(read, expected);
+    leadership.resign().unwrap();
+    assert_eq!(seen(&observer.next().unwrap().unwrap()), None);
+}
