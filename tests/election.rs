@@ -309,7 +309,12 @@ fn an_election_refuses_bad_names_and_values_and_redlock() {
 #[test]
 fn an_election_on_a_cluster() {
     let cluster = Cluster::start();
-    let locker = Locker::new(cluster.pool());
+    // An I/O timeout far below the observer's wait: its blocking read must
+    // not be cut by it.
+    let locker = Locker::builder(cluster.pool())
+        .io_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
     let name = key("cluster");
     let election = locker.election(&name).unwrap();
     let watching = {
@@ -322,6 +327,22 @@ fn an_election_on_a_cluster() {
             })
             .unwrap()
     };
+    common::wait_until("the observer waits past the I/O timeout", LONG, || {
+        cluster.urls().iter().any(|url| {
+            let client = redis::Client::open(url.as_str()).unwrap();
+            let list: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .query(&mut client.get_connection().unwrap())
+                .unwrap();
+            list.lines().any(|l| {
+                l.contains("cmd=xread")
+                    && l.split(' ')
+                        .find_map(|f| f.strip_prefix("idle="))
+                        .and_then(|i| i.parse::<u64>().ok())
+                        .is_some_and(|i| i >= 1)
+            })
+        })
+    });
     let leadership = election.campaign("c1").unwrap();
     let term = leadership.term();
     assert_eq!(election.leader().unwrap().unwrap().value(), "c1");

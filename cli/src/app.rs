@@ -325,7 +325,9 @@ fn print_leader(args: &LeaderArgs, leader: Option<&redmutex::Leader>) -> bool {
         leader::text(leader)
     };
     let mut out = std::io::stdout().lock();
-    out.write_all(line.as_bytes()).and_then(|()| out.flush()).is_ok()
+    out.write_all(line.as_bytes())
+        .and_then(|()| out.flush())
+        .is_ok()
 }
 
 /// `redmutex leader`.
