@@ -478,6 +478,129 @@ mod tests {
         assert_eq!(lease.renewal_due(), sent + Duration::from_secs(10));
     }
 
+    /// A lease named `k` whose changes go down the returned channel.
+    fn watched(
+        sent: Instant,
+        ttl: Duration,
+        renewed: bool,
+    ) -> (Lease, std::sync::mpsc::Receiver<(LeaseState, LeaseState)>) {
+        let lease = Lease::new(sent, ttl, None);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let tx = std::sync::Mutex::new(tx);
+        let on_change = OnChange::new(move |c| {
+            let _ = tx.lock().unwrap().send((c.from(), c.to()));
+        });
+        lease.watch("k", Some(on_change.clone()), renewed);
+        (lease, rx)
+    }
+
+    /// The changes recorded so far, in order, with their reasons and times.
+    fn told(lease: &Lease) -> Vec<(LeaseState, LeaseState, LeaseChangeReason, Instant)> {
+        let (_, changes) = lease.take_changes();
+        changes
+            .map(|(_, c)| c)
+            .unwrap_or_default()
+            .iter()
+            .map(|c| (c.from(), c.to(), c.reason(), c.at()))
+            .collect()
+    }
+
+    use LeaseState::{Held, InDoubt, Lost};
+
+    #[test]
+    fn a_failed_renewal_puts_the_lease_in_doubt_and_a_confirmed_one_ends_it() {
+        let (lease, _) = watched(Instant::now(), Duration::from_secs(60), true);
+        assert_eq!(lease.state(), Held);
+        lease.note_failed();
+        assert_eq!(lease.state(), InDoubt);
+        assert!(!lease.is_lost());
+        lease.note_failed(); // no second change
+        assert!(lease.confirm(Instant::now(), Duration::from_secs(60)));
+        assert_eq!(lease.state(), Held);
+        let changes: Vec<_> = told(&lease)
+            .into_iter()
+            .map(|(f, t, r, _)| (f, t, r))
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                (Held, InDoubt, LeaseChangeReason::RenewalFailed),
+                (InDoubt, Held, LeaseChangeReason::Renewed)
+            ]
+        );
+        assert!(told(&lease).is_empty(), "each change is taken once");
+    }
+
+    #[test]
+    fn time_alone_makes_a_lease_overdue_then_lost_at_those_moments() {
+        let sent = Instant::now() - Duration::from_secs(10);
+        let (lease, _) = watched(sent, Duration::from_secs(1), true);
+        let deadline = lease.valid_until();
+        assert_eq!(lease.state(), Lost);
+        assert_eq!(
+            told(&lease),
+            [
+                (
+                    Held,
+                    InDoubt,
+                    LeaseChangeReason::RenewalOverdue,
+                    sent + Duration::from_millis(500)
+                ),
+                (InDoubt, Lost, LeaseChangeReason::DeadlinePassed, deadline),
+            ]
+        );
+        // Without a watchdog nothing is overdue: held until the deadline.
+        let (manual, _) = watched(sent, Duration::from_secs(1), false);
+        assert_eq!(manual.state(), Lost);
+        assert_eq!(
+            told(&manual),
+            [(Held, Lost, LeaseChangeReason::DeadlinePassed, deadline)]
+        );
+    }
+
+    #[test]
+    fn a_late_confirmation_whose_next_renewal_is_overdue_stays_in_doubt() {
+        let now = Instant::now();
+        let ttl = Duration::from_secs(10);
+        let (lease, _) = watched(now - Duration::from_secs(9), ttl, true);
+        assert_eq!(lease.state(), InDoubt);
+        // Sent 7 s ago, for 10 s: the next is overdue 5 s after sending.
+        assert!(lease.confirm(now - Duration::from_secs(7), ttl));
+        assert_eq!(lease.state(), InDoubt);
+        // No flap (held, then at once in doubt again): one change so far.
+        let changes: Vec<_> = told(&lease)
+            .into_iter()
+            .map(|(f, t, _, _)| (f, t))
+            .collect();
+        assert_eq!(changes, [(Held, InDoubt)]);
+        // Sent just now: held again.
+        assert!(lease.confirm(Instant::now(), ttl));
+        assert_eq!(lease.state(), Held);
+    }
+
+    #[test]
+    fn changes_after_stop_are_not_recorded() {
+        let (lease, _) = watched(Instant::now(), Duration::from_secs(60), true);
+        lease.note_failed();
+        lease.stop();
+        lease.mark_lost();
+        assert_eq!(lease.state(), Lost);
+        let changes: Vec<_> = told(&lease)
+            .into_iter()
+            .map(|(f, t, _, _)| (f, t))
+            .collect();
+        assert_eq!(changes, [(Held, InDoubt)]);
+    }
+
+    #[test]
+    fn wait_change_wakes_when_the_renewal_is_overdue() {
+        let (lease, _) = watched(Instant::now(), Duration::from_millis(200), true);
+        let far = Instant::now() + Duration::from_secs(60);
+        assert_eq!(lease.wait_change(Held, far), InDoubt);
+        assert_eq!(lease.wait_change(InDoubt, far), Lost);
+        assert_eq!(lease.wait_change(Lost, Instant::now()), Lost);
+    }
+
     #[test]
     fn mark_lost_is_final() {
         let lease = Lease::new(Instant::now(), Duration::from_secs(60), None);
