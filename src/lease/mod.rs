@@ -287,7 +287,8 @@ impl Lease {
 
     /// A renewal for `ttl`, sent at `sent`, was confirmed. Returns false (and
     /// changes nothing) when the lease was already lost or its deadline passed
-    /// before the confirmation arrived. A lease in doubt is held again.
+    /// before the confirmation arrived. A lease in doubt is held again,
+    /// unless the renewal after this one is overdue already.
     pub(crate) fn confirm(&self, sent: Instant, ttl: Duration) -> bool {
         let mut s = self.state.lock();
         let now = Instant::now();
@@ -299,7 +300,11 @@ impl Lease {
         s.confirmed_at = sent;
         s.granted = ttl;
         s.ttl = ttl;
-        self.move_to(&mut s, LeaseState::Held, LeaseChangeReason::Renewed, now);
+        // Held again, unless the next renewal is overdue already (the
+        // confirmation took longer than the renewal's whole term).
+        if now < s.overdue_at() || !s.renewed {
+            self.move_to(&mut s, LeaseState::Held, LeaseChangeReason::Renewed, now);
+        }
         true
     }
 
