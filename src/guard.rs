@@ -21,7 +21,11 @@ use crate::Error;
 /// turns true for good; check it with [`ensure_held`](Guard::ensure_held)
 /// before each step whose safety depends on the lock, and pass
 /// [`fencing_token`](Guard::fencing_token) to the resource you protect so it
-/// can refuse a stale holder.
+/// can refuse a stale holder. Between held and lost, the lease can be in
+/// doubt (a renewal failed or is overdue): see [`state`](Guard::state) and
+/// [`ensure_confirmed`](Guard::ensure_confirmed). Every guard has this
+/// lease API, whatever it holds (a lock, several keys, a permit, a read or
+/// a write hold).
 ///
 /// # Dropping
 ///
@@ -272,7 +276,10 @@ impl Guard {
     }
 
     /// `Ok(())` while the lease can be promised, [`Error::Lost`] once
-    /// [`is_lost`](Guard::is_lost) is true. Costs no round trip.
+    /// [`is_lost`](Guard::is_lost) is true. Costs no round trip. A lease in
+    /// doubt passes (its deadline has not passed); the stricter gate is
+    /// [`ensure_confirmed`](Guard::ensure_confirmed), which says when to use
+    /// which.
     ///
     /// # Errors
     ///

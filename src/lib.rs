@@ -114,6 +114,44 @@
 //!   tokens keep rising if the servers' clocks agree to within the time the
 //!   failover takes (NTP keeps them far closer).
 //!
+//! # Held, in doubt, lost
+//!
+//! Between held and lost a lease has a third state, [`LeaseState::InDoubt`]:
+//! its last renewal failed (an error, a timeout) or is overdue (none
+//! confirmed by half the granted TTL after the last confirmed request was
+//! sent, a sixth of the TTL after it was due), and its deadline has not
+//! passed. The lease may well be intact, but Redis has not said so lately:
+//! it may have restarted without the key, or failed over to a replica that
+//! never had it, and another client may hold the lock already. A renewal
+//! confirmed before the deadline makes it [`LeaseState::Held`] again (a log
+//! event at `info`); else it is [`LeaseState::Lost`] at the deadline, for
+//! good. [`Guard::state`] reads it, [`Guard::wait_state_change`] waits for
+//! it to change, and [`Builder::on_lease_change`] is told each change, on
+//! the watchdog thread.
+//!
+//! Two gates, both without a round trip: [`Guard::ensure_held`] fails only
+//! once the lease is lost, and suits a step that is safe while the deadline
+//! (counted from a confirmed request) has not passed; [`Guard::ensure_confirmed`]
+//! also fails while in doubt ([`Error::InDoubt`]), for a writer that would
+//! rather pause a renewal or two than write while the lock may be someone
+//! else's (as Curator's `SUSPENDED` and Kubernetes' leader gating do).
+//!
+//! ```no_run
+//! # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+//! use redmutex::{Error, LeaseState};
+//! use std::time::Duration;
+//! let guard = locker.lock("ledger")?;
+//! for entry in 0..1000 {
+//!     while let Err(Error::InDoubt { .. }) = guard.ensure_confirmed() {
+//!         // Paused: the next renewal decides.
+//!         guard.wait_state_change(LeaseState::InDoubt, Duration::from_secs(1));
+//!     }
+//!     guard.ensure_held()?;
+//!     println!("entry {entry} under token {}", guard.fencing_token());
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Threads
 //!
 //! [`Locker`] is `Clone + Send + Sync`: clone it into every thread. [`Guard`]
@@ -378,7 +416,9 @@
 //!
 //! | Target | Level | When |
 //! |---|---|---|
-//! | `redmutex::lease` | `error` | a guard's lease is lost, and why (its deadline passed unrenewed, or Redis showed the key gone or someone else's) |
+//! | `redmutex::lease` | `error` | a guard's lease is lost, and why (its deadline passed unrenewed, or Redis showed the key gone or someone else's); a [`Builder::on_lease_change`] callback panicked (the watchdog goes on) |
+//! | `redmutex::lease` | `warn` | a guard's lease is in doubt: a renewal failed, or none was confirmed in time |
+//! | `redmutex::lease` | `info` | a lease in doubt is held again: a renewal was confirmed |
 //! | `redmutex::renew` | `warn` | a renewal failed (it is retried while the lease lasts), or a guard reached its [`Builder::max_hold`] |
 //! | `redmutex::release` | `warn` | a release on drop failed (the key stays until its TTL), or found the lock already lost |
 //! | `redmutex::acquire` | `debug` | a lock acquired or handed over after waiting, with the attempts and the time taken |
@@ -442,7 +482,7 @@
 //   slots.rs          cluster hash slots and hash tags
 // lease/              a lease and what keeps it:
 //   mod.rs            `Lease`, the local view (deadline, state, renewal serialized)
-//   state.rs          `LeaseState`, `LeaseChange` and the callback told of each change
+//   state.rs          `LeaseState`, `LeaseChange`, the callback, the lease's changes of state
 //   watchdog.rs       the watchdog that renews a guard's lease
 //   workers.rs        the process-wide parked threads watchdogs run on
 // wake/               waking waiters on a release:

@@ -168,7 +168,10 @@ fn wait_state_change_returns_at_its_timeout_or_at_once() {
     let locker = server.locker_with_ttl(Duration::from_secs(60));
     let guard = locker.lock(&key("waits")).unwrap();
     let start = Instant::now();
-    assert_eq!(guard.wait_state_change(Held, Duration::from_millis(100)), Held);
+    assert_eq!(
+        guard.wait_state_change(Held, Duration::from_millis(100)),
+        Held
+    );
     assert!(start.elapsed() >= Duration::from_millis(100));
     // Already other than `seen`: at once.
     let start = Instant::now();
@@ -212,9 +215,17 @@ fn a_panicking_callback_never_stops_the_watchdog() {
     // watchdog lived through the panics of the first.
     for round in 1..=2 {
         proxy.set(Mode::Blackhole);
-        assert_eq!(guard.wait_state_change(Held, LONG), InDoubt, "round {round}");
+        assert_eq!(
+            guard.wait_state_change(Held, LONG),
+            InDoubt,
+            "round {round}"
+        );
         proxy.set(Mode::Pass);
-        assert_eq!(guard.wait_state_change(InDoubt, LONG), Held, "round {round}");
+        assert_eq!(
+            guard.wait_state_change(InDoubt, LONG),
+            Held,
+            "round {round}"
+        );
         common::wait_until("both changes told", LONG, || {
             calls.load(Ordering::SeqCst) >= 2 * round
         });
@@ -232,7 +243,10 @@ fn without_a_watchdog_only_a_failed_extend_puts_the_lease_in_doubt() {
     proxy.set(Mode::Blackhole);
     assert!(guard.extend(Duration::from_secs(60)).is_err());
     assert_eq!(guard.state(), InDoubt);
-    assert!(matches!(guard.ensure_confirmed(), Err(Error::InDoubt { .. })));
+    assert!(matches!(
+        guard.ensure_confirmed(),
+        Err(Error::InDoubt { .. })
+    ));
     proxy.set(Mode::Pass);
     guard.extend(Duration::from_secs(60)).unwrap();
     assert_eq!(guard.state(), Held);

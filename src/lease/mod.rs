@@ -1,7 +1,7 @@
 //! A lease and what keeps it: the local view of one lease, shared by a
-//! guard and its watchdog (here), the watchdog that renews it
-//! ([`watchdog`]), and the process-wide threads watchdogs run on
-//! ([`workers`]).
+//! guard and its watchdog (here), its states and their changes
+//! ([`state`]), the watchdog that renews it ([`watchdog`]), and the
+//! process-wide threads watchdogs run on ([`workers`]).
 //!
 //! "Lost" is final and monotonic: once any reader has seen the deadline pass,
 //! or Redis has said the key is not ours, no later renewal can bring it back.
@@ -60,26 +60,6 @@ struct State {
     pending: Vec<LeaseChange>,
 }
 
-impl State {
-    /// When the renewal expected since `confirmed_at` is overdue: half the
-    /// granted TTL after that request was sent (the renewal is due at a
-    /// third), or the deadline if that comes first.
-    fn overdue_at(&self) -> Instant {
-        self.confirmed_at
-            .checked_add(self.granted / 2)
-            .map_or(self.valid_until, |t| t.min(self.valid_until))
-    }
-
-    /// The next moment time alone changes the state, if any.
-    fn next_change_at(&self) -> Option<Instant> {
-        match self.phase {
-            LeaseState::Held if self.renewed => Some(self.overdue_at()),
-            LeaseState::Held | LeaseState::InDoubt => Some(self.valid_until),
-            LeaseState::Lost => None,
-        }
-    }
-}
-
 impl Lease {
     /// A lease granted by a request sent at `sent` for `ttl`.
     pub(crate) fn new(sent: Instant, ttl: Duration, drift: Option<Duration>) -> Self {
@@ -116,164 +96,6 @@ impl Lease {
         }
     }
 
-    /// Names the lease's lock (`key`, for log events and changes), gives
-    /// it the callback for its changes, and says whether a watchdog renews
-    /// it (only then can a renewal be overdue). Called once, by the guard
-    /// that holds it, before its watchdog starts.
-    pub(crate) fn watch(&self, key: &str, on_change: Option<OnChange>, renewed: bool) {
-        let mut s = self.state.lock();
-        s.key = Arc::from(key);
-        s.on_change = on_change;
-        s.renewed = renewed;
-    }
-
-    /// The state now.
-    pub(crate) fn state(&self) -> LeaseState {
-        let mut s = self.state.lock();
-        self.refresh(&mut s, Instant::now());
-        s.phase
-    }
-
-    /// True once the lease can no longer be promised; marks it lost for good
-    /// when the deadline has passed.
-    pub(crate) fn is_lost(&self) -> bool {
-        self.state() == LeaseState::Lost
-    }
-
-    /// Redis said the key is not ours: lost for good.
-    pub(crate) fn mark_lost(&self) {
-        let mut s = self.state.lock();
-        self.refresh(&mut s, Instant::now());
-        self.move_to(
-            &mut s,
-            LeaseState::Lost,
-            LeaseChangeReason::NotOurs,
-            Instant::now(),
-        );
-    }
-
-    /// A renewal failed (an error, not an answer that the key is not
-    /// ours): a held lease is in doubt.
-    pub(crate) fn note_failed(&self) {
-        let mut s = self.state.lock();
-        let now = Instant::now();
-        self.refresh(&mut s, now);
-        if s.phase == LeaseState::Held {
-            self.move_to(
-                &mut s,
-                LeaseState::InDoubt,
-                LeaseChangeReason::RenewalFailed,
-                now,
-            );
-        }
-    }
-
-    /// Blocks until the lease is lost or `until` passes; returns whether it
-    /// is lost.
-    pub(crate) fn wait_lost(&self, until: Instant) -> bool {
-        self.wait(until, |phase| phase == LeaseState::Lost) == LeaseState::Lost
-    }
-
-    /// Blocks until the state differs from `seen` or `until` passes;
-    /// returns the state then.
-    pub(crate) fn wait_change(&self, seen: LeaseState, until: Instant) -> LeaseState {
-        self.wait(until, |phase| phase != seen)
-    }
-
-    /// Blocks until `done(state)` or `until` passes; returns the state.
-    fn wait(&self, until: Instant, done: impl Fn(LeaseState) -> bool) -> LeaseState {
-        let mut s = self.state.lock();
-        loop {
-            let now = Instant::now();
-            self.refresh(&mut s, now);
-            if done(s.phase) || now >= until {
-                return s.phase;
-            }
-            let wake = s.next_change_at().map_or(until, |t| t.min(until));
-            self.changed.wait_until(&mut s, wake);
-        }
-    }
-
-    /// Makes the changes time alone made by `now`, each at the moment it
-    /// became true, in order: overdue (only with a watchdog), then the
-    /// deadline.
-    fn refresh(&self, s: &mut State, now: Instant) {
-        if s.phase == LeaseState::Held && s.renewed {
-            let at = s.overdue_at();
-            if now >= at {
-                self.move_to(
-                    s,
-                    LeaseState::InDoubt,
-                    LeaseChangeReason::RenewalOverdue,
-                    at,
-                );
-            }
-        }
-        if s.phase != LeaseState::Lost && now >= s.valid_until {
-            let at = s.valid_until;
-            self.move_to(s, LeaseState::Lost, LeaseChangeReason::DeadlinePassed, at);
-        }
-    }
-
-    /// One change of state (none out of `Lost`, which is final): recorded
-    /// for the callback (unless the guard is gone), logged, and waiters
-    /// woken.
-    fn move_to(&self, s: &mut State, to: LeaseState, reason: LeaseChangeReason, at: Instant) {
-        let from = s.phase;
-        if from == to || from == LeaseState::Lost {
-            return;
-        }
-        s.phase = to;
-        let key = &s.key;
-        match to {
-            LeaseState::Held => log::info!(
-                target: "redmutex::lease",
-                "lock {key:?} is held again: a renewal was confirmed after doubt"
-            ),
-            LeaseState::InDoubt => log::warn!(
-                target: "redmutex::lease",
-                "lock {key:?} is in doubt: {}",
-                match reason {
-                    LeaseChangeReason::RenewalOverdue => "no renewal confirmed in time",
-                    _ => "a renewal failed",
-                }
-            ),
-            // `log_lost` tells a loss, at `error`.
-            LeaseState::Lost => {}
-        }
-        if s.on_change.is_some() && !s.stopped {
-            s.pending.push(LeaseChange {
-                key: Arc::clone(&s.key),
-                from,
-                to,
-                reason,
-                at,
-            });
-        }
-        self.changed.notify_all();
-    }
-
-    /// The state now, and the changes that led to it not yet given to the
-    /// callback, in order, with the callback (`None` without one).
-    #[allow(clippy::type_complexity)] // a pair read under one lock, used once
-    pub(crate) fn take_changes(&self) -> (LeaseState, Option<(OnChange, Vec<LeaseChange>)>) {
-        let mut s = self.state.lock();
-        self.refresh(&mut s, Instant::now());
-        let changes = s
-            .on_change
-            .clone()
-            .map(|f| (f, std::mem::take(&mut s.pending)));
-        (s.phase, changes)
-    }
-
-    /// The next moment time alone changes the state (overdue, deadline),
-    /// or `None` once lost.
-    pub(crate) fn next_change_at(&self) -> Option<Instant> {
-        let mut s = self.state.lock();
-        self.refresh(&mut s, Instant::now());
-        s.next_change_at()
-    }
-
     /// Logs that the lease of `key` is lost, and why (at `error`: the
     /// holder can no longer be promised the lock).
     pub(crate) fn log_lost(&self, key: &str) {
@@ -287,7 +109,8 @@ impl Lease {
 
     /// A renewal for `ttl`, sent at `sent`, was confirmed. Returns false (and
     /// changes nothing) when the lease was already lost or its deadline passed
-    /// before the confirmation arrived. A lease in doubt is held again.
+    /// before the confirmation arrived. A lease in doubt is held again,
+    /// unless the renewal after this one is overdue already.
     pub(crate) fn confirm(&self, sent: Instant, ttl: Duration) -> bool {
         let mut s = self.state.lock();
         let now = Instant::now();
@@ -299,7 +122,11 @@ impl Lease {
         s.confirmed_at = sent;
         s.granted = ttl;
         s.ttl = ttl;
-        self.move_to(&mut s, LeaseState::Held, LeaseChangeReason::Renewed, now);
+        // Held again, unless the next renewal is overdue already (the
+        // confirmation took longer than the renewal's whole term).
+        if now < s.overdue_at() || !s.renewed {
+            self.move_to(&mut s, LeaseState::Held, LeaseChangeReason::Renewed, now);
+        }
         true
     }
 
