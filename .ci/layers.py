@@ -16,7 +16,7 @@ LAYERS = [
     ("mechanism", ["config", "protocol", "quorum", "backoff", "conn", "open",
                    "lease", "wake", "raw", "server"]),
     ("held", ["guard"]),
-    ("api", ["locker", "semaphore", "rwlock", "operate"]),
+    ("api", ["locker", "semaphore", "rwlock", "operate", "election"]),
     ("entry", ["builder"]),
     ("root", ["lib"]),
 ]

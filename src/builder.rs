@@ -11,6 +11,7 @@ use crate::conn::{self, Connector};
 use crate::defaults::{
     DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_REPLICA_TIMEOUT, DEFAULT_TTL,
 };
+use crate::lease::state::{LeaseChange, OnChange};
 use crate::locker::Locker;
 use crate::protocol::keys::{self, KeySpace};
 use crate::Error;
@@ -47,6 +48,7 @@ pub struct Builder {
     max_hold: Option<Duration>,
     metadata: Option<String>,
     audit: bool,
+    on_lease_change: Option<OnChange>,
     checkout_timeout: Duration,
     io_timeout: Duration,
     stats: bool,
@@ -68,6 +70,7 @@ impl fmt::Debug for Builder {
             .field("max_hold", &self.max_hold)
             .field("metadata", &self.metadata)
             .field("audit", &self.audit)
+            .field("on_lease_change", &self.on_lease_change.is_some())
             .field("checkout_timeout", &self.checkout_timeout)
             .field("io_timeout", &self.io_timeout)
             .field("stats", &self.stats)
@@ -90,6 +93,7 @@ impl Builder {
             max_hold: None,
             metadata: None,
             audit: false,
+            on_lease_change: None,
             checkout_timeout: DEFAULT_CHECKOUT_TIMEOUT,
             io_timeout: DEFAULT_IO_TIMEOUT,
             stats: true,
@@ -275,6 +279,30 @@ impl Builder {
     /// ```
     pub fn audit(mut self, on: bool) -> Self {
         self.audit = on;
+        self
+    }
+
+    /// Calls `f` with each change of state of every guard's lease (see
+    /// [`LeaseState`](crate::LeaseState)), once each, in order, on the
+    /// guard's watchdog thread. Keep it quick (set a flag, send on a
+    /// channel): while it runs, that guard's lease is not renewed. A panic
+    /// in it is caught and logged at `error`; the watchdog goes on. It may
+    /// be told a little late: while a renewal is in flight the thread waits
+    /// for it (within the checkout and I/O timeouts) before it tells what
+    /// happened meanwhile; [`Guard::state`](crate::Guard::state) knows at
+    /// once. Nothing is told with [`watchdog`](Builder::watchdog) off, nor
+    /// after the guard is released or dropped. Defaults to none.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .on_lease_change(|c| eprintln!("{}: {} -> {}", c.key(), c.from(), c.to()))
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn on_lease_change(mut self, f: impl Fn(&LeaseChange) + Send + Sync + 'static) -> Self {
+        self.on_lease_change = Some(OnChange::new(f));
         self
     }
 
@@ -513,6 +541,7 @@ impl Builder {
             max_hold: self.max_hold,
             metadata: self.metadata.unwrap_or_else(default_metadata),
             audit: self.audit,
+            on_lease_change: self.on_lease_change,
             checkout_timeout: self.checkout_timeout.min(cap),
             io_timeout: self.io_timeout.min(cap),
             stats: self.stats,

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
 use crate::defaults::{MAX_QUEUED_PAUSE, MAX_STAY_SLACK, MAX_TTL};
+use crate::lease::state::OnChange;
 use crate::protocol::keys::KeySpace;
 use crate::time;
 use crate::Error;
@@ -26,6 +27,8 @@ pub(crate) struct Config {
     pub(crate) metadata: String,
     /// Grants and releases go to the audit trail too (breaks always do).
     pub(crate) audit: bool,
+    /// The callback told of every guard's lease changes.
+    pub(crate) on_lease_change: Option<OnChange>,
     pub(crate) checkout_timeout: Duration,
     pub(crate) io_timeout: Duration,
     /// Live figures recorded (`Builder::stats`).

@@ -96,3 +96,14 @@ pub(crate) const MAX_LISTED_WAITERS: usize = 100;
 /// How long the mark of a broken hold outlives the broken key's TTL: a
 /// renewal of the holder in flight then, or retried, still finds it.
 pub(crate) const BREAK_MARK_MARGIN: Duration = Duration::from_secs(5);
+/// The most changes an election's log keeps (the oldest are trimmed
+/// first): an observer that falls further behind skips the ones trimmed.
+pub(crate) const ELECTION_LOG_CAP: u32 = 128;
+
+/// How long an election's log is kept after its latest change: one key per
+/// election name, gone a day after it last changed.
+pub(crate) const ELECTION_LOG_KEEP: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The longest an observer's blocking read of an election's log lasts when
+/// no leader's lease bounds it sooner.
+pub(crate) const OBSERVE_BLOCK: Duration = Duration::from_secs(10);

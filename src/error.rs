@@ -60,6 +60,19 @@ pub enum Error {
         key: String,
     },
 
+    /// The lease is in doubt ([`LeaseState::InDoubt`](crate::LeaseState::InDoubt)):
+    /// its last renewal failed or is overdue, and its deadline has not
+    /// passed. It may well be intact, and is held again when a renewal is
+    /// confirmed: wait for that with
+    /// [`Guard::wait_state_change`](crate::Guard::wait_state_change).
+    ///
+    /// Returned by [`Guard::ensure_confirmed`](crate::Guard::ensure_confirmed).
+    #[error("lock {key:?} is in doubt: its last renewal failed or is overdue")]
+    InDoubt {
+        /// The key (the first one, for a multi-key lock), as the caller gave it.
+        key: String,
+    },
+
     /// Too few Redlock instances answered for a decision: errors, timeouts or
     /// slowness left no majority within the lease's validity. Any partial
     /// hold was released on every instance before this was returned.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::validate_ttl;
+use crate::lease::state::LeaseState;
 use crate::lease::watchdog::{Renewal, Watchdog};
 use crate::lease::Lease;
 use crate::raw::{Acquisition, RawLock};
@@ -21,7 +22,11 @@ use crate::Error;
 /// turns true for good; check it with [`ensure_held`](Guard::ensure_held)
 /// before each step whose safety depends on the lock, and pass
 /// [`fencing_token`](Guard::fencing_token) to the resource you protect so it
-/// can refuse a stale holder.
+/// can refuse a stale holder. Between held and lost, the lease can be in
+/// doubt (a renewal failed or is overdue): see [`state`](Guard::state) and
+/// [`ensure_confirmed`](Guard::ensure_confirmed). Every guard has this
+/// lease API, whatever it holds (a lock, several keys, a permit, a read or
+/// a write hold).
 ///
 /// # Dropping
 ///
@@ -86,7 +91,7 @@ impl fmt::Debug for Guard {
             .field("permit", &self.permit)
             .field("fencing_token", &self.fence)
             .field("valid_until", &self.lease.valid_until())
-            .field("lost", &self.lease.is_lost())
+            .field("state", &self.lease.state())
             .finish_non_exhaustive()
     }
 }
@@ -102,6 +107,13 @@ impl Guard {
     ) -> Result<Guard, Error> {
         let (watchdog_on, max_hold) = (shared.config.watchdog, shared.config.max_hold);
         shared.audit_held(&acquisition, fence, "grant");
+        let on_change = shared
+            .config
+            .on_lease_change
+            .clone()
+            .filter(|_| watchdog_on);
+        let first = acquisition.caller_keys.first().map_or("", String::as_str);
+        lease.watch(first, on_change, watchdog_on);
         let mut guard = Guard {
             keys: Arc::clone(&acquisition.caller_keys),
             fence,
@@ -293,7 +305,10 @@ impl Guard {
     }
 
     /// `Ok(())` while the lease can be promised, [`Error::Lost`] once
-    /// [`is_lost`](Guard::is_lost) is true. Costs no round trip.
+    /// [`is_lost`](Guard::is_lost) is true. Costs no round trip. A lease in
+    /// doubt passes (its deadline has not passed); the stricter gate is
+    /// [`ensure_confirmed`](Guard::ensure_confirmed), which says when to use
+    /// which.
     ///
     /// # Errors
     ///
@@ -310,6 +325,90 @@ impl Guard {
             Err(self.lost())
         } else {
             Ok(())
+        }
+    }
+
+    /// Where the lease stands: [`LeaseState::Held`], [`LeaseState::InDoubt`]
+    /// (the last renewal failed or is overdue, the deadline has not passed)
+    /// or [`LeaseState::Lost`] (final). Costs no round trip.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let guard = locker.lock("k")?;
+    /// println!("the lease is {}", guard.state()); // "held"
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn state(&self) -> LeaseState {
+        self.lease.state()
+    }
+
+    /// Blocks until the lease's state differs from `seen`, or `timeout`
+    /// passes, and returns the state then (`seen` itself at the timeout).
+    /// A writer that found the lease in doubt waits here for it to be held
+    /// again (or lost) instead of polling [`state`](Guard::state).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// use redmutex::LeaseState;
+    /// use std::time::Duration;
+    /// let guard = locker.lock("ledger")?;
+    /// let mut state = guard.state();
+    /// while state == LeaseState::InDoubt {
+    ///     // Paused: the next renewal decides.
+    ///     state = guard.wait_state_change(state, Duration::from_secs(1));
+    /// }
+    /// guard.ensure_held()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn wait_state_change(&self, seen: LeaseState, timeout: Duration) -> LeaseState {
+        // A century stands in for "forever" and always fits in an `Instant`.
+        let timeout = timeout.min(Duration::from_secs(100 * 365 * 24 * 3600));
+        match crate::time::deadline(Instant::now(), timeout) {
+            Some(until) => self.lease.wait_change(seen, until),
+            None => self.lease.state(),
+        }
+    }
+
+    /// `Ok(())` only while the lease is [`Held`](LeaseState::Held): Redis
+    /// confirmed the last renewal, and the next is not overdue. The gate of
+    /// a cautious writer, who pauses while the lease is in doubt rather
+    /// than write when Redis may have lost the key (a restart, a failover)
+    /// and someone else may have it. Costs no round trip.
+    ///
+    /// Which to use: [`ensure_held`](Guard::ensure_held) before a step that
+    /// is safe while the lease has not run out (the deadline is counted
+    /// from a confirmed request, whatever happened since); `ensure_confirmed`
+    /// before a step that must not run while the lock may be someone
+    /// else's, where waiting a renewal or two is cheaper than a conflict.
+    /// Neither replaces the [fencing token](Guard::fencing_token).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InDoubt`] while the lease is in doubt (it may come back);
+    /// [`Error::Lost`] once it is lost.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let guard = locker.lock("ledger")?;
+    /// loop {
+    ///     match guard.ensure_confirmed() {
+    ///         Ok(()) => break, // write now
+    ///         Err(redmutex::Error::InDoubt { .. }) => {
+    ///             guard.wait_state_change(redmutex::LeaseState::InDoubt, Duration::from_secs(1));
+    ///         }
+    ///         Err(e) => return Err(e.into()),
+    ///     }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn ensure_confirmed(&self) -> Result<(), Error> {
+        match self.lease.state() {
+            LeaseState::Held => Ok(()),
+            LeaseState::InDoubt => Err(Error::InDoubt {
+                key: self.keys.first().cloned().unwrap_or_default(),
+            }),
+            LeaseState::Lost => Err(self.lost()),
         }
     }
 
@@ -446,6 +545,12 @@ impl Guard {
             held.counted = on;
             held.acquisition.loss_counted.store(!on, Ordering::Relaxed);
         }
+    }
+
+    /// The state behind a guard that is still held and its acquisition
+    /// (`None` once released), for an election's leadership.
+    pub(crate) fn held_parts(&self) -> Option<(&Arc<RawLock>, &Arc<Acquisition>)> {
+        self.held.as_ref().map(|h| (&h.shared, &h.acquisition))
     }
 
     fn lost(&self) -> Error {

@@ -1,6 +1,7 @@
 //! `LockInfo`: what `Locker::holder` and `Locker::locks` report about a
 //! held key; `LockKind`, what it holds; `AuditEntry`, one event of the
-//! audit trail `Locker::audit` reads back.
+//! audit trail `Locker::audit` reads back; `Leader`: what `Election::leader`
+//! reports about an election.
 
 use std::time::{Duration, SystemTime};
 
@@ -310,5 +311,79 @@ impl AuditEntry {
     /// ```
     pub fn reason(&self) -> &str {
         &self.reason
+    }
+}
+
+/// An election's leader, as [`Election::leader`](crate::Election::leader)
+/// and [`Observer`](crate::Observer) report it: the value it campaigned
+/// with or proclaimed since, its term, and how long its lease has left.
+///
+/// Two reports are of the same leader in the same state when their
+/// [`term`](Leader::term) and [`value`](Leader::value) are equal (`==`
+/// compares those two, not the time left).
+///
+/// ```no_run
+/// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+/// if let Some(leader) = locker.election("scheduler")?.leader()? {
+///     println!("{} leads (term {}, {:?} left)", leader.value(), leader.term(), leader.ttl());
+/// }
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Leader {
+    pub(crate) value: String,
+    pub(crate) term: u64,
+    pub(crate) ttl: Duration,
+}
+
+impl PartialEq for Leader {
+    fn eq(&self, other: &Leader) -> bool {
+        self.term == other.term && self.value == other.value
+    }
+}
+
+impl Eq for Leader {}
+
+impl Leader {
+    /// The leader's value: what it campaigned with, or proclaimed since
+    /// (its address, say).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// # let leader = locker.election("scheduler")?.leader()?.unwrap();
+    /// let address = leader.value(); // e.g. "10.0.0.7:8080"
+    /// # let _ = address;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// The leader's term: the fencing token of its leadership, larger for
+    /// every later leader of the election (see
+    /// [`Leadership::term`](crate::Leadership::term)).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// # let leader = locker.election("scheduler")?.leader()?.unwrap();
+    /// println!("term {}", leader.term());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    /// How long the leader's lease had left in Redis when it was read
+    /// (`Duration::ZERO` in an observer's report of a change from the log,
+    /// which is past). Its watchdog renews it while it lives.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// # let leader = locker.election("scheduler")?.leader()?.unwrap();
+    /// println!("{:?} left", leader.ttl());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn ttl(&self) -> Duration {
+        self.ttl
     }
 }

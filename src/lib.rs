@@ -10,6 +10,7 @@
 //! | one holder of a name at a time, across threads, processes and hosts | [`Locker`]: [`lock`](Locker::lock), [`try_lock`](Locker::try_lock), [`lock_all`](Locker::lock_all) for several names at once |
 //! | at most N holders of a name at once | [`Semaphore`], from [`Locker::semaphore`] |
 //! | many readers of a name at once, or one writer | [`RwLock`], from [`Locker::rwlock`] |
+//! | one leader of a name, whom everyone can see and follow | [`Election`], from [`Locker::election`] |
 //! | a shell command or cron job under a lock, without writing Rust | the `redmutex` command (crate `redmutex-cli`, Unix) |
 //!
 //! | Your servers | Build the locker with | Read |
@@ -112,6 +113,44 @@
 //!   clock went back. After a failover the new master's clock takes over:
 //!   tokens keep rising if the servers' clocks agree to within the time the
 //!   failover takes (NTP keeps them far closer).
+//!
+//! # Held, in doubt, lost
+//!
+//! Between held and lost a lease has a third state, [`LeaseState::InDoubt`]:
+//! its last renewal failed (an error, a timeout) or is overdue (none
+//! confirmed by half the granted TTL after the last confirmed request was
+//! sent, a sixth of the TTL after it was due), and its deadline has not
+//! passed. The lease may well be intact, but Redis has not said so lately:
+//! it may have restarted without the key, or failed over to a replica that
+//! never had it, and another client may hold the lock already. A renewal
+//! confirmed before the deadline makes it [`LeaseState::Held`] again (a log
+//! event at `info`); else it is [`LeaseState::Lost`] at the deadline, for
+//! good. [`Guard::state`] reads it, [`Guard::wait_state_change`] waits for
+//! it to change, and [`Builder::on_lease_change`] is told each change, on
+//! the watchdog thread.
+//!
+//! Two gates, both without a round trip: [`Guard::ensure_held`] fails only
+//! once the lease is lost, and suits a step that is safe while the deadline
+//! (counted from a confirmed request) has not passed; [`Guard::ensure_confirmed`]
+//! also fails while in doubt ([`Error::InDoubt`]), for a writer that would
+//! rather pause a renewal or two than write while the lock may be someone
+//! else's (as Curator's `SUSPENDED` and Kubernetes' leader gating do).
+//!
+//! ```no_run
+//! # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+//! use redmutex::{Error, LeaseState};
+//! use std::time::Duration;
+//! let guard = locker.lock("ledger")?;
+//! for entry in 0..1000 {
+//!     while let Err(Error::InDoubt { .. }) = guard.ensure_confirmed() {
+//!         // Paused: the next renewal decides.
+//!         guard.wait_state_change(LeaseState::InDoubt, Duration::from_secs(1));
+//!     }
+//!     guard.ensure_held()?;
+//!     println!("entry {entry} under token {}", guard.fencing_token());
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! # Threads
 //!
@@ -298,6 +337,20 @@
 //! readers who arrive after it, and its release lets in every reader
 //! queued before the next writer. Not on Redlock.
 //!
+//! # Leader election
+//!
+//! [`Locker::election`] gives an [`Election`]: one leader of a name at a
+//! time, with a value (its address, say) everyone can read
+//! ([`Election::leader`]) and follow ([`Election::observe`]), and a term,
+//! its fencing token, that rises with every new leader. A leadership is a
+//! [`Guard`] on the election's key (so everything above holds for it) with
+//! [`proclaim`](Leadership::proclaim) and [`resign`](Leadership::resign);
+//! candidates queue first come, first served, a resignation hands over at
+//! once, and a dead leader is replaced when its lease runs out. Each change
+//! is logged, by the script that makes it, in a capped stream beside the
+//! election's key, which observers read with a blocking `XREAD` (see
+//! [`Observer`] for what "every change, in order" means). Not on Redlock.
+//!
 //! # Differences from `std::sync::Mutex`
 //!
 //! - A lock is named by a string, not tied to data; it protects whatever its
@@ -381,7 +434,9 @@
 //!
 //! | Target | Level | When |
 //! |---|---|---|
-//! | `redmutex::lease` | `error` | a guard's lease is lost, and why (its deadline passed unrenewed, Redis showed the key gone or someone else's, or an operator broke it: "broken by an operator: \<reason\>") |
+//! | `redmutex::lease` | `error` | a guard's lease is lost, and why (its deadline passed unrenewed, Redis showed the key gone or someone else's, or an operator broke it: "broken by an operator: \<reason\>"); a [`Builder::on_lease_change`] callback panicked (the watchdog goes on) |
+//! | `redmutex::lease` | `warn` | a guard's lease is in doubt: a renewal failed, or none was confirmed in time |
+//! | `redmutex::lease` | `info` | a lease in doubt is held again: a renewal was confirmed |
 //! | `redmutex::renew` | `warn` | a renewal failed (it is retried while the lease lasts), or a guard reached its [`Builder::max_hold`] |
 //! | `redmutex::break` | `warn` | an operator broke a hold ([`Locker::break_lock`]): which, whose, and why |
 //! | `redmutex::audit` | `warn` | an event could not be written to the audit trail (the lock operation went on) |
@@ -390,6 +445,7 @@
 //! | `redmutex::listen` | `warn` | the release listener could not start (tried again later), or the server refused its `SUBSCRIBE` (ACL): waiters poll |
 //! | `redmutex::listen` | `info` | the pool lends no connection to a release listener (a cluster, a small pool): waiters poll |
 //! | `redmutex::listen` | `debug` | the release listener started, or stopped with its connection |
+//! | `redmutex::observe` | `warn` | an election's [`Observer`] fell more than 128 changes behind the log: some may be skipped |
 //!
 //! # Platforms
 //!
@@ -410,9 +466,11 @@
 //   locker/stats.rs   `Locker::stats` and `reset_stats`
 // semaphore.rs        `Semaphore`: N holders of a name, each hold a `Guard` over one permit key
 // rwlock.rs           `RwLock`: readers or one writer of a name, each hold a `Guard` over its key
+// election.rs         `Election`: one leader of a name, `Leadership` (a `Guard` over its key),
+//                     `Observer` (the log of changes followed)
 // guard.rs            `Guard`: a held lock, its lease API, release on drop
 // info.rs             `LockInfo`, what `Locker::holder` and `locks` report; `LockKind`;
-//                     `AuditEntry`, one event of the audit trail
+//                     `AuditEntry`, one event of the audit trail; `Leader`, an election's
 // operate.rs          `Locker::locks`, `break_lock`, `audit`: what an operator does
 // stats/              a locker's live figures:
 //   mod.rs            `Stats` and `Durations`, what callers read
@@ -430,6 +488,7 @@
 //   mutex.rs          a lock's keys, and who holds one
 //   permits.rs        a semaphore's permit keys, how many are free, the permit granted
 //   rw.rs             a read-write lock's read and write holds
+//   election.rs       an election's keys, its candidates, its log (announce, proclaim, observe)
 //   renew.rs          a granted hold's renewal, and its expiry
 //   release.rs        a granted hold's release, and the waiters it wakes here
 //   redlock.rs        Redlock only: the proposal, the write-back, the breaker, the fan-out
@@ -452,7 +511,8 @@
 //   replies.rs        every script reply parsed; the lock value built and parsed
 //   slots.rs          cluster hash slots and hash tags
 // lease/              a lease and what keeps it:
-//   mod.rs            `Lease`, the local view (deadline, lost, renewal serialized)
+//   mod.rs            `Lease`, the local view (deadline, state, renewal serialized)
+//   state.rs          `LeaseState`, `LeaseChange`, the callback, the lease's changes of state
 //   watchdog.rs       the watchdog that renews a guard's lease
 //   workers.rs        the process-wide parked threads watchdogs run on
 // wake/               waking waiters on a release:
@@ -471,7 +531,7 @@
 //               raw/: what is said to Redis and decided from its replies; reads the
 //               leaves and the frozen `Config`, never a handle or the builder
 // 3 held        guard: a held lock over raw/ and lease/
-// 4 API         locker, semaphore, rwlock, operate: the handles (they build each other's guards)
+// 4 API         locker, semaphore, rwlock, operate, election: the handles (they build each other's guards)
 // 5 entry       builder: builds a `Locker` from the defaults and the settings given
 // 6 root        lib.rs: docs and re-exports only
 //
@@ -485,6 +545,7 @@ mod builder;
 mod config;
 mod conn;
 mod defaults;
+mod election;
 mod error;
 mod guard;
 mod info;
@@ -511,9 +572,11 @@ pub use defaults::{
     DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_REPLICA_TIMEOUT,
     DEFAULT_TTL, MAX_TTL,
 };
+pub use election::{Election, Leadership, Observer};
 pub use error::Error;
 pub use guard::Guard;
-pub use info::{AuditEntry, LockInfo, LockKind};
+pub use info::{AuditEntry, Leader, LockInfo, LockKind};
+pub use lease::state::{LeaseChange, LeaseChangeReason, LeaseState};
 pub use lease::workers::{watchdog_threads, WatchdogThreads};
 pub use locker::Locker;
 pub use open::{cluster_pool, sentinel_pool};

@@ -13,6 +13,7 @@ use crate::builder::Builder;
 use crate::config::{validate_wait, Config};
 use crate::conn::{self, Connector};
 use crate::defaults::DEFAULT_IO_TIMEOUT;
+use crate::election::Election;
 use crate::guard::Guard;
 use crate::info::LockInfo;
 use crate::open;
@@ -432,6 +433,27 @@ impl Locker {
     /// ```
     pub fn rwlock(&self, name: impl AsRef<str>) -> Result<RwLock, Error> {
         RwLock::new(self.clone(), name.as_ref())
+    }
+
+    /// A leader election `name` over this locker's server and prefix: at
+    /// most one leader at a time, whose value and term everyone can read
+    /// and follow (see [`Election`]). Nothing is sent to Redis yet.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for an empty or reserved name;
+    /// [`Error::Unsupported`] on a Redlock locker
+    /// ([`Builder::instance`](crate::Builder::instance)), where the log of
+    /// changes cannot be kept.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let election = locker.election("scheduler")?;
+    /// let _leadership = election.campaign("10.0.0.7:8080")?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn election(&self, name: impl AsRef<str>) -> Result<Election, Error> {
+        Election::new(self.clone(), name.as_ref())
     }
 
     /// Refuses `what` (semaphores, read-write locks) on a Redlock locker:

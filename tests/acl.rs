@@ -181,3 +181,33 @@ fn the_readme_recipe_is_enough() {
         .query::<Option<String>>(&mut c)
         .is_err());
 }
+
+/// An election needs the README's recipe and its stream commands.
+#[test]
+fn an_election_needs_the_recipe_and_the_stream_commands() {
+    let server = Server::start();
+    let mut recipe: Vec<&str> = match redmutex_testkit::server_version() {
+        Some((major, _)) if major < 7 => RECIPE.iter().copied().filter(|r| *r != "+quit").collect(),
+        _ => RECIPE.to_vec(),
+    };
+    recipe.extend(["+xadd", "+xrange", "+xrevrange", "+xread"]);
+    let url = user(&server, "elector", &recipe);
+    let a = locker(&url, Some("jobs"));
+    let election = a.election(key("recipe")).unwrap();
+    let mut observer = election.observe().unwrap();
+    assert!(observer.next().unwrap().unwrap().is_none());
+    let leadership = election.campaign("a").unwrap();
+    leadership.proclaim("b").unwrap();
+    assert_eq!(election.leader().unwrap().unwrap().value(), "b");
+    leadership.resign().unwrap();
+    let values: Vec<Option<String>> = (0..3)
+        .map(|_| {
+            observer
+                .next()
+                .unwrap()
+                .unwrap()
+                .map(|l| l.value().to_owned())
+        })
+        .collect();
+    assert_eq!(values, [Some("a".into()), Some("b".into()), None]);
+}

@@ -96,6 +96,7 @@ fn protocol(restores: bool, flaw: Option<Flaw>) -> Protocol {
         // rest of the check together.
         skew: if restores { 0 } else { DRIFT },
         fair: None,
+        doubt: false,
     }
 }
 
@@ -137,6 +138,40 @@ fn the_old_holes_are_found() {
         let title = format!("{flaw:?} breaks {property}");
         counterexample(&title, protocol(restores, Some(flaw)), property);
     }
+    let title = "DoubtOutlivesDeadline breaks in doubt";
+    counterexample(
+        title,
+        doubting(Some(Flaw::DoubtOutlivesDeadline)),
+        "in doubt",
+    );
+}
+
+/// The model with renewals that time out (`doubt`): holders whose lease
+/// goes in doubt (a renewal timed out, or overdue), and back to held when
+/// a renewal is confirmed. No restore (only fencing is checked with one),
+/// no death or give-up: neither changes what a holder believes of its own
+/// lease.
+fn doubting(flaw: Option<Flaw>) -> Protocol {
+    Protocol {
+        leavers: 0,
+        doubt: true,
+        ..protocol(false, flaw)
+    }
+}
+
+/// A lease in doubt: a holder in doubt never believes it holds past its
+/// deadline (and exclusion counts it as holding until then), a holder that
+/// believes its lease held is never overdue, and a lease in doubt does come
+/// back when a renewal is confirmed.
+#[test]
+fn a_lease_in_doubt_never_outlives_its_deadline() {
+    let model = doubting(None);
+    let what = format!(
+        "model with doubt: {} clients, {} grants each, {} ms, TTL 3 ms, drift {} ms, keys \
+         expire up to {} ms early, renewals that time out",
+        model.clients, model.grants, model.horizon, model.drift, model.skew
+    );
+    check_all(&what, model);
 }
 
 /// Under fair scheduling (see `Fair`), a waiter that stays is granted
@@ -161,6 +196,7 @@ fn a_waiter_that_stays_is_granted_under_fair_scheduling() {
         drift: DRIFT,
         skew: DRIFT,
         fair: Some(Fair { hold, bound }),
+        doubt: false,
     };
     let bound = hold + ttl + (stay - 1);
     let what = format!(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{holder, ops, run, watch};
+use crate::{holder, leader, ops, run, watch};
 use redmutex::{r2d2, redis};
 
 /// Exit code when the lock was busy (`-n`, or the wait ran out), as
@@ -119,6 +119,12 @@ enum Command {
     /// Print the prefix's audit trail, oldest first: every break, and the
     /// grants and releases of lockers with auditing on; exit 0.
     Audit(AuditArgs),
+    /// Print who leads the election NAME (its value, term and time left)
+    /// and exit 0; or print `no leader` and exit 1.
+    Leader(LeaderArgs),
+    /// Print who leads the election NAME, then each change as a line (a
+    /// new leader, a new value, `no leader`), until killed.
+    Observe(LeaderArgs),
     /// The watcher process that `run` starts (not for direct use).
     #[command(name = "__watch", hide = true)]
     Watch {
@@ -246,6 +252,18 @@ struct AuditArgs {
     /// "holder", "fencing_token", "reason"}.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args, Debug)]
+struct LeaderArgs {
+    #[command(flatten)]
+    server: Server,
+    /// One JSON object a line: {"election", "leader" (its value), "term",
+    /// "ms_left"}, the last three null when nobody leads.
+    #[arg(long)]
+    json: bool,
+    /// The election's name.
+    name: String,
 }
 
 /// A duration such as `500ms`, `30s`, `2m` or `1h`.
@@ -401,6 +419,79 @@ fn failed(e: &redmutex::Error) -> ExitCode {
     }
 }
 
+/// The election of `args`, or the exit code of a usage error.
+fn election(args: &LeaderArgs) -> Result<redmutex::Election, ExitCode> {
+    let locker = locker(&args.server, None, None)?;
+    locker.election(&args.name).map_err(|e| match e {
+        redmutex::Error::InvalidInput(m) => usage(&m),
+        e => usage(&e.to_string()),
+    })
+}
+
+/// Writes one state as a line; false when stdout is closed.
+fn print_leader(args: &LeaderArgs, leader: Option<&redmutex::Leader>) -> bool {
+    let line = if args.json {
+        leader::json(&args.name, leader)
+    } else {
+        leader::text(leader)
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(line.as_bytes())
+        .and_then(|()| out.flush())
+        .is_ok()
+}
+
+/// `redmutex leader`.
+fn show_leader(args: &LeaderArgs) -> ExitCode {
+    let election = match election(args) {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    match election.leader() {
+        Ok(leader) => {
+            // A closed stdout loses the answer; the exit code still tells it.
+            print_leader(args, leader.as_ref());
+            if leader.is_some() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            say!("redmutex: {e}{}", source(&e));
+            ExitCode::from(UNAVAILABLE)
+        }
+    }
+}
+
+/// `redmutex observe`: runs until killed, or stdout is closed (exit 0).
+fn observe(args: &LeaderArgs) -> ExitCode {
+    let election = match election(args) {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let observer = match election.observe() {
+        Ok(o) => o,
+        Err(e) => {
+            say!("redmutex: {e}{}", source(&e));
+            return ExitCode::from(UNAVAILABLE);
+        }
+    };
+    for change in observer {
+        match change {
+            Ok(leader) => {
+                if !print_leader(args, leader.as_ref()) {
+                    return ExitCode::SUCCESS;
+                }
+            }
+            // Said, and followed on: the observer goes on from where it was
+            // once Redis answers again.
+            Err(e) => say!("redmutex: {e}{}", source(&e)),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 /// `: <cause>` for an error with a source, to say what went wrong.
 pub fn source(e: &dyn std::error::Error) -> String {
     e.source().map(|s| format!(": {s}")).unwrap_or_default()
@@ -496,6 +587,8 @@ pub fn main() -> ExitCode {
         Command::List(args) => list(&args),
         Command::Break(args) => break_lock(&args),
         Command::Audit(args) => audit(&args),
+        Command::Leader(args) => show_leader(&args),
+        Command::Observe(args) => observe(&args),
         Command::Watch {
             grace_ms,
             margin_ms,

@@ -27,6 +27,7 @@ mod app;
 mod holder;
 #[cfg(unix)]
 mod ops;
+mod leader;
 #[cfg(unix)]
 mod run;
 #[cfg(unix)]

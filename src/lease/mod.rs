@@ -1,28 +1,32 @@
 //! A lease and what keeps it: the local view of one lease, shared by a
-//! guard and its watchdog (here), the watchdog that renews it
-//! ([`watchdog`]), and the process-wide threads watchdogs run on
-//! ([`workers`]).
+//! guard and its watchdog (here), its states and their changes
+//! ([`state`]), the watchdog that renews it ([`watchdog`]), and the
+//! process-wide threads watchdogs run on ([`workers`]).
 //!
 //! "Lost" is final and monotonic: once any reader has seen the deadline pass,
 //! or Redis has said the key is not ours, no later renewal can bring it back.
 //! Every read and update goes through one mutex so that holds without races.
 
+pub(crate) mod state;
 pub(crate) mod watchdog;
 pub(crate) mod workers;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::sync::{Condvar, Mutex};
 
 use crate::time;
 
+use self::state::{LeaseChange, LeaseChangeReason, LeaseState, OnChange};
+
 #[derive(Debug)]
 pub(crate) struct Lease {
     state: Mutex<State>,
     /// The builder's fixed drift allowance, if any.
     drift: Option<Duration>,
-    /// Notified when the lease is marked lost.
-    lost_cv: Condvar,
+    /// Notified on every change of state.
+    changed: Condvar,
     /// Held across a renewal round trip and its confirmation, so that
     /// `extend` and the watchdog never confirm out of order.
     renewing: Mutex<()>,
@@ -31,7 +35,7 @@ pub(crate) struct Lease {
     why: Mutex<Option<String>>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct State {
     valid_until: Instant,
     /// When the request behind `valid_until` was sent.
@@ -43,9 +47,20 @@ struct State {
     /// A renewal wanted sooner than usual (Redlock: to take the instances
     /// a rival held for a moment), and how many times in a row.
     hurry: Option<(Instant, u32)>,
-    lost: bool,
+    /// Held, in doubt, or lost (final). Time-driven changes (overdue,
+    /// deadline passed) are made by [`refresh`] under this mutex, by
+    /// whoever looks first, at the moment they became true.
+    phase: LeaseState,
     /// The guard is gone: no renewal may start any more.
     stopped: bool,
+    /// A watchdog renews this lease: a renewal can be overdue.
+    renewed: bool,
+    /// The lock's key as the caller gave it, for log events and changes.
+    key: Arc<str>,
+    /// The builder's callback, if any, and the changes it has not been
+    /// given yet (the watchdog gives them, in order).
+    on_change: Option<OnChange>,
+    pending: Vec<LeaseChange>,
 }
 
 impl Lease {
@@ -72,63 +87,30 @@ impl Lease {
                 granted: claim,
                 ttl,
                 hurry: None,
-                lost: false,
+                phase: LeaseState::Held,
                 stopped: false,
+                renewed: false,
+                key: Arc::from(""),
+                on_change: None,
+                pending: Vec::new(),
             }),
-            lost_cv: Condvar::new(),
+            changed: Condvar::new(),
             renewing: Mutex::new(()),
             why: Mutex::new(None),
         }
     }
 
-    /// True once the lease can no longer be promised; marks it lost for good
-    /// when the deadline has passed.
-    pub(crate) fn is_lost(&self) -> bool {
-        let mut s = self.state.lock();
-        if !s.lost && Instant::now() >= s.valid_until {
-            s.lost = true;
-        }
-        s.lost
-    }
-
-    /// Redis said the key is not ours: lost for good.
-    pub(crate) fn mark_lost(&self) {
-        self.state.lock().lost = true;
-        self.lost_cv.notify_all();
-    }
-
-    /// Blocks until the lease is lost or `until` passes; returns whether it
-    /// is lost.
-    pub(crate) fn wait_lost(&self, until: Instant) -> bool {
-        let mut s = self.state.lock();
-        loop {
-            let now = Instant::now();
-            if !s.lost && now >= s.valid_until {
-                s.lost = true;
-            }
-            if s.lost {
-                return true;
-            }
-            if now >= until {
-                return false;
-            }
-            let wake = s.valid_until.min(until);
-            self.lost_cv.wait_until(&mut s, wake);
-        }
-    }
-
     /// Redis said the key is not ours because an operator broke the hold
     /// (see `Locker::break_lock`), saying `reason`: lost for good, with
-    /// `broken by an operator: <reason>` as why (unless a reason was
-    /// recorded before).
+    /// `broken by an operator: <reason>` as why (unless it was lost before).
     pub(crate) fn mark_broken(&self, reason: &str) {
-        {
-            let mut why = self.why.lock();
-            if why.is_none() && !self.state.lock().lost {
-                *why = Some(format!("broken by an operator: {reason}"));
-            }
+        let mut s = self.state.lock();
+        let now = Instant::now();
+        self.refresh(&mut s, now);
+        if s.phase != LeaseState::Lost {
+            *self.why.lock() = Some(format!("broken by an operator: {reason}"));
         }
-        self.mark_lost();
+        self.move_to(&mut s, LeaseState::Lost, LeaseChangeReason::Broken, now);
     }
 
     /// Why the lease is lost, once it is: an operator's break with its
@@ -157,19 +139,24 @@ impl Lease {
 
     /// A renewal for `ttl`, sent at `sent`, was confirmed. Returns false (and
     /// changes nothing) when the lease was already lost or its deadline passed
-    /// before the confirmation arrived.
+    /// before the confirmation arrived. A lease in doubt is held again,
+    /// unless the renewal after this one is overdue already.
     pub(crate) fn confirm(&self, sent: Instant, ttl: Duration) -> bool {
         let mut s = self.state.lock();
-        if s.lost || Instant::now() >= s.valid_until {
-            s.lost = true;
-            drop(s);
-            self.lost_cv.notify_all();
+        let now = Instant::now();
+        self.refresh(&mut s, now);
+        if s.phase == LeaseState::Lost {
             return false;
         }
         s.valid_until = end(sent, ttl, self.drift);
         s.confirmed_at = sent;
         s.granted = ttl;
         s.ttl = ttl;
+        // Held again, unless the next renewal is overdue already (the
+        // confirmation took longer than the renewal's whole term).
+        if now < s.overdue_at() || !s.renewed {
+            self.move_to(&mut s, LeaseState::Held, LeaseChangeReason::Renewed, now);
+        }
         true
     }
 

@@ -24,6 +24,7 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::lease::state::LeaseState;
 use crate::lease::workers;
 use crate::lease::Lease;
 
@@ -103,24 +104,43 @@ where
     F: FnMut() -> Renewal,
 {
     let mut next = first_renewal(lease);
+    // False once a renewal was refused for good (the max hold, or the
+    // guard gone): the thread then only tells the lease's changes until
+    // it is lost (or the guard goes).
+    let mut renewing = true;
     loop {
-        match rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
+        let wake = lease.next_change_at().map_or(next, |at| at.min(next));
+        match rx.recv_timeout(wake.saturating_duration_since(Instant::now())) {
             Ok(Msg::Reschedule) => {
                 next = first_renewal(lease);
                 continue;
             }
-            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Disconnected) => {
+                tell(lease);
+                return;
+            }
             Err(RecvTimeoutError::Timeout) => {}
         }
-        if lease.is_lost() {
+        if tell(lease) == LeaseState::Lost {
             if lease.valid_until() <= Instant::now() {
                 lease.log_lost(key);
             }
             return;
         }
+        if !renewing || Instant::now() < next {
+            // Woken for a change of state only.
+            continue;
+        }
         match renew() {
             Renewal::Confirmed => next = first_renewal(lease),
-            Renewal::Lost | Renewal::Stopped => return,
+            Renewal::Lost => {
+                tell(lease);
+                return;
+            }
+            Renewal::Stopped => {
+                renewing = false;
+                next = lease.valid_until();
+            }
             Renewal::Failed => {
                 let (ttl, _) = lease.schedule();
                 let until = lease.valid_until();
@@ -129,7 +149,21 @@ where
                 next = retry.map_or(until, |r| r.min(until));
             }
         }
+        tell(lease);
     }
+}
+
+/// Gives the builder's callback, if any, the lease's changes it has not
+/// had yet, in order, on this thread; returns the state they end in. A
+/// panic in the callback is caught (see `OnChange::call`).
+fn tell(lease: &Lease) -> LeaseState {
+    let (state, changes) = lease.take_changes();
+    if let Some((on_change, changes)) = changes {
+        for change in &changes {
+            on_change.call(change);
+        }
+    }
+    state
 }
 
 /// A third of the granted TTL after the last confirmed request was sent.

@@ -34,6 +34,12 @@
 //!   more, for the holder's next renewal to read.
 //! - The audit trail of a prefix is the stream `<prefix>:__redmutex__:audit`
 //!   (one key: on a cluster, in that name's slot).
+//! - An election `name` keeps its leader as a lock key,
+//!   `<prefix>:__redmutex__:election:<name>` (whose metadata is the
+//!   leader's value), queues its candidates in `...:election-queue:<name>`
+//!   and `...:election-waiters:<name>`, and logs each change of leader or
+//!   value in the capped stream `...:election-log:<name>` (on a cluster
+//!   with `{<tag>}:` before `<name>`).
 //! - Releases are announced on the pub/sub channel
 //!   `<prefix>:__redmutex__:released`, so waiters elsewhere retry at once
 //!   instead of at their next backoff (the messages are described in
@@ -87,6 +93,9 @@ pub(crate) enum Hold {
     },
     /// The write hold of a read-write lock: `locks` is its writer key.
     Write { readers: String },
+    /// An election's leader: `locks` is its one election key, `log` the
+    /// capped stream of its changes that observers read.
+    Leader { log: String },
 }
 
 impl LockKeys {
@@ -96,7 +105,7 @@ impl LockKeys {
         match &self.hold {
             Hold::Read { writer, .. } => Some(writer),
             Hold::Write { .. } => Some(&self.locks),
-            Hold::Lock | Hold::Permit => None,
+            Hold::Lock | Hold::Permit | Hold::Leader { .. } => None,
         }
     }
 
@@ -283,6 +292,27 @@ impl KeySpace {
             waiters: self.internal("rw-waiters", tag, name),
             locks,
             hold,
+        }
+    }
+
+    /// Every Redis key the election `name` uses: its leader's lock key
+    /// `<prefix>:__redmutex__:election:<name>`, its candidates' queue
+    /// (`...:election-queue:<name>`, `...:election-waiters:<name>`) and
+    /// the log of its changes (`...:election-log:<name>`, a capped
+    /// stream); on a cluster with `{<tag>}:` of the name's lock key's slot
+    /// before `<name>`, so they and the counter share a slot.
+    pub(crate) fn election_keys(&self, name: &str, cluster: bool) -> LockKeys {
+        let tag = self.slot_tag(name, cluster);
+        let locks: Arc<[String]> = Arc::from([self.internal("election", tag, name)]);
+        LockKeys {
+            fence: self.fence_key_for(&locks, cluster),
+            marks: self.marks_key_for(&locks, cluster),
+            queue: self.internal("election-queue", tag, name),
+            waiters: self.internal("election-waiters", tag, name),
+            hold: Hold::Leader {
+                log: self.internal("election-log", tag, name),
+            },
+            locks,
         }
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use crate::info::{LockInfo, LockKind};
+use crate::info::{Leader, LockInfo, LockKind};
 use crate::protocol::named::Named;
 use crate::quorum::Grant;
 use crate::Error;
@@ -223,6 +223,75 @@ pub(crate) fn parse_scan(reply: &Value) -> Result<(u64, Vec<String>), Error> {
         }
         _ => Err(unexpected("scan", reply)),
     }
+}
+
+/// What an observer reads of an election at once (see `lua/observe.lua`).
+pub(crate) struct Observed {
+    /// The log's entries after the one asked for, with their ids.
+    pub(crate) entries: Vec<(String, Logged)>,
+    /// The id of the log's latest entry.
+    pub(crate) latest: String,
+    /// The leader now.
+    pub(crate) leader: Option<Leader>,
+    /// The entry asked for is gone: changes may have been trimmed.
+    pub(crate) behind: bool,
+}
+
+/// One change in an election's log.
+pub(crate) enum Logged {
+    /// A new leader, or a new value (its TTL zero: the entry is past).
+    Leader(Leader),
+    /// No leader, after the leadership of this term ended (0: unknown).
+    Ended(u64),
+    /// The leader resigned and handed the lead to a queued candidate, who
+    /// logs itself when it takes it up.
+    Handed,
+}
+
+/// The observe script's reply (see `lua/observe.lua`).
+pub(crate) fn parse_observe(reply: &Value) -> Result<Observed, Error> {
+    let bad = || unexpected("observe", reply);
+    let Value::Array(items) = reply else {
+        return Err(bad());
+    };
+    let [Value::Array(flat), latest, value, Value::Int(pttl), Value::Int(behind)] =
+        items.as_slice()
+    else {
+        return Err(bad());
+    };
+    let mut entries = Vec::with_capacity(flat.len() / 3);
+    for entry in flat.chunks(3) {
+        let [id, term, value] = entry else {
+            return Err(bad());
+        };
+        let (id, term, value) = (text(id), text(term), text(value));
+        let (Some(id), Some(term), Some(value)) = (id, term, value) else {
+            return Err(bad());
+        };
+        let change = match term.as_str() {
+            "" => Logged::Ended(value.parse().unwrap_or(0)),
+            ">" => Logged::Handed,
+            t => Logged::Leader(Leader {
+                value,
+                term: t.parse().map_err(|_| bad())?,
+                ttl: Duration::ZERO,
+            }),
+        };
+        entries.push((id, change));
+    }
+    let latest = text(latest).ok_or_else(bad)?;
+    let value = text(value).ok_or_else(bad)?;
+    let leader = LockValue::parse(&value).map(|v| Leader {
+        value: v.metadata.to_owned(),
+        term: v.fence,
+        ttl: u64::try_from(*pttl).map_or(Duration::MAX, Duration::from_millis),
+    });
+    Ok(Observed {
+        entries,
+        latest,
+        leader,
+        behind: *behind == 1,
+    })
 }
 
 /// A lock's value in Redis: `<token>:<fence>:<metadata>`, the owner token

@@ -29,6 +29,7 @@ use redis::{
     ToRedisArgs,
 };
 
+use crate::defaults::{ELECTION_LOG_CAP, ELECTION_LOG_KEEP};
 use crate::protocol::keys::{Hold, LockKeys};
 use crate::time;
 
@@ -209,6 +210,23 @@ pub(crate) static BREAK: LazyLock<Lua> = LazyLock::new(
     || script!("break"; "mint", "live_head", "readers", "give", "hand_over", "writer_hand"),
 );
 
+/// Resigns an election's leadership: a release that hands over and logs
+/// the change. Its KEYS/ARGV contract and replies open `lua/resign.lua`.
+pub(crate) static RESIGN: LazyLock<Lua> =
+    LazyLock::new(|| script!("resign"; "owned", "mint", "live_head", "give", "hand_over", "log"));
+
+/// Logs an election's new leader. Its KEYS/ARGV contract and replies open
+/// `lua/announce.lua`.
+pub(crate) static ANNOUNCE: LazyLock<Lua> = LazyLock::new(|| script!("announce"; "owned", "log"));
+
+/// Sets an election leader's value. Its KEYS/ARGV contract and replies
+/// open `lua/proclaim.lua`.
+pub(crate) static PROCLAIM: LazyLock<Lua> = LazyLock::new(|| script!("proclaim"; "owned", "log"));
+
+/// Reads an election's log and leader at once. Its KEYS/ARGV contract and
+/// replies open `lua/observe.lua`.
+pub(crate) static OBSERVE: LazyLock<Lua> = LazyLock::new(|| script!("observe"));
+
 /// How an attempt treats the waiters' queue (`ACQUIRE`'s `ARGV[4]` and
 /// `ARGV[5]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,7 +267,7 @@ pub(crate) fn acquire(
         }
     };
     let script: &'static Lua = match keys.hold {
-        Hold::Lock => &ACQUIRE,
+        Hold::Lock | Hold::Leader { .. } => &ACQUIRE,
         Hold::Permit => &PERMIT_ACQUIRE,
         Hold::Read { .. } | Hold::Write { .. } => &RW_ACQUIRE,
     };
@@ -275,7 +293,7 @@ pub(crate) fn acquire(
                 call.arg("").arg(at_least).arg(lead);
             }
         }
-        Hold::Permit => {}
+        Hold::Permit | Hold::Leader { .. } => {}
     }
     call
 }
@@ -378,6 +396,19 @@ pub(crate) fn release(keys: &LockKeys, token: &str, channel: &str, queued: bool)
             return call;
         }
         Hold::Write { .. } => return rw_call(&WRITE_RELEASE, keys, &keys.locks, token, channel),
+        Hold::Leader { log } => {
+            let mut call = RESIGN.call();
+            call.key(&*keys.locks)
+                .key(&keys.fence)
+                .key(&keys.queue)
+                .key(&keys.waiters)
+                .key(log)
+                .arg(token)
+                .arg(channel)
+                .arg(ELECTION_LOG_CAP)
+                .arg(time::millis_ceil(ELECTION_LOG_KEEP));
+            return call;
+        }
         Hold::Lock | Hold::Permit => {}
     }
     let mut call = RELEASE.call();
@@ -437,9 +468,50 @@ pub(crate) fn break_hold(keys: &LockKeys, reason: &str, channel: &str, keep_ms: 
             call.key(&*keys.locks).key(readers);
             "write"
         }
-        Hold::Lock | Hold::Permit => "lock",
+        Hold::Lock | Hold::Permit | Hold::Leader { .. } => "lock",
     };
     call.arg(reason).arg(channel).arg(how).arg(keep_ms);
+    call
+}
+
+/// The log of an election's `keys` (empty for any other hold).
+fn log_of(keys: &LockKeys) -> &str {
+    match &keys.hold {
+        Hold::Leader { log } => log,
+        _ => "",
+    }
+}
+
+/// [`ANNOUNCE`] of the leader of the election `keys`, by `token`.
+pub(crate) fn announce(keys: &LockKeys, token: &str) -> Call {
+    let mut call = ANNOUNCE.call();
+    call.key(&*keys.locks)
+        .key(log_of(keys))
+        .arg(token)
+        .arg(ELECTION_LOG_CAP)
+        .arg(time::millis_ceil(ELECTION_LOG_KEEP));
+    call
+}
+
+/// [`PROCLAIM`] of `value` by the leader `token` of the election `keys`.
+pub(crate) fn proclaim(keys: &LockKeys, token: &str, value: &str) -> Call {
+    let mut call = PROCLAIM.call();
+    call.key(&*keys.locks)
+        .key(log_of(keys))
+        .arg(token)
+        .arg(value)
+        .arg(ELECTION_LOG_CAP)
+        .arg(time::millis_ceil(ELECTION_LOG_KEEP));
+    call
+}
+
+/// [`OBSERVE`] of the election `keys` after the log entry `after` (`None`:
+/// a first look).
+pub(crate) fn observe(keys: &LockKeys, after: Option<&str>) -> Call {
+    let mut call = OBSERVE.call();
+    call.key(&*keys.locks)
+        .key(log_of(keys))
+        .arg(after.unwrap_or(""));
     call
 }
 
@@ -456,7 +528,7 @@ mod tests {
     #[test]
     fn scripts_are_assembled_as_their_helpers_line_says() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol/lua");
-        let scripts: [(&str, &Lua); 14] = [
+        let scripts: [(&str, &Lua); 18] = [
             ("acquire", &ACQUIRE),
             ("dequeue", &DEQUEUE),
             ("permit_acquire", &PERMIT_ACQUIRE),
@@ -471,6 +543,10 @@ mod tests {
             ("inspect", &INSPECT),
             ("scan", &SCAN),
             ("break", &BREAK),
+            ("resign", &RESIGN),
+            ("announce", &ANNOUNCE),
+            ("proclaim", &PROCLAIM),
+            ("observe", &OBSERVE),
         ];
         let mut files: Vec<String> = fs::read_dir(&dir)
             .unwrap()

@@ -76,6 +76,9 @@ pub(crate) struct Acquisition {
     pub(crate) caller_keys: Arc<[String]>,
     /// Its keys in Redis.
     pub(crate) keys: LockKeys,
+    /// The metadata its keys carry instead of the locker's (an election
+    /// candidate's value).
+    pub(crate) metadata: Option<String>,
     /// The fencing counter as the latest refused attempt saw it: a lock
     /// handed over to this acquisition with a token at or below it was
     /// handed over before that attempt, and lost since.
@@ -104,6 +107,7 @@ impl Acquisition {
             token,
             caller_keys,
             keys,
+            metadata: None,
             floor: AtomicU64::new(0),
             slot: AtomicUsize::new(NO_SLOT),
             stalled: AtomicU64::new(0),
@@ -198,7 +202,7 @@ impl RawLock {
         // lock queues for one lock.
         let keys = match a.keys.hold {
             Hold::Lock => a.keys.locks.len(),
-            Hold::Permit | Hold::Read { .. } | Hold::Write { .. } => 1,
+            Hold::Permit | Hold::Read { .. } | Hold::Write { .. } | Hold::Leader { .. } => 1,
         };
         if self.config.topology.queues(keys) {
             wanted
@@ -233,8 +237,10 @@ impl RawLock {
         // A permit handed over is taken up by the next attempt, which says
         // which permit it is; of a read-write lock, only the writer key is
         // handed over (to a writer).
-        matches!(a.keys.hold, Hold::Lock | Hold::Write { .. })
-            && self.config.min_replicas == 0
+        matches!(
+            a.keys.hold,
+            Hold::Lock | Hold::Write { .. } | Hold::Leader { .. }
+        ) && self.config.min_replicas == 0
             && fence > a.floor.load(Ordering::SeqCst)
             && sent.elapsed() < claim / 3
     }
@@ -405,7 +411,8 @@ impl RawLock {
         let config = &self.config;
         let ttl = time::millis_ceil(config.ttl);
         let owner = a.owner();
-        let (token, metadata) = (owner.as_str(), &config.metadata);
+        let metadata = a.metadata.as_deref().unwrap_or(&config.metadata);
+        let token = owner.as_str();
         let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal);
         let release_by_token = || scripts::release_by_eval(&a.keys, token);
         let mut grant = None;
@@ -448,6 +455,7 @@ impl RawLock {
     }
 }
 
+mod election;
 mod later;
 mod mutex;
 mod operate;

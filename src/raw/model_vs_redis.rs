@@ -273,6 +273,7 @@ fn walk(locker: &Locker, conn: redis::Connection, seed: u64, steps: usize, trace
         drift: 1,
         skew: 1,
         fair: None,
+        doubt: true,
     };
     let mut real = Real::new(Arc::clone(locker.shared()), conn, model.clients);
     let _: () = redis::cmd("FLUSHALL").query(&mut real.conn).unwrap();

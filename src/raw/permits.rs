@@ -45,6 +45,7 @@ impl Acquisition {
             owner: Mutex::new(self.owner()),
             caller_keys: Arc::clone(&self.caller_keys),
             keys,
+            metadata: self.metadata.clone(),
             floor: AtomicU64::new(self.floor.load(Ordering::SeqCst)),
             slot: AtomicUsize::new(slot),
             stalled: AtomicU64::new(self.stalled.load(Ordering::SeqCst)),

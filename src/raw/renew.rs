@@ -40,7 +40,11 @@ impl RawLock {
         let renewal = lease
             .serialized(|| {
                 let ttl = ttl.unwrap_or_else(|| lease.schedule().0);
-                self.renew_now(lease, a, fence, ttl)
+                let renewal = self.renew_now(lease, a, fence, ttl);
+                if renewal.is_err() {
+                    lease.note_failed();
+                }
+                renewal
             })
             .unwrap_or(Ok(Renewal::Stopped));
         match renewal {

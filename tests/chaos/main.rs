@@ -30,6 +30,7 @@
 mod broken;
 #[path = "../common/mod.rs"]
 mod common;
+mod election;
 mod history;
 mod worker;
 
@@ -168,6 +169,10 @@ fn main() {
         worker::main(&spec);
         return;
     }
+    if let Ok(spec) = std::env::var(election::ENV) {
+        election::worker_main(&spec);
+        return;
+    }
     // Behave as a one-test libtest binary: `--list`, and name filters.
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--list") {
@@ -183,6 +188,7 @@ fn main() {
     checker_explains_an_evicted_readers_set();
     checker_wants_demand_for_a_takeover();
     checker_times_a_loss_from_the_eviction_of_its_own_key();
+    election::checker_self_checks();
     let long = std::env::var("REDMUTEX_CHAOS").is_ok_and(|v| v == "long");
     let started = Instant::now();
     let mut failed = false;
@@ -452,6 +458,10 @@ fn main() {
         }
     }
 
+    // The election scenario and its controls (see `election.rs`).
+    let (election_runs, election_ok) = election::scenarios(only.as_deref());
+    failed |= !election_ok;
+
     let report = totals.report(&controls, started.elapsed());
     println!("\n{report}");
     if let Ok(path) = std::env::var("REDMUTEX_CHAOS_REPORT") {
@@ -463,7 +473,7 @@ fn main() {
     }
     println!(
         "chaos: {} passed, 0 failed",
-        scenarios.len() + controls.len()
+        scenarios.len() + controls.len() + election_runs
     );
 }
 

@@ -35,8 +35,14 @@
 //!   which is bounded whatever the backoff;
 //! - *liveness*, under fair scheduling (see [`Fair`]): a waiter that stays
 //!   is granted within a bound;
+//! - *in doubt*: a holder whose lease is in doubt (its renewal timed out,
+//!   or is overdue: no renewal confirmed by half the lease after the last
+//!   confirmed request was sent) never believes it holds past its deadline,
+//!   and exclusion counts it as holding until then; a holder that believes
+//!   its lease held is never overdue;
 //! - and, as a check that the bounds reach the interesting states, that a
-//!   hand-over, a restore and a take-up each happen somewhere.
+//!   hand-over, a restore, a take-up and a return from doubt each happen
+//!   somewhere.
 //!
 //! Not modelled: several keys, the release announcements being lost (a
 //! waiter that misses one retries, which the model lets it do at any
@@ -57,6 +63,22 @@ pub enum Flaw {
     /// the horizon), so a dead waiter's place keeps a free lock from
     /// everyone queued behind it.
     UnboundedStay,
+    /// A lease in doubt leaves doubt only on a renewal's answer, never by
+    /// the clock: a holder whose renewals never come back keeps believing
+    /// it may hold, past its deadline.
+    DoubtOutlivesDeadline,
+}
+
+/// What a holder believes of its lease: the library's `LeaseState`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Belief {
+    /// Its last renewal (or the grant) was confirmed, and the next is not
+    /// overdue.
+    Held,
+    /// A renewal timed out, or is overdue, and the deadline has not passed.
+    InDoubt,
+    /// The deadline passed: final.
+    Lost,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -112,12 +134,17 @@ pub enum Phase {
         /// again at once (what fair scheduling requires of it).
         again: bool,
     },
-    /// Believes it holds the lock until `deadline` (its own clock).
+    /// Believes it holds the lock until `deadline` (its own clock), while
+    /// `belief` is not `Lost`.
     Holding {
         fence: u64,
         deadline: u64,
         /// When it was granted (a ghost, for liveness).
         since: u64,
+        /// When the renewal it expects is overdue: half the lease after
+        /// the last confirmed request was sent, or the deadline if sooner.
+        overdue: u64,
+        belief: Belief,
     },
     Dead,
 }
@@ -146,9 +173,11 @@ pub struct State {
     /// rose above the one before.
     pub last_fence: u64,
     pub fences_rise: bool,
-    /// Ghost: whether a hand-over and a take-up happened.
+    /// Ghost: whether a hand-over and a take-up happened, and a holder in
+    /// doubt was confirmed again.
     pub handed_over: bool,
     pub taken_up: bool,
+    pub recovered: bool,
     /// Deaths and give-ups so far (each bounded, to keep the state space
     /// small).
     pub deaths: u8,
@@ -166,6 +195,9 @@ pub enum Action {
     Receive(usize),
     /// A waiter hears of a hand-over and takes it as granted.
     Hear(usize),
+    /// A holder gives up waiting for the reply to its renewal (a timeout):
+    /// the reply is thrown away unread, and the lease is in doubt.
+    TimeOut(usize),
     Die(usize),
     Save,
     Restore,
@@ -202,6 +234,12 @@ pub struct Protocol {
     /// Fair scheduling, for the liveness check: `None` lets every step
     /// wait forever.
     pub fair: Option<Fair>,
+    /// Whether a holder may give up waiting for a renewal's reply
+    /// (`Action::TimeOut`, which puts its lease in doubt), and the return
+    /// from doubt is looked for. The other changes of belief (overdue,
+    /// deadline) are made and checked in every model: they follow from
+    /// the clock, and add no states.
+    pub doubt: bool,
 }
 
 /// Fair scheduling: time does not pass while a step is due. Every request
@@ -223,6 +261,47 @@ impl Protocol {
 
     fn deadline(&self, sent: u64, length: u64) -> u64 {
         super::deadline(sent, length, self.drift)
+    }
+
+    /// A holder whose request sent at `sent` was confirmed for `length`.
+    fn holding(&self, fence: u64, sent: u64, length: u64, since: u64) -> Phase {
+        let deadline = self.deadline(sent, length);
+        Phase::Holding {
+            fence,
+            deadline,
+            since,
+            overdue: (sent + length / 2).min(deadline),
+            belief: Belief::Held,
+        }
+    }
+
+    /// The changes time alone makes to each holder's belief, as the
+    /// library's `Lease` makes them when it is read: overdue, then the
+    /// deadline (which `DoubtOutlivesDeadline` only applies to a lease
+    /// believed held).
+    fn refresh(&self, s: &mut State) {
+        let now = s.now;
+        for client in &mut s.clients {
+            let Phase::Holding {
+                deadline,
+                overdue,
+                ref mut belief,
+                ..
+            } = client.phase
+            else {
+                continue;
+            };
+            if *belief == Belief::Held && now >= overdue {
+                *belief = Belief::InDoubt;
+            }
+            let lapses = match self.flaw {
+                Some(Flaw::DoubtOutlivesDeadline) => *belief == Belief::Held,
+                _ => *belief != Belief::Lost,
+            };
+            if lapses && now >= deadline {
+                *belief = Belief::Lost;
+            }
+        }
     }
 
     fn mint(&self, s: &mut State) -> u64 {
@@ -364,17 +443,21 @@ impl Protocol {
     /// Client `c` reads the reply to its request sent at `sent`.
     fn receive(&self, s: &mut State, c: usize, reply: Reply, sent: u64) {
         let now = s.now;
+        let was_in_doubt = matches!(
+            s.clients[c].phase,
+            Phase::Holding {
+                belief: Belief::InDoubt,
+                ..
+            }
+        );
+        let mut recovered = false;
         let client = &mut s.clients[c];
         client.phase = match (client.phase, reply) {
             (Phase::Dead, _) => Phase::Dead,
             (_, Reply::Granted(fence)) => {
                 client.grants += 1;
                 client.handed = None;
-                Phase::Holding {
-                    fence,
-                    deadline: self.deadline(sent, self.ttl),
-                    since: now,
-                }
+                self.holding(fence, sent, self.ttl, now)
             }
             (Phase::Waiting { since, .. }, Reply::Busy(floor)) => Phase::Waiting {
                 sent,
@@ -388,21 +471,43 @@ impl Protocol {
                 since: sent,
                 again: false,
             },
+            // A lost lease stays lost (the library's `confirm` refuses).
+            (
+                Phase::Holding {
+                    belief: Belief::Lost,
+                    ..
+                },
+                Reply::Renewed,
+            ) => client.phase,
             (
                 Phase::Holding {
                     fence,
                     deadline,
                     since,
+                    belief,
+                    ..
                 },
                 Reply::Renewed,
-            ) => Phase::Holding {
-                fence,
-                deadline: deadline.max(self.deadline(sent, self.ttl)),
-                since,
-            },
+            ) => {
+                let deadline = deadline.max(self.deadline(sent, self.ttl));
+                let overdue = (sent + self.ttl / 2).min(deadline);
+                // Held again, unless the next renewal is overdue already
+                // (the library's `confirm` does the same).
+                let belief = if now < overdue { Belief::Held } else { belief };
+                recovered = belief == Belief::Held;
+                Phase::Holding {
+                    fence,
+                    deadline,
+                    since,
+                    overdue,
+                    belief,
+                }
+            }
             (Phase::Holding { .. }, Reply::NotOurs) => Phase::Idle,
             (phase, _) => phase,
         };
+        // A ghost, kept only where it is looked for (it doubles the states).
+        s.recovered |= self.doubt && was_in_doubt && recovered;
     }
 }
 
@@ -430,6 +535,7 @@ impl Model for Protocol {
             fences_rise: true,
             handed_over: false,
             taken_up: false,
+            recovered: false,
             deaths: 0,
             give_ups: 0,
         }]
@@ -465,6 +571,12 @@ impl Model for Protocol {
             let may_die = s.deaths < self.leavers;
             if client.reply.is_some() {
                 actions.push(Action::Receive(c));
+                // Under fair scheduling every reply arrives in time.
+                let holds =
+                    matches!(client.phase, Phase::Holding { belief, .. } if belief != Belief::Lost);
+                if holds && self.doubt && self.fair.is_none() {
+                    actions.push(Action::TimeOut(c));
+                }
                 if may_die {
                     actions.push(Action::Die(c));
                 }
@@ -483,12 +595,12 @@ impl Model for Protocol {
                         actions.push(Action::Hear(c));
                     }
                 }
-                Phase::Holding { deadline, .. } if deadline > s.now => {
+                Phase::Holding { belief, .. } if belief != Belief::Lost => {
                     actions.push(Action::Send(c, Req::Renew));
                     actions.push(Action::Send(c, Req::Release));
                 }
                 Phase::Holding { .. } => {
-                    // Lost by its deadline: it releases (owner-checked).
+                    // Lost (by its deadline): it releases (owner-checked).
                     actions.push(Action::Send(c, Req::Release));
                 }
                 _ => {}
@@ -542,11 +654,7 @@ impl Model for Protocol {
                 // attempt, and early in the claim; else it asks again.
                 s.clients[c].phase = if fence > floor && (s.now - sent) * 3 < self.claim() {
                     s.clients[c].grants += 1;
-                    Phase::Holding {
-                        fence,
-                        deadline: self.deadline(sent, self.claim()),
-                        since: s.now,
-                    }
+                    self.holding(fence, sent, self.claim(), s.now)
                 } else {
                     Phase::Waiting {
                         sent,
@@ -563,7 +671,17 @@ impl Model for Protocol {
                 client.reply = None;
                 client.handed = None;
             }
+            Action::TimeOut(c) => {
+                let client = &mut s.clients[c];
+                client.reply.take()?;
+                if let Phase::Holding { ref mut belief, .. } = client.phase {
+                    if *belief == Belief::Held {
+                        *belief = Belief::InDoubt;
+                    }
+                }
+            }
         }
+        self.refresh(&mut s);
         Some(s)
     }
 
@@ -573,11 +691,29 @@ impl Model for Protocol {
                 m.restores
                     || s.clients
                     .iter()
-                    .filter(|c| matches!(c.phase, Phase::Holding { deadline, .. } if deadline > s.now))
+                    .filter(|c| matches!(c.phase, Phase::Holding { belief, .. } if belief != Belief::Lost))
                     .count()
                     <= 1
             }),
             Property::always("fencing", |_, s: &State| s.fences_rise),
+            Property::always("in doubt", |_, s: &State| {
+                // Held or in doubt, it may believe it holds: only before
+                // its deadline.
+                s.clients.iter().all(|c| match c.phase {
+                    Phase::Holding {
+                        deadline, belief, ..
+                    } => belief == Belief::Lost || s.now < deadline,
+                    _ => true,
+                })
+            }),
+            Property::always("held is confirmed", |_, s: &State| {
+                s.clients.iter().all(|c| match c.phase {
+                    Phase::Holding {
+                        overdue, belief, ..
+                    } => belief != Belief::Held || s.now < overdue,
+                    _ => true,
+                })
+            }),
             Property::always("liveness", |m: &Protocol, s: &State| {
                 m.fair.is_none_or(|fair| {
                     s.clients.iter().all(|c| match c.phase {
@@ -604,6 +740,9 @@ impl Model for Protocol {
             }),
             Property::sometimes("a hand-over", |_, s: &State| s.handed_over),
             Property::sometimes("a take-up", |_, s: &State| s.taken_up),
+            Property::sometimes("a return from doubt", |m: &Protocol, s: &State| {
+                !m.doubt || s.recovered
+            }),
             Property::sometimes("a restore after a grant", |m: &Protocol, s: &State| {
                 !m.restores || (s.restored && s.last_fence > 0)
             }),

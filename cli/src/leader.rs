@@ -1,0 +1,47 @@
+//! `redmutex leader` and `redmutex observe`: an election's leader, and
+//! each change of it, as lines.
+
+use redmutex::Leader;
+
+/// The answer for people, one line.
+pub fn text(leader: Option<&Leader>) -> String {
+    match leader {
+        Some(l) => format!(
+            "led by {:?}, term {}, {} ms left\n",
+            l.value(),
+            l.term(),
+            l.ttl().as_millis()
+        ),
+        None => "no leader\n".to_owned(),
+    }
+}
+
+/// The answer for programs, one JSON object on one line.
+pub fn json(election: &str, leader: Option<&Leader>) -> String {
+    let (value, term, left) = match leader {
+        Some(l) => (
+            crate::holder::string(l.value()),
+            l.term().to_string(),
+            l.ttl().as_millis().to_string(),
+        ),
+        None => ("null".to_owned(), "null".to_owned(), "null".to_owned()),
+    };
+    format!(
+        "{{\"election\":{},\"leader\":{value},\"term\":{term},\"ms_left\":{left}}}\n",
+        crate::holder::string(election)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_leader_in_words_and_in_json() {
+        assert_eq!(text(None), "no leader\n");
+        assert_eq!(
+            json("a\"b", None),
+            "{\"election\":\"a\\\"b\",\"leader\":null,\"term\":null,\"ms_left\":null}\n"
+        );
+    }
+}

@@ -1,0 +1,26 @@
+-- Logs an election's new leader once its candidate holds the election
+-- key (granted, or handed over and taken up), before the candidate is
+-- told it leads. When the latest entry is another leader's, that leader
+-- left without resigning (its lease ran out, or was lost): "no leader" is
+-- logged first, so the log holds every change in order. After a
+-- hand-over, nothing is logged before it: the lead passed without a gap.
+--
+-- - `KEYS[1]`: the election key, `KEYS[2]`: the log (see `lib/log.lua`).
+-- - `ARGV[1]`: owner token, `ARGV[2]`: the log's cap in entries,
+--   `ARGV[3]`: how long the log is kept after this change, in ms.
+--
+-- Replies: 1 when the key is ours (its leader logged, now or by the
+-- resignation that handed it over); 0 when not (nothing is logged).
+--
+-- Helpers: owned log
+local v = redis.pcall('GET', KEYS[1])
+if not ours(v, ARGV[1]) then return 0 end
+local term, value = leader_of(v)
+if not term then return 0 end
+local last = last_term(KEYS[2])
+if last == term then return 1 end
+if last and last ~= '' and last ~= '>' then
+  record(KEYS[2], '', last, ARGV[2], ARGV[3])
+end
+record(KEYS[2], term, value, ARGV[2], ARGV[3])
+return 1

@@ -1,0 +1,31 @@
+-- Shared by an election's scripts: its log is a stream of changes, capped
+-- at a number of entries (the oldest trimmed first) and kept for a while
+-- after its latest change. Each entry has two fields, in that order:
+-- `term` (the new leader's fencing token) and `value` (its value); for
+-- "no leader", `term` is `''` and `value` the term of the leader whose
+-- leadership ended (so an observer that already saw a later leader knows
+-- the entry is older news); for a resignation that handed the lead to a
+-- queued candidate, `term` is `>` and `value` the resigned term (the
+-- candidate logs itself when it takes the lead up, with the term its
+-- take-up mints).
+--
+-- `record` appends one change, `last_term` reads the term of the latest
+-- entry (nil for an empty or missing log), and `leader_of` splits a lock
+-- value `<token>:<fence>:<value>` into its term and value.
+--
+-- Expects in scope: nothing but Redis's `redis`.
+-- What this file defines, a script may leave unused (luacheck is told so):
+-- luacheck: push ignore 211/record 211/last_term 211/leader_of
+local function record(log, term, value, cap, keep)
+  redis.call('XADD', log, 'MAXLEN', cap, '*', 'term', term, 'value', value)
+  redis.call('PEXPIRE', log, keep)
+end
+local function last_term(log)
+  local last = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)[1]
+  if not last then return nil end
+  return last[2][2]
+end
+local function leader_of(v)
+  return string.match(v, '^[^:]*:(%d+):(.*)$')
+end
+-- luacheck: pop

@@ -1,0 +1,128 @@
+//! An election's mechanism: its keys, a candidate's acquisition (a lock
+//! whose metadata is the candidate's value), the leader logged before it
+//! is told it leads, its value proclaimed, and an observer's reads of the
+//! log of changes.
+//!
+//! The leader holds the election key as a lock (its fencing token is the
+//! term); every change is appended to a capped stream beside it by the
+//! script that makes it: `announce.lua` for a new leader (with a "no
+//! leader" before it when the previous one left without resigning),
+//! `proclaim.lua` for a new value, `resign.lua` for a resignation (what
+//! follows it: the candidate handed the lead, or no leader). A lease that
+//! runs out has no script: observers see it by reading the key when its
+//! TTL is up, and the next leader's announcement logs it.
+
+use std::time::Duration;
+
+use redis::{ConnectionLike, Value};
+
+use crate::protocol::keys::{self, Hold, LockKeys};
+use crate::protocol::replies::{self, Observed};
+use crate::protocol::scripts;
+use crate::time;
+use crate::Error;
+
+use super::{Acquisition, RawLock};
+
+/// The longest value a candidate may campaign with or proclaim.
+pub(crate) const MAX_VALUE: usize = 64 * 1024;
+
+impl RawLock {
+    /// Refuses what an election cannot do: Redlock (its log is kept on one
+    /// server), a name that is no valid key.
+    pub(crate) fn check_election(&self, name: &str) -> Result<(), Error> {
+        keys::validate_key(name)?;
+        if self.config.topology.is_redlock() {
+            return Err(Error::Unsupported {
+                reason: "an election needs one server (or Sentinel, or a Cluster): \
+                         its log of changes cannot be kept by a Redlock quorum"
+                    .to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The Redis keys of the election `name` (checked already).
+    pub(crate) fn election_keys(&self, name: &str) -> LockKeys {
+        let cluster = self.config.topology.is_cluster();
+        self.config.keys.election_keys(name, cluster)
+    }
+
+    /// A candidate's acquisition of the election `name` (checked already)
+    /// with `value` as its keys' metadata.
+    pub(crate) fn prepare_candidate(&self, name: &str, value: &str) -> Result<Acquisition, Error> {
+        check_value(value)?;
+        let mut a = Acquisition::new(
+            std::sync::Arc::from([name.to_owned()]),
+            self.election_keys(name),
+        )?;
+        a.metadata = Some(value.to_owned());
+        Ok(a)
+    }
+
+    /// Logs the leader `a` was granted as (see `lua/announce.lua`): true
+    /// when the key is still ours, false when it was lost meanwhile.
+    pub(crate) fn announce(&self, a: &Acquisition) -> Result<bool, Error> {
+        let call = scripts::announce(&a.keys, a.owner().as_str());
+        let reply = self.run_on(0, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+        Ok(replies::int_reply(&reply, "announce")? == 1)
+    }
+
+    /// Sets the value of the leader `a` (see `lua/proclaim.lua`): true when
+    /// the key was still ours, false when not (nothing changed).
+    pub(crate) fn proclaim(&self, a: &Acquisition, value: &str) -> Result<bool, Error> {
+        check_value(value)?;
+        let call = scripts::proclaim(&a.keys, a.owner().as_str(), value);
+        let reply = self.run_on(0, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+        Ok(replies::int_reply(&reply, "proclaim")? == 1)
+    }
+
+    /// The log's entries after `after` (`None`: none, a first look) and
+    /// the leader now, read at once.
+    pub(crate) fn observe(&self, keys: &LockKeys, after: Option<&str>) -> Result<Observed, Error> {
+        let call = scripts::observe(keys, after);
+        let reply = self.run_on(0, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+        replies::parse_observe(&reply)
+    }
+
+    /// Blocks until the log of `keys` has an entry after `after`, or for
+    /// `block` (`XREAD BLOCK`, on a pooled connection whose read timeout
+    /// is stretched by `block` for this call).
+    pub(crate) fn wait_log(
+        &self,
+        keys: &LockKeys,
+        after: &str,
+        block: Duration,
+    ) -> Result<(), Error> {
+        let Hold::Leader { log } = &keys.hold else {
+            return Ok(());
+        };
+        let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
+        let ms = time::millis_ceil(block).max(1);
+        let mut op = |c: &mut dyn ConnectionLike| {
+            Ok(redis::cmd("XREAD")
+                .arg("COUNT")
+                .arg(1)
+                .arg("BLOCK")
+                .arg(ms)
+                .arg("STREAMS")
+                .arg(log)
+                .arg(after)
+                .query::<Value>(c)?)
+        };
+        self.instance(0)?
+            .run(checkout, io.saturating_add(block), &mut op, None)?;
+        Ok(())
+    }
+}
+
+/// A value no longer than [`MAX_VALUE`].
+fn check_value(value: &str) -> Result<(), Error> {
+    if value.len() > MAX_VALUE {
+        return Err(Error::InvalidInput(format!(
+            "an election value may be at most {MAX_VALUE} bytes, not {}",
+            value.len()
+        )));
+    }
+    Ok(())
+}

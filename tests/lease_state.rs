@@ -1,0 +1,321 @@
+//! Lease states on real servers: a guard goes `Held -> InDoubt -> Held`
+//! when its renewals stall (a proxy that passes nothing) for less than the
+//! lease and then recover, and `Held -> InDoubt -> Lost` when they do not;
+//! Redis showing the key gone is `Held -> Lost` at once. The builder's
+//! callback is told each change once, in order, naming the caller's key;
+//! `wait_state_change` returns on a change and at its timeout;
+//! `ensure_confirmed` refuses while in doubt. Every primitive's guard has
+//! the same lease API.
+#![allow(clippy::disallowed_methods)] // tests spawn threads directly: a failed spawn should panic
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{key, Server};
+use redmutex::{Builder, Error, LeaseChange, LeaseChangeReason, LeaseState, Locker};
+use redmutex_testkit::proxy::{Mode, Proxy};
+
+use LeaseState::{Held, InDoubt, Lost};
+
+/// The lease of the stall tests: its first renewal is due after 2 s, and a
+/// stall found then still leaves about 4 s before the deadline for the
+/// renewals retried every 600 ms to get through once it ends.
+const TTL: Duration = Duration::from_secs(6);
+/// Checkout and I/O timeouts: a stalled renewal fails after this.
+const IO: Duration = Duration::from_millis(300);
+/// The bound of every wait for an event: far above what any takes.
+const LONG: Duration = Duration::from_secs(30);
+
+/// A builder over a pool through `url`, with short timeouts, lease `ttl`
+/// and a callback that sends each change down the returned channel.
+fn recorded(url: &str, ttl: Duration) -> (Builder, Receiver<LeaseChange>) {
+    let (tx, rx) = mpsc::channel();
+    let builder = Locker::builder(redmutex::pool(url).unwrap())
+        .ttl(ttl)
+        .io_timeout(IO)
+        .checkout_timeout(IO)
+        .on_lease_change(move |c| {
+            let _ = tx.send(c.clone());
+        });
+    (builder, rx)
+}
+
+/// The next change told, within `LONG`.
+fn next(rx: &Receiver<LeaseChange>) -> LeaseChange {
+    rx.recv_timeout(LONG).expect("a lease change told")
+}
+
+/// Every change told so far: each must start where the one before ended
+/// (the first from `Held`), so none is told twice or skipped.
+fn assert_chain(told: &[LeaseChange]) {
+    let mut at = Held;
+    for c in told {
+        assert_eq!(c.from(), at, "out of order or repeated: {told:?}");
+        assert_ne!(c.from(), c.to(), "{told:?}");
+        at = c.to();
+    }
+}
+
+#[test]
+fn a_stall_shorter_than_the_lease_goes_held_in_doubt_held() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let (builder, rx) = recorded(&proxy.url(), TTL);
+    let locker = builder.prefix("states").build().unwrap();
+    let k = key("recovers");
+    let guard = locker.lock(&k).unwrap();
+    assert_eq!(guard.state(), Held);
+    guard.ensure_confirmed().unwrap();
+
+    proxy.set(Mode::Blackhole);
+    assert_eq!(guard.wait_state_change(Held, LONG), InDoubt);
+    let doubt_at = Instant::now();
+    assert!(
+        matches!(guard.ensure_confirmed(), Err(Error::InDoubt { ref key }) if *key == k),
+        "{:?}",
+        guard.ensure_confirmed()
+    );
+    // Still promised: the deadline counts from the last confirmed renewal.
+    guard.ensure_held().unwrap();
+    assert!(!guard.is_lost());
+    assert!(guard.valid_until() > Instant::now());
+
+    proxy.set(Mode::Pass);
+    assert_eq!(guard.wait_state_change(InDoubt, LONG), Held);
+    guard.ensure_confirmed().unwrap();
+    assert!(
+        doubt_at.elapsed() < TTL,
+        "recovered within the lease: {:?}",
+        doubt_at.elapsed()
+    );
+
+    let first = next(&rx);
+    assert_eq!((first.from(), first.to()), (Held, InDoubt));
+    assert!(
+        matches!(
+            first.reason(),
+            LeaseChangeReason::RenewalFailed | LeaseChangeReason::RenewalOverdue
+        ),
+        "{first:?}"
+    );
+    // The caller's key, not the prefixed one; and no token anywhere.
+    assert_eq!(first.key(), k);
+    assert!(!format!("{first:?}").contains("states:"), "{first:?}");
+    let second = next(&rx);
+    assert_eq!((second.from(), second.to()), (InDoubt, Held));
+    assert_eq!(second.reason(), LeaseChangeReason::Renewed);
+    assert!(second.at() >= first.at());
+
+    guard.unlock().unwrap();
+    let mut told = vec![first, second];
+    told.extend(rx.try_iter());
+    assert_chain(&told);
+}
+
+#[test]
+fn a_stall_that_outlasts_the_lease_goes_held_in_doubt_lost() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let (builder, rx) = recorded(&proxy.url(), Duration::from_secs(2));
+    let locker = builder.build().unwrap();
+    let k = key("runs-out");
+    let guard = locker.lock(&k).unwrap();
+
+    proxy.set(Mode::Blackhole);
+    assert_eq!(guard.wait_state_change(Held, LONG), InDoubt);
+    assert_eq!(guard.wait_state_change(InDoubt, LONG), Lost);
+    assert!(guard.is_lost());
+    assert!(matches!(guard.ensure_confirmed(), Err(Error::Lost { .. })));
+    // Lost is final: it waits no more for a change.
+    assert_eq!(guard.wait_state_change(Lost, LONG), Lost);
+
+    let first = next(&rx);
+    assert_eq!((first.from(), first.to()), (Held, InDoubt), "{first:?}");
+    let second = next(&rx);
+    assert_eq!((second.from(), second.to()), (InDoubt, Lost), "{second:?}");
+    assert_eq!(second.reason(), LeaseChangeReason::DeadlinePassed);
+    assert_eq!(second.key(), k);
+
+    proxy.set(Mode::Pass);
+    assert!(matches!(guard.unlock(), Err(Error::Lost { .. })));
+    // Nothing more is told: a lost lease is final.
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+}
+
+#[test]
+fn a_key_gone_in_redis_goes_straight_to_lost() {
+    let server = Server::start();
+    let (builder, rx) = recorded(&server.url(), Duration::from_secs(1));
+    let locker = builder.build().unwrap();
+    let k = key("deleted");
+    let guard = locker.lock(&k).unwrap();
+    let _: () = redis::cmd("DEL").arg(&k).query(&mut server.conn()).unwrap();
+    assert_eq!(guard.wait_state_change(Held, LONG), Lost);
+    let c = next(&rx);
+    assert_eq!((c.from(), c.to(), c.key()), (Held, Lost, k.as_str()));
+    assert_eq!(c.reason(), LeaseChangeReason::NotOurs);
+    drop(guard);
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+}
+
+#[test]
+fn wait_state_change_returns_at_its_timeout_or_at_once() {
+    let server = Server::start();
+    let locker = server.locker_with_ttl(Duration::from_secs(60));
+    let guard = locker.lock(&key("waits")).unwrap();
+    let start = Instant::now();
+    assert_eq!(
+        guard.wait_state_change(Held, Duration::from_millis(100)),
+        Held
+    );
+    assert!(start.elapsed() >= Duration::from_millis(100));
+    // Already other than `seen`: at once.
+    let start = Instant::now();
+    assert_eq!(guard.wait_state_change(InDoubt, LONG), Held);
+    assert_eq!(guard.wait_state_change(Lost, LONG), Held);
+    assert!(start.elapsed() < LONG / 2);
+    // Zero and huge timeouts are fine.
+    assert_eq!(guard.wait_state_change(Held, Duration::ZERO), Held);
+    // A change wakes a waiter on another thread.
+    let k2 = key("waits-2");
+    let short = server.locker_with_ttl(Duration::from_secs(1));
+    let g2 = short.lock(&k2).unwrap();
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| g2.wait_state_change(Held, Duration::MAX));
+        let _: () = redis::cmd("DEL")
+            .arg(&k2)
+            .query(&mut server.conn())
+            .unwrap();
+        assert_eq!(waiter.join().unwrap(), Lost);
+    });
+}
+
+#[test]
+fn a_panicking_callback_never_stops_the_watchdog() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let locker = Locker::builder(redmutex::pool(&proxy.url()).unwrap())
+        .ttl(TTL)
+        .io_timeout(IO)
+        .checkout_timeout(IO)
+        .on_lease_change(move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            panic!("a callback that panics");
+        })
+        .build()
+        .unwrap();
+    let guard = locker.lock(&key("panics")).unwrap();
+    // Two rounds of doubt and recovery: the second is told too, so the
+    // watchdog lived through the panics of the first.
+    for round in 1..=2 {
+        proxy.set(Mode::Blackhole);
+        assert_eq!(
+            guard.wait_state_change(Held, LONG),
+            InDoubt,
+            "round {round}"
+        );
+        proxy.set(Mode::Pass);
+        assert_eq!(
+            guard.wait_state_change(InDoubt, LONG),
+            Held,
+            "round {round}"
+        );
+        common::wait_until("both changes told", LONG, || {
+            calls.load(Ordering::SeqCst) >= 2 * round
+        });
+    }
+    guard.unlock().unwrap();
+}
+
+#[test]
+fn without_a_watchdog_only_a_failed_extend_puts_the_lease_in_doubt() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let (builder, rx) = recorded(&proxy.url(), Duration::from_secs(60));
+    let locker = builder.watchdog(false).build().unwrap();
+    let guard = locker.lock(&key("manual")).unwrap();
+    proxy.set(Mode::Blackhole);
+    assert!(guard.extend(Duration::from_secs(60)).is_err());
+    assert_eq!(guard.state(), InDoubt);
+    assert!(matches!(
+        guard.ensure_confirmed(),
+        Err(Error::InDoubt { .. })
+    ));
+    proxy.set(Mode::Pass);
+    guard.extend(Duration::from_secs(60)).unwrap();
+    assert_eq!(guard.state(), Held);
+    guard.unlock().unwrap();
+    // No watchdog, so nothing is told.
+    assert!(rx.try_recv().is_err());
+}
+
+/// Every primitive's guard (a lock, a multi-key lock, a permit, a read and
+/// a write hold) has the same lease API: each goes to `Lost` when its keys
+/// go, and the callback names the caller's key or name.
+#[test]
+fn every_primitive_has_the_lease_states() {
+    let server = Server::start();
+    let (builder, rx) = recorded(&server.url(), Duration::from_secs(1));
+    let locker = builder.build().unwrap();
+    let (a, b) = (key("multi-a"), key("multi-b"));
+    let (sem, rw) = (key("sem"), key("rw"));
+    let semaphore = locker.semaphore(&sem, 2).unwrap();
+    let rwlock = locker.rwlock(&rw).unwrap();
+    let holds: Vec<(&str, Box<dyn Fn() -> redmutex::Guard>)> = vec![
+        (&a, Box::new(|| locker.lock(&a).unwrap())),
+        (&a, Box::new(|| locker.lock_all(&[&a, &b]).unwrap())),
+        (&sem, Box::new(|| semaphore.acquire().unwrap())),
+        (&rw, Box::new(|| rwlock.read().unwrap())),
+        (&rw, Box::new(|| rwlock.write().unwrap())),
+    ];
+    for (name, take) in holds {
+        let guard = take();
+        assert_eq!(guard.state(), Held, "{name}");
+        guard.ensure_confirmed().unwrap();
+        let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+        assert_eq!(guard.wait_state_change(Held, LONG), Lost, "{name}");
+        let c = next(&rx);
+        assert_eq!((c.from(), c.to(), c.key()), (Held, Lost, name), "{c:?}");
+        drop(guard);
+    }
+}
+
+/// A renewal that is slow but gets through: in doubt from the moment it is
+/// overdue (half the TTL after the last confirmed request was sent), held
+/// again when its confirmation arrives, before the deadline.
+#[test]
+fn a_slow_renewal_is_overdue_then_confirmed() {
+    let server = Server::start();
+    // Each chunk waits 500 ms each way once delaying: a round trip of a
+    // second or more, where the renewal due at 1.33 s is overdue at 2 s
+    // and confirmed at 2.33 s or later, well before the deadline at 3.96 s.
+    let proxy = Proxy::with_delay(server.port(), Duration::from_millis(500));
+    proxy.set(Mode::Pass);
+    let (tx, rx) = mpsc::channel();
+    let locker = Locker::builder(redmutex::pool(&proxy.url()).unwrap())
+        .ttl(Duration::from_secs(4))
+        .on_lease_change(move |c| {
+            let _ = tx.send(c.clone());
+        })
+        .build()
+        .unwrap();
+    let guard = locker.lock(&key("slow")).unwrap();
+    proxy.set(Mode::Delay);
+    assert_eq!(guard.wait_state_change(Held, LONG), InDoubt);
+    assert_eq!(guard.wait_state_change(InDoubt, LONG), Held);
+    proxy.set(Mode::Pass);
+    let first = next(&rx);
+    assert_eq!(
+        (first.from(), first.to(), first.reason()),
+        (Held, InDoubt, LeaseChangeReason::RenewalOverdue)
+    );
+    let second = next(&rx);
+    assert_eq!((second.from(), second.to()), (InDoubt, Held));
+    guard.unlock().unwrap();
+}
