@@ -16,7 +16,7 @@ LAYERS = [
     ("mechanism", ["config", "protocol", "quorum", "backoff", "conn", "open",
                    "lease", "wake", "raw", "server"]),
     ("held", ["guard"]),
-    ("api", ["locker", "semaphore", "rwlock"]),
+    ("api", ["locker", "semaphore", "rwlock", "fence"]),
     ("entry", ["builder"]),
     ("root", ["lib"]),
 ]

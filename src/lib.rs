@@ -456,6 +456,7 @@ mod config;
 mod conn;
 mod defaults;
 mod error;
+pub mod fence;
 mod guard;
 mod info;
 mod lease;

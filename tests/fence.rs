@@ -19,11 +19,18 @@ fn admit_takes_tokens_at_least_the_highest_seen() {
     let mut conn = server.conn();
     let r = key("f-resource");
     assert!(fence::admit(&mut conn, &r, 10).unwrap(), "the first token");
-    assert!(fence::admit(&mut conn, &r, 10).unwrap(), "the same holder again");
+    assert!(
+        fence::admit(&mut conn, &r, 10).unwrap(),
+        "the same holder again"
+    );
     assert!(fence::admit(&mut conn, &r, 12).unwrap(), "a newer holder");
     assert!(!fence::admit(&mut conn, &r, 11).unwrap(), "a stale holder");
     assert!(!fence::admit(&mut conn, &r, 10).unwrap(), "a stale holder");
-    assert_eq!(get(&server, &r).as_deref(), Some("12"), "the highest is recorded");
+    assert_eq!(
+        get(&server, &r).as_deref(),
+        Some("12"),
+        "the highest is recorded"
+    );
     // Tokens past 2^53 compare exactly (Lua's numbers would not).
     let big = (1u64 << 60) + 1;
     assert!(fence::admit(&mut conn, &r, big).unwrap());
@@ -37,10 +44,25 @@ fn admit_refuses_a_key_that_holds_no_token() {
     let server = Server::start();
     let mut conn = server.conn();
     let (text, hash) = (key("f-text"), key("f-hash"));
-    let _: () = redis::cmd("SET").arg(&text).arg("hello").query(&mut conn).unwrap();
-    let _: () = redis::cmd("HSET").arg(&hash).arg("f").arg(1).query(&mut conn).unwrap();
-    assert!(matches!(fence::admit(&mut conn, &text, 1), Err(Error::InvalidInput(_))));
-    assert!(matches!(fence::admit(&mut conn, &hash, 1), Err(Error::InvalidInput(_))));
+    let _: () = redis::cmd("SET")
+        .arg(&text)
+        .arg("hello")
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(&hash)
+        .arg("f")
+        .arg(1)
+        .query(&mut conn)
+        .unwrap();
+    assert!(matches!(
+        fence::admit(&mut conn, &text, 1),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        fence::admit(&mut conn, &hash, 1),
+        Err(Error::InvalidInput(_))
+    ));
     assert_eq!(get(&server, &text).as_deref(), Some("hello"));
 }
 
@@ -61,7 +83,11 @@ fn admit_and_run_runs_only_when_admitted() {
         Err(Error::Lost { key }) => assert_eq!(key, r),
         other => panic!("expected Lost, got {other:?}"),
     }
-    assert_eq!(get(&server, &data).as_deref(), Some("from 20"), "nothing ran");
+    assert_eq!(
+        get(&server, &data).as_deref(),
+        Some("from 20"),
+        "nothing ran"
+    );
     assert_eq!(get(&server, &r).as_deref(), Some("20"));
 }
 

@@ -7,7 +7,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{key, lock_as_someone_else, redlock_builder, reserved, servers, wait_until, Cluster, Server};
+use common::{
+    key, lock_as_someone_else, redlock_builder, reserved, servers, wait_until, Cluster, Server,
+};
 use redis::Value;
 use redmutex::{Error, Locker};
 
@@ -16,7 +18,11 @@ fn get(server: &Server, k: &str) -> Option<String> {
 }
 
 fn exists(server: &Server, k: &str) -> bool {
-    redis::cmd("EXISTS").arg(k).query::<i64>(&mut server.conn()).unwrap() == 1
+    redis::cmd("EXISTS")
+        .arg(k)
+        .query::<i64>(&mut server.conn())
+        .unwrap()
+        == 1
 }
 
 fn is_lost(r: Result<Vec<Value>, Error>) -> bool {
@@ -30,7 +36,10 @@ fn guarded_commands_run_in_order_while_held() {
     let (k, data, count) = (key("g-held"), key("g-held-data"), key("g-held-count"));
     let guard = locker.lock(&k).unwrap();
     let mut p = redis::pipe();
-    p.set(&data, "v1").incr(&count, 2).get(&data).get(key("g-held-none"));
+    p.set(&data, "v1")
+        .incr(&count, 2)
+        .get(&data)
+        .get(key("g-held-none"));
     let replies = guard.run_if_held(&p).unwrap();
     assert_eq!(
         replies,
@@ -42,7 +51,10 @@ fn guarded_commands_run_in_order_while_held() {
         ]
     );
     // An empty pipeline checks the lock and runs nothing.
-    assert_eq!(guard.run_if_held(&redis::pipe()).unwrap(), Vec::<Value>::new());
+    assert_eq!(
+        guard.run_if_held(&redis::pipe()).unwrap(),
+        Vec::<Value>::new()
+    );
     // `.atomic()` changes nothing: the script is atomic already.
     let mut atomic = redis::pipe();
     atomic.atomic().incr(&count, 1).incr(&count, 1);
@@ -115,7 +127,12 @@ fn an_error_reply_stops_the_commands_after_it() {
     let server = Server::start();
     let locker = server.locker();
     let (k, hash, a, b) = (key("g-err"), key("g-err-h"), key("g-err-a"), key("g-err-b"));
-    let _: () = redis::cmd("HSET").arg(&hash).arg("f").arg("1").query(&mut server.conn()).unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(&hash)
+        .arg("f")
+        .arg("1")
+        .query(&mut server.conn())
+        .unwrap();
     let guard = locker.lock(&k).unwrap();
     let mut p = redis::pipe();
     p.set(&a, "1").incr(&hash, 1).set(&b, "2");
@@ -123,7 +140,11 @@ fn an_error_reply_stops_the_commands_after_it() {
         Err(Error::Redis(e)) => assert_eq!(e.code(), Some("WRONGTYPE"), "{e}"),
         other => panic!("expected the command's error, got {other:?}"),
     }
-    assert_eq!(get(&server, &a).as_deref(), Some("1"), "the command before it ran");
+    assert_eq!(
+        get(&server, &a).as_deref(),
+        Some("1"),
+        "the command before it ran"
+    );
     assert!(!exists(&server, &b), "the command after it did not");
     assert!(!guard.is_lost(), "a command's error is not a loss");
 }
@@ -136,7 +157,10 @@ fn unknown_commands_and_wrong_arity_are_refused_before_anything_runs() {
     let guard = locker.lock(&k).unwrap();
     let mut unknown = redis::pipe();
     unknown.set(&a, "1").cmd("NOSUCHCOMMAND").arg(&a);
-    assert!(matches!(guard.run_if_held(&unknown), Err(Error::InvalidInput(_))));
+    assert!(matches!(
+        guard.run_if_held(&unknown),
+        Err(Error::InvalidInput(_))
+    ));
     let mut arity = redis::pipe();
     arity.set(&a, "1").cmd("SET").arg(&a);
     match guard.run_if_held(&arity) {
@@ -147,10 +171,16 @@ fn unknown_commands_and_wrong_arity_are_refused_before_anything_runs() {
     // The guard's own keys are not the commands' to write.
     let mut own = redis::pipe();
     own.del(&k);
-    assert!(matches!(guard.run_if_held(&own), Err(Error::InvalidInput(_))));
+    assert!(matches!(
+        guard.run_if_held(&own),
+        Err(Error::InvalidInput(_))
+    ));
     let mut internal = redis::pipe();
     internal.del(format!("{}fence", reserved(None)));
-    assert!(matches!(guard.run_if_held(&internal), Err(Error::InvalidInput(_))));
+    assert!(matches!(
+        guard.run_if_held(&internal),
+        Err(Error::InvalidInput(_))
+    ));
     guard.unlock().unwrap();
 }
 
@@ -207,7 +237,11 @@ fn guarded_writes_of_contending_holders_never_interleave() {
         .unwrap();
     for (i, e) in entries.iter().enumerate() {
         if let Some(id) = e.strip_suffix(":end") {
-            assert_eq!(entries[i - 1], format!("{id}:start"), "interleaved: {entries:?}");
+            assert_eq!(
+                entries[i - 1],
+                format!("{id}:start"),
+                "interleaved: {entries:?}"
+            );
         }
     }
     assert_eq!(entries.len(), 12 + 6, "{entries:?}");
@@ -227,7 +261,10 @@ fn a_permits_and_a_writers_and_a_readers_guarded_writes() {
     assert_eq!(b.run_if_held(&p).unwrap(), vec![Value::Int(2)]);
     // Permit a's key gone: a's writes are refused, b's still land.
     let permit_key = format!("{}permit:{}:{name}", reserved(None), a.permit().unwrap());
-    let _: () = redis::cmd("DEL").arg(&permit_key).query(&mut server.conn()).unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(&permit_key)
+        .query(&mut server.conn())
+        .unwrap();
     assert!(is_lost(a.run_if_held(&p)));
     assert_eq!(b.run_if_held(&p).unwrap(), vec![Value::Int(3)]);
     drop((a, b));
@@ -236,7 +273,10 @@ fn a_permits_and_a_writers_and_a_readers_guarded_writes() {
     let writer = rw.write().unwrap();
     assert_eq!(writer.run_if_held(&p).unwrap(), vec![Value::Int(4)]);
     let writer_key = format!("{}rw-write:{}", reserved(None), key("g-rw"));
-    let _: () = redis::cmd("DEL").arg(&writer_key).query(&mut server.conn()).unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(&writer_key)
+        .query(&mut server.conn())
+        .unwrap();
     assert!(is_lost(writer.run_if_held(&p)));
     drop(writer);
 
@@ -245,7 +285,10 @@ fn a_permits_and_a_writers_and_a_readers_guarded_writes() {
     // A read hold no longer counted among the readers keeps no writer out:
     // it is lost, as its renewal would find.
     let readers = format!("{}rw-readers:{}", reserved(None), key("g-rw"));
-    let _: () = redis::cmd("DEL").arg(&readers).query(&mut server.conn()).unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(&readers)
+        .query(&mut server.conn())
+        .unwrap();
     assert!(is_lost(reader.run_if_held(&p)));
     assert_eq!(get(&server, &count).as_deref(), Some("5"));
 }
@@ -256,8 +299,12 @@ fn cluster_commands_must_share_the_lock_keys_slot() {
     let locker = Locker::new(cluster.pool());
     let guard = locker.lock(key("{acct7}:lock")).unwrap();
     let mut same = redis::pipe();
-    same.set(key("{acct7}:balance"), 10).incr(key("{acct7}:version"), 1);
-    assert_eq!(guard.run_if_held(&same).unwrap(), vec![Value::Okay, Value::Int(1)]);
+    same.set(key("{acct7}:balance"), 10)
+        .incr(key("{acct7}:version"), 1);
+    assert_eq!(
+        guard.run_if_held(&same).unwrap(),
+        vec![Value::Okay, Value::Int(1)]
+    );
     let mut cross = redis::pipe();
     cross.set(key("{acct7}:a"), 1).set(key("{acct8}:b"), 1);
     match guard.run_if_held(&cross) {
@@ -265,11 +312,26 @@ fn cluster_commands_must_share_the_lock_keys_slot() {
         other => panic!("expected InvalidInput, got {other:?}"),
     }
     let keys = cluster.all_keys();
-    assert!(!keys.iter().any(|k| k.contains("{acct8}") || k.contains("{acct7}:a")), "{keys:?}");
+    assert!(
+        !keys
+            .iter()
+            .any(|k| k.contains("{acct8}") || k.contains("{acct7}:a")),
+        "{keys:?}"
+    );
     // A permit's keys are in its name's slot: the same rule holds.
-    let permit = locker.semaphore(key("{acct7}:sem"), 2).unwrap().acquire().unwrap();
-    assert_eq!(permit.run_if_held(&same).unwrap(), vec![Value::Okay, Value::Int(2)]);
-    assert!(matches!(permit.run_if_held(&cross), Err(Error::InvalidInput(_))));
+    let permit = locker
+        .semaphore(key("{acct7}:sem"), 2)
+        .unwrap()
+        .acquire()
+        .unwrap();
+    assert_eq!(
+        permit.run_if_held(&same).unwrap(),
+        vec![Value::Okay, Value::Int(2)]
+    );
+    assert!(matches!(
+        permit.run_if_held(&cross),
+        Err(Error::InvalidInput(_))
+    ));
 }
 
 #[test]
@@ -279,7 +341,10 @@ fn redlock_guards_refuse_guarded_writes() {
     let guard = locker.lock(key("g-redlock")).unwrap();
     let mut p = redis::pipe();
     p.set(key("g-redlock-data"), 1);
-    assert!(matches!(guard.run_if_held(&p), Err(Error::Unsupported { .. })));
+    assert!(matches!(
+        guard.run_if_held(&p),
+        Err(Error::Unsupported { .. })
+    ));
     for s in &servers {
         assert!(!exists(s, &key("g-redlock-data")));
     }

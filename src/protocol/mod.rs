@@ -1,9 +1,11 @@
 //! What the crate keeps in Redis and says to it: the key layout
 //! ([`keys`]), the Lua scripts (`lua/*.lua`, with their shared helpers in
 //! `lua/lib/`) with one typed caller each ([`scripts`]),
-//! every reply and stored value parsed ([`replies`]), and cluster hash
-//! slots ([`slots`]).
+//! every reply and stored value parsed ([`replies`]), cluster hash
+//! slots ([`slots`]), and a caller's commands run inside a script
+//! ([`commands`]).
 
+pub(crate) mod commands;
 pub(crate) mod keys;
 pub(crate) mod replies;
 pub(crate) mod scripts;

@@ -441,6 +441,7 @@ impl RawLock {
     }
 }
 
+mod guarded;
 mod later;
 mod mutex;
 mod permits;
