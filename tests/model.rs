@@ -1,7 +1,7 @@
 //! The lock protocol's models (in `redmutex-testkit`'s `model`), checked
 //! over every interleaving within bounds with `stateright`: the
-//! single-instance protocol (exclusion, fencing, claim; liveness under fair
-//! scheduling), and Redlock over three masters (exclusion and fencing
+//! single-instance protocol (exclusion, fencing, claim, guarded writes;
+//! liveness under fair scheduling), and Redlock over three masters (exclusion and fencing
 //! through one master's data loss). Each old hole put back into a model is
 //! found, and its counterexample printed.
 //!
@@ -84,6 +84,7 @@ fn protocol(restores: bool, flaw: Option<Flaw>) -> Protocol {
         stay: 2,
         horizon,
         grants,
+        writes: 0,
         // With restores, only fencing is checked: nobody dies or gives up.
         leavers: u8::from(!restores),
         restores,
@@ -139,6 +140,30 @@ fn the_old_holes_are_found() {
     }
 }
 
+/// Guarded writes (`Guard::run_if_held`): each holder may write once,
+/// believing in its lease or paused past it. A write lands only while the
+/// server's key is its writer's, so the writes that land carry rising
+/// tokens. A write checked only by the writer's belief (`ensure_held`,
+/// then a plain write) is found to land out of turn.
+#[test]
+fn guarded_writes_land_only_while_their_client_holds_the_lock() {
+    let model = Protocol {
+        writes: 1,
+        ..protocol(false, None)
+    };
+    let what = format!(
+        "guarded writes: {} clients, {} grants and 1 write each, {} ms, TTL 3 ms, drift {} ms, \
+         keys expire up to {} ms early",
+        model.clients, model.grants, model.horizon, model.drift, model.skew
+    );
+    check_all(&what, model);
+    let flawed = Protocol {
+        writes: 1,
+        ..protocol(false, Some(Flaw::UnguardedWrite))
+    };
+    counterexample("UnguardedWrite breaks guarded writes", flawed, "guarded writes");
+}
+
 /// Under fair scheduling (see `Fair`), a waiter that stays is granted
 /// within a bound: the longest hold before it, plus the TTL of a holder
 /// that renewed at its end and died, plus the time until its own next
@@ -155,6 +180,7 @@ fn a_waiter_that_stays_is_granted_under_fair_scheduling() {
         stay,
         horizon,
         grants: 2,
+        writes: 0,
         leavers: 1,
         restores: false,
         flaw: None,

@@ -6,7 +6,8 @@
 //! granted or not, renewed or not, to whom a release handed the lock, the
 //! fencing floor a refusal reports, who holds the lock with which token
 //! (tokens compared by order: each real token stands for the model token
-//! of the same grant), and the order of the live waiters. A model that
+//! of the same grant), the order of the live waiters, and how many
+//! guarded writes (`RawLock::run_if_held`) landed. A model that
 //! drifts from the scripts fails here.
 //!
 //! Time is the model's: the real TTL and stays are hours long, and when
@@ -44,6 +45,8 @@ use crate::Locker;
 /// by the real clock during a walk.
 const SCALE: u64 = 3_600_000;
 const KEY: &str = "walk";
+/// What the walk's guarded writes write: a count of those that landed.
+const DATA: &str = "walk-data";
 
 /// A small, seeded generator (SplitMix64): reproducible walks without a
 /// dependency.
@@ -171,6 +174,14 @@ impl Real {
                     .filter(|(_, fence)| !self.tokens.values().any(|t| t == fence));
                 (None, handed)
             }
+            Req::Write(_) => {
+                let mut write = redis::pipe();
+                write.incr(DATA, 1);
+                match self.shared.run_if_held(a, &write).unwrap() {
+                    Some(_) => (Some(Reply::Written), None),
+                    None => (Some(Reply::NotOurs), None),
+                }
+            }
         }
     }
 
@@ -255,6 +266,8 @@ impl Real {
             .map(|(c, _)| *c)
             .collect();
         assert_eq!(live, model, "{step}: the live waiters, in order");
+        let written: Option<u8> = self.conn.get(DATA).unwrap();
+        assert_eq!(written.unwrap_or(0), s.written, "{step}: the guarded writes that landed");
     }
 }
 
@@ -267,6 +280,7 @@ fn walk(locker: &Locker, conn: redis::Connection, seed: u64, steps: usize, trace
         stay: 2,
         horizon: 40,
         grants: 4,
+        writes: 2,
         leavers: 2,
         restores: true,
         flaw: None,
