@@ -84,6 +84,8 @@ struct Real {
     tokens: BTreeMap<u64, u64>,
     /// `DUMP`s of the lock's keys, with their PTTL.
     snapshot: Vec<(String, Option<Dump>)>,
+    /// Guarded writes that landed, and that were refused.
+    writes: [usize; 2],
 }
 
 impl Real {
@@ -102,6 +104,7 @@ impl Real {
             clients,
             tokens: BTreeMap::new(),
             snapshot: Vec::new(),
+            writes: [0, 0],
         }
     }
 
@@ -177,10 +180,14 @@ impl Real {
             Req::Write(_) => {
                 let mut write = redis::pipe();
                 write.incr(DATA, 1);
-                match self.shared.run_if_held(a, &write).unwrap() {
-                    Some(_) => (Some(Reply::Written), None),
-                    None => (Some(Reply::NotOurs), None),
-                }
+                let landed = self.shared.run_if_held(a, &write).unwrap().is_some();
+                self.writes[usize::from(!landed)] += 1;
+                let reply = if landed {
+                    Reply::Written
+                } else {
+                    Reply::NotOurs
+                };
+                (Some(reply), None)
             }
         }
     }
@@ -267,13 +274,24 @@ impl Real {
             .collect();
         assert_eq!(live, model, "{step}: the live waiters, in order");
         let written: Option<u8> = self.conn.get(DATA).unwrap();
-        assert_eq!(written.unwrap_or(0), s.written, "{step}: the guarded writes that landed");
+        assert_eq!(
+            written.unwrap_or(0),
+            s.written,
+            "{step}: the guarded writes that landed"
+        );
     }
 }
 
 /// One walk of `steps` random actions from the model's initial state,
-/// printing each step when `trace`; says how many requests it ran.
-fn walk(locker: &Locker, conn: redis::Connection, seed: u64, steps: usize, trace: bool) -> usize {
+/// printing each step when `trace`; says how many requests it ran, and
+/// how many guarded writes landed and were refused.
+fn walk(
+    locker: &Locker,
+    conn: redis::Connection,
+    seed: u64,
+    steps: usize,
+    trace: bool,
+) -> (usize, [usize; 2]) {
     let model = Protocol {
         clients: 3,
         ttl: 3,
@@ -361,7 +379,7 @@ fn walk(locker: &Locker, conn: redis::Connection, seed: u64, steps: usize, trace
         real.expire(&s);
         real.agree(&s, &at);
     }
-    runs
+    (runs, real.writes)
 }
 
 /// A number from the environment, if set.
@@ -381,14 +399,23 @@ fn the_model_and_the_real_scripts_agree_step_by_step() {
     // `REDMUTEX_MODEL_TRACE=<seed>` prints that walk's steps.
     let trace = env("REDMUTEX_MODEL_TRACE");
     let started = Instant::now();
-    let mut runs = 0;
+    let (mut runs, mut writes) = (0, [0, 0]);
     for seed in first..first + walks {
         let conn = client.get_connection().unwrap();
-        runs += walk(&locker, conn, seed, 60, trace == Some(seed));
+        let (r, [landed, refused]) = walk(&locker, conn, seed, 60, trace == Some(seed));
+        runs += r;
+        writes[0] += landed;
+        writes[1] += refused;
     }
     eprintln!(
-        "model vs redis-server: {walks} walks of up to 60 steps, {runs} requests run on both, \
-         all agreed, in {:.1?}",
+        "model vs redis-server: {walks} walks of up to 60 steps, {runs} requests run on both \
+         ({} guarded writes landed, {} refused), all agreed, in {:.1?}",
+        writes[0],
+        writes[1],
         started.elapsed()
+    );
+    assert!(
+        writes[0] > 0 && writes[1] > 0,
+        "the walks wrote and were refused"
     );
 }
