@@ -298,9 +298,12 @@ impl Guard {
     ///
     /// - **Keys.** The commands' keys are asked of the server first (one
     ///   round trip for all of them) and declared to the script, as Redis
-    ///   wants, so Cluster routing and ACL key rules apply to them. That
-    ///   same question refuses, before anything runs, an unknown command
-    ///   or one with the wrong number of arguments. A command of one word
+    ///   wants, so Cluster routing and ACL key rules apply to them: a key an
+    ///   ACL user may not touch refuses the whole script (`NOPERM`, as
+    ///   [`Error::Redis`]) before any command runs. An ACL user needs
+    ///   `+command|getkeys`. The question of the keys refuses, before
+    ///   anything runs too, an unknown command or one with the wrong
+    ///   number of arguments. A command of one word
     ///   (`PING`, `TIME`) is taken as keyless. The keys may not be the
     ///   lock's own (its key, its counter, its queue).
     /// - **Errors of a command.** The commands run in order with

@@ -350,3 +350,36 @@ fn redlock_guards_refuse_guarded_writes() {
     }
     assert!(!guard.is_lost());
 }
+
+/// The commands' keys are declared to the script, so an ACL user's key
+/// rules refuse the whole script before any command runs.
+#[test]
+fn an_acl_users_key_rules_refuse_the_script_before_anything_runs() {
+    let server = Server::start();
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "app",
+            "on",
+            ">pw",
+            "~app:*",
+            "~__redmutex__:*",
+            "+@all",
+        ])
+        .query(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://app:pw@127.0.0.1:{}/", server.port());
+    let locker = Locker::open(&url).unwrap();
+    let guard = locker.lock(format!("app:{}", key("g-acl"))).unwrap();
+    let (mine, other) = (format!("app:{}", key("g-acl-a")), key("other:g-acl-b"));
+    let mut p = redis::pipe();
+    p.set(&mine, 1).set(&other, 1);
+    match guard.run_if_held(&p) {
+        Err(Error::Redis(e)) => assert_eq!(e.code(), Some("NOPERM"), "{e}"),
+        other => panic!("expected NOPERM, got {other:?}"),
+    }
+    assert!(!exists(&server, &mine), "nothing may run");
+    let mut ok = redis::pipe();
+    ok.set(&mine, 2);
+    assert_eq!(guard.run_if_held(&ok).unwrap(), vec![Value::Okay]);
+}
