@@ -77,6 +77,12 @@ fn admit_and_run_runs_only_when_admitted() {
         fence::admit_and_run(&mut conn, &r, 20, &p).unwrap(),
         vec![Value::Okay, Value::BulkString(b"from 20".to_vec())]
     );
+    let mut ignored = redis::pipe();
+    ignored.set(&data, "from 20").ignore().get(&data);
+    assert_eq!(
+        fence::admit_and_run(&mut conn, &r, 20, &ignored).unwrap(),
+        vec![Value::BulkString(b"from 20".to_vec())]
+    );
     let mut stale = redis::pipe();
     stale.set(&data, "from 19");
     match fence::admit_and_run(&mut conn, &r, 19, &stale) {

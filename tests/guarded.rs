@@ -62,6 +62,21 @@ fn guarded_commands_run_in_order_while_held() {
         guard.run_if_held(&atomic).unwrap(),
         vec![Value::Int(3), Value::Int(4)]
     );
+    // Replies of commands marked `ignore()` are left out, as `query` does.
+    let mut ignored = redis::pipe();
+    ignored
+        .incr(&count, 1)
+        .ignore()
+        .get(&data)
+        .incr(&count, 1)
+        .ignore();
+    assert_eq!(
+        guard.run_if_held(&ignored).unwrap(),
+        vec![Value::BulkString(b"v1".to_vec())]
+    );
+    let mut both = redis::pipe();
+    both.atomic().incr(&count, 1).ignore().incr(&count, 1);
+    assert_eq!(guard.run_if_held(&both).unwrap(), vec![Value::Int(8)]);
     assert!(!guard.is_lost());
     guard.unlock().unwrap();
 }
