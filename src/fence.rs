@@ -97,7 +97,8 @@ pub fn admit(
 /// wrong number of arguments refused before anything runs, and the first
 /// error reply ending the run (**the commands before it ran and stay
 /// applied**: scripts do not roll back; the token is recorded). The
-/// pipeline's `atomic` flag changes nothing. On a Redis Cluster the
+/// pipeline's `atomic` flag changes nothing; the replies of commands
+/// marked `ignore()` are left out. On a Redis Cluster the
 /// commands' keys and `resource_key` must share a hash slot (hash tags:
 /// `{exports}:fence`, `{exports}:rows`), else the server refuses the
 /// script (`CROSSSLOT`) and nothing runs.
@@ -150,7 +151,7 @@ fn fenced(
     };
     let call = scripts::fence(resource_key, token, &keys, &commands.packed());
     match commands::read_run(call.invoke::<Value>(conn)?)? {
-        Ok(replies) => Ok(replies),
+        Ok(replies) => Ok(commands.kept_replies(replies)),
         Err(0) => Err(Error::Lost {
             key: resource_key.to_owned(),
         }),

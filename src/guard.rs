@@ -314,9 +314,9 @@ impl Guard {
     ///   lost for that.
     /// - **Transactions.** The script is atomic: no other client's command
     ///   runs between the check and the last command. A pipeline's
-    ///   [`atomic`](redis::Pipeline::atomic) flag changes nothing, and
-    ///   [`ignore`](redis::Pipeline::ignore) is not looked at (every
-    ///   command's reply is returned). `MULTI`, `EXEC`, blocking and
+    ///   [`atomic`](redis::Pipeline::atomic) flag changes nothing; the
+    ///   replies of commands marked [`ignore`](redis::Pipeline::ignore)
+    ///   are left out, as [`query`](redis::Pipeline::query) leaves them. `MULTI`, `EXEC`, blocking and
     ///   other commands a script may not run are refused by the server
     ///   when their turn comes.
     /// - **Replies** come back as a script's do: a status reply as

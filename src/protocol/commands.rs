@@ -24,6 +24,9 @@ pub(crate) const MAX_ARGS: usize = 7_000;
 /// The commands of a pipeline, each as its arguments (its name first).
 pub(crate) struct Commands {
     cmds: Vec<Vec<Vec<u8>>>,
+    /// Whose replies the caller wants: not those of commands marked
+    /// `ignore()` (see [`kept`]).
+    kept: Vec<usize>,
 }
 
 impl Commands {
@@ -54,7 +57,24 @@ impl Commands {
             }
             cmds.push(args);
         }
-        Ok(Commands { cmds })
+        Ok(Commands {
+            kept: kept(pipe),
+            cmds,
+        })
+    }
+
+    /// The replies of the commands the pipeline did not mark `ignore()`,
+    /// as `Pipeline::query` would return them.
+    pub(crate) fn kept_replies(&self, replies: Vec<Value>) -> Vec<Value> {
+        if self.kept.len() == replies.len() {
+            return replies;
+        }
+        replies
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| self.kept.contains(i))
+            .map(|(_, v)| v)
+            .collect()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -128,6 +148,56 @@ impl Commands {
             out.extend(cmd.iter().cloned());
         }
         out
+    }
+}
+
+/// The indices of `pipe`'s commands whose replies its `query` returns
+/// (those not marked `ignore()`, which redis-rs keeps to itself): the
+/// pipeline is run on a connection that answers each command with its
+/// index, and never goes to a server.
+fn kept(pipe: &Pipeline) -> Vec<usize> {
+    struct Indices(usize);
+    impl ConnectionLike for Indices {
+        fn req_packed_command(&mut self, _: &[u8]) -> RedisResult<Value> {
+            Ok(Value::Nil)
+        }
+        fn req_packed_commands(
+            &mut self,
+            _: &[u8],
+            offset: usize,
+            count: usize,
+        ) -> RedisResult<Vec<Value>> {
+            let each: Vec<Value> = (0..self.0)
+                .map(|i| Value::Int(i64::try_from(i).unwrap_or(-1)))
+                .collect();
+            // A transaction's replies come as one array, after MULTI's and
+            // the QUEUED ones (which `offset` skips).
+            Ok(if count == 1 && offset > 0 {
+                vec![Value::Array(each)]
+            } else {
+                each
+            })
+        }
+        fn get_db(&self) -> i64 {
+            0
+        }
+        fn check_connection(&mut self) -> bool {
+            true
+        }
+        fn is_open(&self) -> bool {
+            true
+        }
+    }
+    let all: Vec<usize> = (0..pipe.len()).collect();
+    match pipe.query::<Vec<Value>>(&mut Indices(pipe.len())) {
+        Ok(kept) => kept
+            .iter()
+            .filter_map(|v| match v {
+                Value::Int(i) => usize::try_from(*i).ok(),
+                _ => None,
+            })
+            .collect(),
+        Err(_) => all,
     }
 }
 

@@ -52,7 +52,7 @@ impl RawLock {
             Ok(Value::Nil)
         })?;
         match ran {
-            Some(Ok(replies)) => Ok(Some(replies)),
+            Some(Ok(replies)) => Ok(Some(commands.kept_replies(replies))),
             Some(Err(_)) => Ok(None),
             None => Err(crate::protocol::replies::unexpected("guarded", &Value::Nil)),
         }
