@@ -398,3 +398,20 @@ fn an_acl_users_key_rules_refuse_the_script_before_anything_runs() {
     ok.set(&mine, 2);
     assert_eq!(guard.run_if_held(&ok).unwrap(), vec![Value::Okay]);
 }
+
+/// A multi-key guard's write runs only while every one of its keys is its
+/// own.
+#[test]
+fn a_multi_key_guard_needs_every_key() {
+    let server = Server::start();
+    let locker = server.locker();
+    let (a, b, data) = (key("g-multi-a"), key("g-multi-b"), key("g-multi-data"));
+    let guard = locker.lock_all(&[&a, &b]).unwrap();
+    let mut p = redis::pipe();
+    p.incr(&data, 1);
+    assert_eq!(guard.run_if_held(&p).unwrap(), vec![Value::Int(1)]);
+    let _: () = redis::cmd("DEL").arg(&b).query(&mut server.conn()).unwrap();
+    assert!(is_lost(guard.run_if_held(&p)));
+    assert_eq!(get(&server, &data).as_deref(), Some("1"));
+    assert!(exists(&server, &a), "the key still ours is left alone");
+}

@@ -237,3 +237,69 @@ pub(crate) fn read_run(reply: Value) -> Result<Result<Vec<Value>, i64>, Error> {
         _ => Err(replies::unexpected("run", &Value::Array(items))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn commands_are_packed_with_their_lengths() {
+        let mut pipe = redis::pipe();
+        pipe.set("a", 1).cmd("PING");
+        let commands = Commands::of(&pipe).unwrap();
+        let packed: Vec<String> = commands
+            .packed()
+            .into_iter()
+            .map(|a| String::from_utf8(a).unwrap())
+            .collect();
+        assert_eq!(packed, ["3", "SET", "a", "1", "1", "PING"]);
+    }
+
+    #[test]
+    fn ignored_replies_are_left_out_as_query_leaves_them() {
+        let mut pipe = redis::pipe();
+        pipe.incr("a", 1).ignore().get("a").del("a").ignore();
+        assert_eq!(kept(&pipe), [1]);
+        pipe.atomic();
+        assert_eq!(kept(&pipe), [1]);
+        let commands = Commands::of(&pipe).unwrap();
+        let replies = vec![Value::Int(1), Value::Okay, Value::Int(0)];
+        assert_eq!(commands.kept_replies(replies), [Value::Okay]);
+        let mut plain = redis::pipe();
+        plain.get("a");
+        assert_eq!(kept(&plain), [0]);
+        assert!(kept(&redis::pipe()).is_empty());
+    }
+
+    #[test]
+    fn cursor_arguments_are_refused() {
+        let mut scan = redis::cmd("SCAN");
+        scan.cursor_arg(0);
+        let mut pipe = redis::pipe();
+        pipe.add_command(scan);
+        assert!(matches!(Commands::of(&pipe), Err(Error::InvalidInput(_))));
+    }
+
+    #[test]
+    fn a_key_in_another_slot_names_the_hash_tag_rule() {
+        let lock = "{order42}";
+        let slot = slots::slot(lock);
+        let same = [b"{order42}:balance".to_vec()];
+        assert!(check_slot(&same, slot, lock).is_ok());
+        let other = [b"{order42}:a".to_vec(), b"balance".to_vec()];
+        match check_slot(&other, slot, lock) {
+            Err(Error::InvalidInput(msg)) => assert!(msg.contains("hash tag"), "{msg}"),
+            r => panic!("expected InvalidInput, got {r:?}"),
+        }
+    }
+
+    #[test]
+    fn a_run_reply_is_read() {
+        let ok = Value::Array(vec![Value::Int(1), Value::Okay, Value::Nil]);
+        assert_eq!(read_run(ok).unwrap().unwrap(), [Value::Okay, Value::Nil]);
+        assert_eq!(read_run(Value::Array(vec![Value::Int(0)])).unwrap(), Err(0));
+        assert!(read_run(Value::Int(1)).is_err());
+    }
+}
