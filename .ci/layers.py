@@ -16,7 +16,7 @@ LAYERS = [
     ("mechanism", ["config", "protocol", "quorum", "backoff", "conn", "open",
                    "lease", "wake", "raw", "server"]),
     ("held", ["guard"]),
-    ("api", ["locker", "semaphore", "rwlock", "operate", "election"]),
+    ("api", ["locker", "semaphore", "rwlock", "operate", "election", "fence"]),
     ("entry", ["builder"]),
     ("root", ["lib"]),
 ]

@@ -52,8 +52,11 @@ pub enum Error {
     /// renewal, or the key was deleted, overwritten or taken by another owner.
     ///
     /// Returned by [`Guard::ensure_held`](crate::Guard::ensure_held),
-    /// [`Guard::extend`](crate::Guard::extend) and
+    /// [`Guard::extend`](crate::Guard::extend),
+    /// [`Guard::run_if_held`](crate::Guard::run_if_held) (nothing ran) and
     /// [`Guard::unlock`](crate::Guard::unlock). A lost guard stays lost.
+    /// Also by [`fence::admit_and_run`](crate::fence::admit_and_run) for a
+    /// stale token, with `key` the resource key (nothing ran).
     #[error("lock {key:?} was lost")]
     Lost {
         /// The key (the first one, for a multi-key lock), as the caller gave it.
@@ -109,7 +112,12 @@ pub enum Error {
     /// key list, a duplicate key in a multi-key lock, a reserved key name.
     ///
     /// Returned by [`Builder::build`](crate::Builder::build) and by any method
-    /// that takes a key or a duration, before anything is sent to Redis.
+    /// that takes a key or a duration, before anything is sent to Redis; by
+    /// [`Guard::run_if_held`](crate::Guard::run_if_held) and the
+    /// [`fence`](crate::fence) helpers for commands the server does not know
+    /// or whose arguments it refuses (before any runs), and by
+    /// `run_if_held` for a key of the lock's own or, on a Cluster, outside
+    /// the lock key's hash slot.
     #[error("invalid input: {0}")]
     InvalidInput(String),
 
@@ -123,7 +131,9 @@ pub enum Error {
     /// acquisition on a server, and by any method whose script the server
     /// refuses to run. Also by [`Locker::open`](crate::Locker::open) and any
     /// method that connects, when the server does not know a command of the
-    /// connection's handshake (`HELLO` for `protocol=resp3`, `AUTH`).
+    /// connection's handshake (`HELLO` for `protocol=resp3`, `AUTH`). And by
+    /// [`Guard::run_if_held`](crate::Guard::run_if_held) in Redlock mode,
+    /// where no single master holds the lock's truth.
     #[error("unsupported server: {reason}")]
     Unsupported {
         /// What the server lacks, and what would fix it.

@@ -412,6 +412,99 @@ impl Guard {
         }
     }
 
+    /// Runs `commands` on the lock's server only if this guard still holds
+    /// its lock there: every key of the guard still holds its owner token
+    /// (a read hold: and is still counted among the read holds). The check
+    /// and the commands run in one script, so nothing can take the lock in
+    /// between: a holder paused past its lease (GC, swap, a suspended VM)
+    /// that wakes up and writes is refused, where a write after
+    /// [`ensure_held`](Guard::ensure_held) would land. Returns every
+    /// command's reply, in order. Blocks for two round trips: one to learn
+    /// the commands' keys (`COMMAND GETKEYS`; on a Cluster, one per
+    /// command), then the script, each within the I/O timeout, after a
+    /// checkout within its timeout.
+    ///
+    /// - **Keys.** The commands' keys are asked of the server first (one
+    ///   round trip for all of them) and declared to the script, as Redis
+    ///   wants, so Cluster routing and ACL key rules apply to them: a key an
+    ///   ACL user may not touch refuses the whole script (`NOPERM`, as
+    ///   [`Error::Redis`]) before any command runs. An ACL user needs
+    ///   `+command|getkeys`. The question of the keys refuses, before
+    ///   anything runs too, an unknown command or one with the wrong
+    ///   number of arguments. A command of one word
+    ///   (`PING`, `TIME`) is taken as keyless. The keys may not be the
+    ///   lock's own (its key, its counter, its queue).
+    /// - **Errors of a command.** The commands run in order with
+    ///   `redis.pcall`; the first one that replies with an error (a
+    ///   `WRONGTYPE`, an `OOM`) stops the run and is the call's error.
+    ///   Redis scripts do not roll back: **the commands before it ran and
+    ///   stay applied**, the ones after it did not run. The guard is not
+    ///   lost for that.
+    /// - **Transactions.** The script is atomic: no other client's command
+    ///   runs between the check and the last command. A pipeline's
+    ///   [`atomic`](redis::Pipeline::atomic) flag changes nothing; the
+    ///   replies of commands marked [`ignore`](redis::Pipeline::ignore)
+    ///   are left out, as [`query`](redis::Pipeline::query) leaves them. `MULTI`, `EXEC`, blocking and
+    ///   other commands a script may not run are refused by the server
+    ///   when their turn comes.
+    /// - **Replies** come back as a script's do: a status reply as
+    ///   [`Value::Okay`](redis::Value::Okay) or a simple string, a RESP3
+    ///   map or double as Lua turns it (an array, a string).
+    /// - **Cluster.** Every key of the commands must be in the lock key's
+    ///   hash slot: give them the same hash tag as the lock's name
+    ///   (`{order42}:balance` under a lock named `{order42}`; a
+    ///   semaphore's permits and a read-write lock's holds are in their
+    ///   name's slot). Else [`Error::InvalidInput`], and nothing runs.
+    /// - **Redlock**: [`Error::Unsupported`]: no single master holds the
+    ///   truth, and no script can run on a majority at once.
+    /// - With [`Builder::min_replicas`](crate::Builder::min_replicas), the
+    ///   call waits until that many replicas have the writes, as a grant
+    ///   does.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Lost`] when a key of the guard is gone, expired or
+    ///   someone else's (or the lease was already lost): **nothing ran**,
+    ///   and the guard is lost from then on;
+    /// - [`Error::Redis`] with the server's error when a command replied
+    ///   with one: the commands before it ran;
+    /// - [`Error::InvalidInput`] for an unknown command, a wrong number of
+    ///   arguments, a key of the lock's own or, on a Cluster, a key in
+    ///   another hash slot: nothing ran;
+    /// - [`Error::Unsupported`] in Redlock mode;
+    /// - [`Error::NotReplicated`] when too few replicas acknowledged (the
+    ///   writes ran on the master);
+    /// - [`Error::Redis`], [`Error::Pool`] when Redis cannot be reached: a
+    ///   call that timed out may still have run.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let guard = locker.lock("{acct:17}")?;
+    /// let mut writes = redmutex::redis::pipe();
+    /// writes
+    ///     .incr("{acct:17}:balance", -30)
+    ///     .rpush("{acct:17}:history", "withdraw 30");
+    /// // Lands only if the lock is still ours at that moment, paused or not.
+    /// let replies = guard.run_if_held(&writes)?;
+    /// println!("new balance: {:?}", replies[0]);
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn run_if_held(&self, commands: &redis::Pipeline) -> Result<Vec<redis::Value>, Error> {
+        let Some(held) = &self.held else {
+            return Err(self.lost());
+        };
+        self.ensure_held()?;
+        match held.shared.run_if_held(&held.acquisition, commands)? {
+            Some(replies) => Ok(replies),
+            None => {
+                self.lease.mark_lost();
+                self.lease
+                    .log_lost(self.keys.first().map_or("", String::as_str));
+                Err(self.lost())
+            }
+        }
+    }
+
     /// Sets the lease to `ttl` from now, if the keys are still ours. The
     /// watchdog, if on, renews with this TTL from then on.
     ///

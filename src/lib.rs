@@ -96,8 +96,13 @@
 //!
 //! - **Pauses.** A holder frozen (GC, swap, `SIGSTOP`, a suspended VM) past
 //!   its deadline wakes up still believing in a lease that another holder now
-//!   has. Only the protected resource can stop its writes: check fencing
-//!   tokens there.
+//!   has. Only the protected resource can stop its writes, and the crate
+//!   does it for you: writes to the lock's own Redis go through
+//!   [`Guard::run_if_held`], which runs them only while the lock is still
+//!   the guard's, in one script; another Redis admits a write by its
+//!   [fencing token](Guard::fencing_token) with [`fence::admit_and_run`];
+//!   a SQL database keeps the token in the row (`UPDATE ... WHERE fence <=
+//!   ?`, see [`fence`] and `examples/fence_sqlite.rs`).
 //! - **Failover.** Redis replicates asynchronously; a replica promoted after a
 //!   crash may not have the lock, and hands it to a second holder.
 //! - **Memory.** Run locks on a server with `maxmemory-policy noeviction`
@@ -318,7 +323,8 @@
 //!
 //! Every topology shares the limits of any lease-based lock: a holder that
 //! pauses past its lease is not stopped by the lock itself. The protected
-//! resource must check [`Guard::fencing_token`].
+//! resource must check: [`Guard::run_if_held`] (one server or a Cluster;
+//! not Redlock, where no single master holds the truth) or [`fence`].
 //!
 //! # Semaphores
 //!
@@ -356,7 +362,8 @@
 //! - A lock is named by a string, not tied to data; it protects whatever its
 //!   users agree it protects.
 //! - A lease can be lost while the guard is alive (see above): check
-//!   [`Guard::ensure_held`] and use fencing tokens.
+//!   [`Guard::ensure_held`], and write through [`Guard::run_if_held`] or
+//!   [`fence`].
 //! - No poisoning: a panic releases the lock.
 //! - Not reentrant: a second `try_lock` of a key this locker holds returns
 //!   `None`, and a second `lock` waits (until the acquire timeout).
@@ -475,6 +482,7 @@
 // stats/              a locker's live figures:
 //   mod.rs            `Stats` and `Durations`, what callers read
 //   recorder.rs       the recorder: atomic counters, log-scale histograms; no lock
+// fence.rs            `fence`: a resource that admits fencing tokens (any Redis connection)
 // builder.rs          `Builder`: checks the settings and builds a `Locker` (above it)
 //   builder/host.rs   the default metadata: host name and pid
 // config.rs           the frozen `Config`, the `Topology` decided once, the duration checks
@@ -491,6 +499,7 @@
 //   election.rs       an election's keys, its candidates, its log (announce, proclaim, observe)
 //   renew.rs          a granted hold's renewal, and its expiry
 //   release.rs        a granted hold's release, and the waiters it wakes here
+//   guarded.rs        a granted hold's guarded write: commands run only while it holds
 //   redlock.rs        Redlock only: the proposal, the write-back, the breaker, the fan-out
 //   later.rs          Redlock: releases sent again to a master that missed them
 //   operate.rs        the SCAN walk of a listing, a hold read or broken, the audit trail
@@ -510,6 +519,8 @@
 //   lua/lib/*.lua     the helpers scripts share, put before them at compile time
 //   replies.rs        every script reply parsed; the lock value built and parsed
 //   slots.rs          cluster hash slots and hash tags
+//   commands.rs       a caller's commands for a script: their args, their keys (COMMAND
+//                     GETKEYS), the script's replies read back
 // lease/              a lease and what keeps it:
 //   mod.rs            `Lease`, the local view (deadline, state, renewal serialized)
 //   state.rs          `LeaseState`, `LeaseChange`, the callback, the lease's changes of state
@@ -531,7 +542,8 @@
 //               raw/: what is said to Redis and decided from its replies; reads the
 //               leaves and the frozen `Config`, never a handle or the builder
 // 3 held        guard: a held lock over raw/ and lease/
-// 4 API         locker, semaphore, rwlock, operate, election: the handles (they build each other's guards)
+// 4 API         locker, semaphore, rwlock, operate, election: the handles (they build each
+//               other's guards); fence: the fencing helpers (over protocol/ alone)
 // 5 entry       builder: builds a `Locker` from the defaults and the settings given
 // 6 root        lib.rs: docs and re-exports only
 //
@@ -547,6 +559,7 @@ mod conn;
 mod defaults;
 mod election;
 mod error;
+pub mod fence;
 mod guard;
 mod info;
 mod lease;

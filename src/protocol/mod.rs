@@ -2,8 +2,10 @@
 //! ([`keys`]), the Lua scripts (`lua/*.lua`, with their shared helpers in
 //! `lua/lib/`) with one typed caller each ([`scripts`]),
 //! every reply and stored value parsed ([`replies`]), cluster hash
-//! slots ([`slots`]), and the holds a listing names ([`named`]).
+//! slots ([`slots`]), the holds a listing names ([`named`]), and a
+//! caller's commands run inside a script ([`commands`]).
 
+pub(crate) mod commands;
 pub(crate) mod keys;
 pub(crate) mod named;
 pub(crate) mod replies;

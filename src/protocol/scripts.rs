@@ -227,6 +227,15 @@ pub(crate) static PROCLAIM: LazyLock<Lua> = LazyLock::new(|| script!("proclaim";
 /// replies open `lua/observe.lua`.
 pub(crate) static OBSERVE: LazyLock<Lua> = LazyLock::new(|| script!("observe"));
 
+/// A guarded write: runs a caller's commands only while a guard holds its
+/// lock. Its KEYS/ARGV contract and replies open `lua/guarded.lua`.
+pub(crate) static GUARDED: LazyLock<Lua> = LazyLock::new(|| script!("guarded"; "owned", "run"));
+
+/// A resource's fence: admits a fencing token at least the highest seen,
+/// and runs a caller's commands then. Its KEYS/ARGV contract and replies
+/// open `lua/fence.lua`.
+pub(crate) static FENCE: LazyLock<Lua> = LazyLock::new(|| script!("fence"; "run"));
+
 /// How an attempt treats the waiters' queue (`ACQUIRE`'s `ARGV[4]` and
 /// `ARGV[5]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -515,6 +524,41 @@ pub(crate) fn observe(keys: &LockKeys, after: Option<&str>) -> Call {
     call
 }
 
+/// [`GUARDED`]: `commands` (packed, see `Commands::packed`), naming
+/// `command_keys`, run if every key of `keys` is `token`'s.
+pub(crate) fn guarded(
+    keys: &LockKeys,
+    token: &str,
+    command_keys: &[Vec<u8>],
+    commands: &[Vec<u8>],
+) -> Call {
+    let mut call = GUARDED.call();
+    call.key(&*keys.locks).arg(token).arg(keys.locks.len());
+    if let Hold::Read { readers, .. } = &keys.hold {
+        call.key(readers).arg("r");
+    } else {
+        call.arg("");
+    }
+    call.key(command_keys).arg(commands);
+    call
+}
+
+/// [`FENCE`] of `resource_key` for `token`, then `commands` (packed, see
+/// `Commands::packed`), naming `command_keys`.
+pub(crate) fn fence(
+    resource_key: &str,
+    token: u64,
+    command_keys: &[Vec<u8>],
+    commands: &[Vec<u8>],
+) -> Call {
+    let mut call = FENCE.call();
+    call.key(resource_key)
+        .key(command_keys)
+        .arg(token.to_string())
+        .arg(commands);
+    call
+}
+
 #[cfg(test)]
 mod tests {
     use std::fs;
@@ -528,7 +572,7 @@ mod tests {
     #[test]
     fn scripts_are_assembled_as_their_helpers_line_says() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol/lua");
-        let scripts: [(&str, &Lua); 18] = [
+        let scripts: [(&str, &Lua); 20] = [
             ("acquire", &ACQUIRE),
             ("dequeue", &DEQUEUE),
             ("permit_acquire", &PERMIT_ACQUIRE),
@@ -547,6 +591,8 @@ mod tests {
             ("announce", &ANNOUNCE),
             ("proclaim", &PROCLAIM),
             ("observe", &OBSERVE),
+            ("guarded", &GUARDED),
+            ("fence", &FENCE),
         ];
         let mut files: Vec<String> = fs::read_dir(&dir)
             .unwrap()

@@ -456,6 +456,7 @@ impl RawLock {
 }
 
 mod election;
+mod guarded;
 mod later;
 mod mutex;
 mod operate;

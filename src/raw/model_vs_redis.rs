@@ -6,7 +6,8 @@
 //! granted or not, renewed or not, to whom a release handed the lock, the
 //! fencing floor a refusal reports, who holds the lock with which token
 //! (tokens compared by order: each real token stands for the model token
-//! of the same grant), and the order of the live waiters. A model that
+//! of the same grant), the order of the live waiters, and how many
+//! guarded writes (`RawLock::run_if_held`) landed. A model that
 //! drifts from the scripts fails here.
 //!
 //! Time is the model's: the real TTL and stays are hours long, and when
@@ -44,6 +45,8 @@ use crate::Locker;
 /// by the real clock during a walk.
 const SCALE: u64 = 3_600_000;
 const KEY: &str = "walk";
+/// What the walk's guarded writes write: a count of those that landed.
+const DATA: &str = "walk-data";
 
 /// A small, seeded generator (SplitMix64): reproducible walks without a
 /// dependency.
@@ -81,6 +84,8 @@ struct Real {
     tokens: BTreeMap<u64, u64>,
     /// `DUMP`s of the lock's keys, with their PTTL.
     snapshot: Vec<(String, Option<Dump>)>,
+    /// Guarded writes that landed, and that were refused.
+    writes: [usize; 2],
 }
 
 impl Real {
@@ -99,6 +104,7 @@ impl Real {
             clients,
             tokens: BTreeMap::new(),
             snapshot: Vec::new(),
+            writes: [0, 0],
         }
     }
 
@@ -170,6 +176,18 @@ impl Real {
                     .holder()
                     .filter(|(_, fence)| !self.tokens.values().any(|t| t == fence));
                 (None, handed)
+            }
+            Req::Write(_) => {
+                let mut write = redis::pipe();
+                write.incr(DATA, 1);
+                let landed = self.shared.run_if_held(a, &write).unwrap().is_some();
+                self.writes[usize::from(!landed)] += 1;
+                let reply = if landed {
+                    Reply::Written
+                } else {
+                    Reply::NotOurs
+                };
+                (Some(reply), None)
             }
         }
     }
@@ -255,18 +273,32 @@ impl Real {
             .map(|(c, _)| *c)
             .collect();
         assert_eq!(live, model, "{step}: the live waiters, in order");
+        let written: Option<u8> = self.conn.get(DATA).unwrap();
+        assert_eq!(
+            written.unwrap_or(0),
+            s.written,
+            "{step}: the guarded writes that landed"
+        );
     }
 }
 
 /// One walk of `steps` random actions from the model's initial state,
-/// printing each step when `trace`; says how many requests it ran.
-fn walk(locker: &Locker, conn: redis::Connection, seed: u64, steps: usize, trace: bool) -> usize {
+/// printing each step when `trace`; says how many requests it ran, and
+/// how many guarded writes landed and were refused.
+fn walk(
+    locker: &Locker,
+    conn: redis::Connection,
+    seed: u64,
+    steps: usize,
+    trace: bool,
+) -> (usize, [usize; 2]) {
     let model = Protocol {
         clients: 3,
         ttl: 3,
         stay: 2,
         horizon: 40,
         grants: 4,
+        writes: 2,
         leavers: 2,
         restores: true,
         flaw: None,
@@ -348,7 +380,7 @@ fn walk(locker: &Locker, conn: redis::Connection, seed: u64, steps: usize, trace
         real.expire(&s);
         real.agree(&s, &at);
     }
-    runs
+    (runs, real.writes)
 }
 
 /// A number from the environment, if set.
@@ -368,14 +400,23 @@ fn the_model_and_the_real_scripts_agree_step_by_step() {
     // `REDMUTEX_MODEL_TRACE=<seed>` prints that walk's steps.
     let trace = env("REDMUTEX_MODEL_TRACE");
     let started = Instant::now();
-    let mut runs = 0;
+    let (mut runs, mut writes) = (0, [0, 0]);
     for seed in first..first + walks {
         let conn = client.get_connection().unwrap();
-        runs += walk(&locker, conn, seed, 60, trace == Some(seed));
+        let (r, [landed, refused]) = walk(&locker, conn, seed, 60, trace == Some(seed));
+        runs += r;
+        writes[0] += landed;
+        writes[1] += refused;
     }
     eprintln!(
-        "model vs redis-server: {walks} walks of up to 60 steps, {runs} requests run on both, \
-         all agreed, in {:.1?}",
+        "model vs redis-server: {walks} walks of up to 60 steps, {runs} requests run on both \
+         ({} guarded writes landed, {} refused), all agreed, in {:.1?}",
+        writes[0],
+        writes[1],
         started.elapsed()
+    );
+    assert!(
+        writes[0] > 0 && writes[1] > 0,
+        "the walks wrote and were refused"
     );
 }

@@ -5,7 +5,9 @@
 //!
 //! What is modelled: clients that acquire (and queue when the lock is
 //! busy), are handed the lock by a release, take a hand-over up, hold,
-//! renew, release, give up waiting, and die; each request is sent at one
+//! renew, release, give up waiting, and die, and holders that write
+//! through a guarded write (`Guard::run_if_held`: the write lands only
+//! while the server's key is the writer's), paused or not; each request is sent at one
 //! moment, runs on the server as one atomic step (a script) some time
 //! later, and its reply arrives later still, so a lease counts from when
 //! its request was sent, as the library's does. The server's lock key
@@ -27,6 +29,11 @@
 //!   deadline not passed);
 //! - *fencing*: every grant's token is above every token granted before,
 //!   restores included;
+//! - *guarded writes*: a guarded write lands only in a state where its
+//!   client holds the lock on the server, so the writes that land carry
+//!   rising tokens: once a newer holder wrote, no older one's write lands,
+//!   however long it paused (without restores, which give an old holder
+//!   its key back: a documented limit);
 //! - *claim*: a lock handed to a waiter that is gone (and so never takes
 //!   it up) lasts at most the claim window (the waiter's stay), never the
 //!   TTL;
@@ -67,6 +74,9 @@ pub enum Flaw {
     /// the clock: a holder whose renewals never come back keeps believing
     /// it may hold, past its deadline.
     DoubtOutlivesDeadline,
+    /// A write checked only by the writer's own belief (`ensure_held`,
+    /// then a plain write): it lands whoever holds the lock by then.
+    UnguardedWrite,
 }
 
 /// What a holder believes of its lease: the library's `LeaseState`.
@@ -108,6 +118,8 @@ pub enum Req {
     /// A waiter that gives up leaves the queue (and frees a lock handed to
     /// it meanwhile).
     Dequeue,
+    /// A guarded write by a holder of the grant with this token.
+    Write(u64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -118,6 +130,8 @@ pub enum Reply {
     Busy(u64),
     Renewed,
     NotOurs,
+    /// A guarded write landed.
+    Written,
     Done,
 }
 
@@ -160,6 +174,8 @@ pub struct Client {
     pub handed: Option<u64>,
     /// Grants this client had (a bound).
     pub grants: u8,
+    /// Guarded writes this client sent (a bound).
+    pub writes: u8,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -182,6 +198,15 @@ pub struct State {
     /// small).
     pub deaths: u8,
     pub give_ups: u8,
+    /// Ghost: guarded writes that landed, the largest token among them,
+    /// whether each landed with a token at least that of every write
+    /// before it, whether each landed while the server's key was its
+    /// writer's, and whether one was refused.
+    pub written: u8,
+    pub last_write: u64,
+    pub writes_rise: bool,
+    pub writes_held: bool,
+    pub write_refused: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -218,6 +243,9 @@ pub struct Protocol {
     pub horizon: u64,
     /// Grants per client.
     pub grants: u8,
+    /// Guarded writes per client (0: none, as in the checks that predate
+    /// them).
+    pub writes: u8,
     /// How many clients may die, and how many may give up waiting (each
     /// bounded, to keep the state space small).
     pub leavers: u8,
@@ -413,6 +441,25 @@ impl Protocol {
                 }
                 Reply::Done
             }
+            Req::Write(fence) => {
+                if ours || self.flaw == Some(Flaw::UnguardedWrite) {
+                    // Guarded, it carries the key's token (the writer's own).
+                    let fence = s
+                        .server
+                        .lock
+                        .as_ref()
+                        .filter(|_| ours)
+                        .map_or(fence, |l| l.fence);
+                    s.written += 1;
+                    s.writes_rise &= fence >= s.last_write;
+                    s.writes_held &= ours;
+                    s.last_write = s.last_write.max(fence);
+                    Reply::Written
+                } else {
+                    s.write_refused = true;
+                    Reply::NotOurs
+                }
+            }
         };
         // A release's or a dequeue's reply changes nothing for its client.
         if reply != Reply::Done {
@@ -528,6 +575,7 @@ impl Model for Protocol {
                     reply: None,
                     handed: None,
                     grants: 0,
+                    writes: 0,
                 };
                 self.clients
             ],
@@ -538,6 +586,11 @@ impl Model for Protocol {
             recovered: false,
             deaths: 0,
             give_ups: 0,
+            written: 0,
+            last_write: 0,
+            writes_rise: true,
+            writes_held: true,
+            write_refused: false,
         }]
     }
 
@@ -605,6 +658,13 @@ impl Model for Protocol {
                 }
                 _ => {}
             }
+            // A holder writes, believing in its lease or not: a paused one
+            // wakes up past its deadline and writes before it looks.
+            if let Phase::Holding { fence, .. } = client.phase {
+                if client.writes < self.writes {
+                    actions.push(Action::Send(c, Req::Write(fence)));
+                }
+            }
             if may_die {
                 actions.push(Action::Die(c));
             }
@@ -626,6 +686,9 @@ impl Model for Protocol {
             Action::Send(c, req) => {
                 if req == Req::Dequeue {
                     s.give_ups += 1;
+                }
+                if let Req::Write(_) = req {
+                    s.clients[c].writes += 1;
                 }
                 let client = &mut s.clients[c];
                 if req == Req::Release || req == Req::Dequeue {
@@ -714,6 +777,13 @@ impl Model for Protocol {
                     _ => true,
                 })
             }),
+            Property::always("guarded writes held", |m: &Protocol, s: &State| {
+                m.restores || s.writes_held
+            }),
+            Property::always(
+                "guarded writes in token order",
+                |m: &Protocol, s: &State| m.restores || s.writes_rise,
+            ),
             Property::always("liveness", |m: &Protocol, s: &State| {
                 m.fair.is_none_or(|fair| {
                     s.clients.iter().all(|c| match c.phase {
@@ -742,6 +812,9 @@ impl Model for Protocol {
             Property::sometimes("a take-up", |_, s: &State| s.taken_up),
             Property::sometimes("a return from doubt", |m: &Protocol, s: &State| {
                 !m.doubt || s.recovered
+            }),
+            Property::sometimes("a guarded write refused", |m: &Protocol, s: &State| {
+                m.writes == 0 || s.write_refused
             }),
             Property::sometimes("a restore after a grant", |m: &Protocol, s: &State| {
                 !m.restores || (s.restored && s.last_fence > 0)

@@ -1,0 +1,305 @@
+//! A caller's commands, to run inside one of the crate's scripts (a
+//! guarded write, a fenced one; see `lua/lib/run.lua`): their arguments
+//! taken from a `redis::Pipeline`, the keys they name, and the script's
+//! reply read back.
+//!
+//! The keys are asked of the server, in one round trip for all the
+//! commands (one per command on a Cluster, whose connections take no
+//! pipeline): `COMMAND GETKEYS` knows every command's key positions (those
+//! of modules too), where a table of our own would go stale. The same
+//! reply refuses an unknown command or a wrong number of arguments before
+//! anything runs. A command of one word (`PING`, `TIME`) names no key and
+//! is not asked about (`COMMAND GETKEYS` takes none such).
+
+use redis::{Arg, ConnectionLike, Pipeline, RedisResult, Value};
+
+use crate::protocol::replies;
+use crate::protocol::slots;
+use crate::Error;
+
+/// The most arguments one command may have: Lua's `unpack`, which hands
+/// them to `redis.pcall`, fails past about 8,000.
+pub(crate) const MAX_ARGS: usize = 7_000;
+
+/// The commands of a pipeline, each as its arguments (its name first).
+pub(crate) struct Commands {
+    cmds: Vec<Vec<Vec<u8>>>,
+    /// Whose replies the caller wants: not those of commands marked
+    /// `ignore()` (see [`kept`]).
+    kept: Vec<usize>,
+}
+
+impl Commands {
+    /// The commands of `pipe`, checked: none empty, none with a cursor
+    /// argument, none longer than [`MAX_ARGS`]. The pipeline's `atomic`
+    /// flag is not looked at: the script that runs them is atomic anyway.
+    pub(crate) fn of(pipe: &Pipeline) -> Result<Commands, Error> {
+        let mut cmds = Vec::with_capacity(pipe.len());
+        for (i, cmd) in pipe.cmd_iter().enumerate() {
+            let mut args = Vec::with_capacity(cmd.args_iter().len());
+            for arg in cmd.args_iter() {
+                match arg {
+                    Arg::Simple(a) => args.push(a.to_vec()),
+                    _ => {
+                        return Err(Error::InvalidInput(format!(
+                            "command {} has a cursor argument, which a script cannot take",
+                            i + 1
+                        )))
+                    }
+                }
+            }
+            if args.is_empty() || args.len() > MAX_ARGS {
+                return Err(Error::InvalidInput(format!(
+                    "command {} has {} arguments: 1 to {MAX_ARGS} can run in a script",
+                    i + 1,
+                    args.len()
+                )));
+            }
+            cmds.push(args);
+        }
+        Ok(Commands {
+            kept: kept(pipe),
+            cmds,
+        })
+    }
+
+    /// The replies of the commands the pipeline did not mark `ignore()`,
+    /// as `Pipeline::query` would return them.
+    pub(crate) fn kept_replies(&self, replies: Vec<Value>) -> Vec<Value> {
+        if self.kept.len() == replies.len() {
+            return replies;
+        }
+        replies
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| self.kept.contains(i))
+            .map(|(_, v)| v)
+            .collect()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.cmds.is_empty()
+    }
+
+    /// The command's name, for messages (never its arguments: they may
+    /// hold anything).
+    fn name(&self, i: usize) -> String {
+        self.cmds
+            .get(i)
+            .and_then(|c| c.first())
+            .map(|n| String::from_utf8_lossy(n).to_uppercase())
+            .unwrap_or_default()
+    }
+
+    /// Every key the commands name, in order, asked of the server in one
+    /// round trip (one per command where `c` takes no pipeline). An unknown command or one with the wrong number of
+    /// arguments is [`Error::InvalidInput`], and nothing has run.
+    pub(crate) fn keys(&self, c: &mut dyn ConnectionLike) -> Result<Vec<Vec<u8>>, Error> {
+        let asked: Vec<usize> = (0..self.cmds.len())
+            .filter(|&i| self.cmds.get(i).is_some_and(|a| a.len() > 1))
+            .collect();
+        if asked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let getkeys = |i: usize| {
+            let mut cmd = redis::cmd("COMMAND");
+            cmd.arg("GETKEYS");
+            for a in self.cmds.get(i).into_iter().flatten() {
+                cmd.arg(&a[..]);
+            }
+            cmd
+        };
+        // A Cluster connection takes no pipeline: one command at a time.
+        let replies: Vec<RedisResult<Vec<Vec<u8>>>> = if c.supports_pipelining() {
+            let mut pipe = redis::pipe();
+            for &i in &asked {
+                pipe.add_command(getkeys(i));
+            }
+            pipe.ignore_errors().query(c)?
+        } else {
+            asked.iter().map(|&i| getkeys(i).query(c)).collect()
+        };
+        let mut keys = Vec::new();
+        for (&i, reply) in asked.iter().zip(replies) {
+            match reply {
+                Ok(k) => keys.extend(k),
+                // Redis 7 says so of a command that takes no key (PUBLISH).
+                Err(e) if e.to_string().contains("no key arguments") => {}
+                Err(e) if e.is_io_error() || e.is_timeout() => return Err(e.into()),
+                Err(e) => {
+                    return Err(Error::InvalidInput(format!(
+                        "command {} ({}) refused before anything ran: {}",
+                        i + 1,
+                        self.name(i),
+                        e.detail().unwrap_or("")
+                    )))
+                }
+            }
+        }
+        Ok(keys)
+    }
+
+    /// The commands packed as `run` of `lua/lib/run.lua` takes them: per
+    /// command, its number of arguments, then those.
+    pub(crate) fn packed(&self) -> Vec<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.cmds.iter().map(|c| c.len() + 1).sum());
+        for cmd in &self.cmds {
+            out.push(cmd.len().to_string().into_bytes());
+            out.extend(cmd.iter().cloned());
+        }
+        out
+    }
+}
+
+/// The indices of `pipe`'s commands whose replies its `query` returns
+/// (those not marked `ignore()`, which redis-rs keeps to itself): the
+/// pipeline is run on a connection that answers each command with its
+/// index, and never goes to a server.
+fn kept(pipe: &Pipeline) -> Vec<usize> {
+    struct Indices(usize);
+    impl ConnectionLike for Indices {
+        fn req_packed_command(&mut self, _: &[u8]) -> RedisResult<Value> {
+            Ok(Value::Nil)
+        }
+        fn req_packed_commands(
+            &mut self,
+            _: &[u8],
+            offset: usize,
+            count: usize,
+        ) -> RedisResult<Vec<Value>> {
+            let each: Vec<Value> = (0..self.0)
+                .map(|i| Value::Int(i64::try_from(i).unwrap_or(-1)))
+                .collect();
+            // A transaction's replies come as one array, after MULTI's and
+            // the QUEUED ones (which `offset` skips).
+            Ok(if count == 1 && offset > 0 {
+                vec![Value::Array(each)]
+            } else {
+                each
+            })
+        }
+        fn get_db(&self) -> i64 {
+            0
+        }
+        fn check_connection(&mut self) -> bool {
+            true
+        }
+        fn is_open(&self) -> bool {
+            true
+        }
+    }
+    let all: Vec<usize> = (0..pipe.len()).collect();
+    match pipe.query::<Vec<Value>>(&mut Indices(pipe.len())) {
+        Ok(kept) => kept
+            .iter()
+            .filter_map(|v| match v {
+                Value::Int(i) => usize::try_from(*i).ok(),
+                _ => None,
+            })
+            .collect(),
+        Err(_) => all,
+    }
+}
+
+/// On a Cluster: every key of the commands must be in `slot`, the lock's.
+pub(crate) fn check_slot(keys: &[Vec<u8>], slot: u16, lock_key: &str) -> Result<(), Error> {
+    for k in keys {
+        let text = String::from_utf8_lossy(k);
+        if slots::slot(&text) != slot {
+            return Err(Error::InvalidInput(format!(
+                "key {text:?} is not in the hash slot of lock key {lock_key:?}: on a Redis \
+                 Cluster a guarded write's keys must share the lock's slot; give them the same \
+                 hash tag, as {{order42}}:balance beside a lock named {{order42}}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What the script `run` replied: `{1, reply, ...}` is every command's
+/// reply; `{2, i, error}` the error of command `i`, returned as the call's
+/// error (the commands before it ran). Any other reply is `None`, for the
+/// caller to read (`{0}`: not ours, nothing ran).
+pub(crate) fn read_run(reply: Value) -> Result<Result<Vec<Value>, i64>, Error> {
+    let Value::Array(mut items) = reply else {
+        return Err(replies::unexpected("run", &reply));
+    };
+    match items.first() {
+        Some(Value::Int(1)) => {
+            items.remove(0);
+            Ok(Ok(items))
+        }
+        Some(Value::Int(2)) => match items.pop() {
+            Some(Value::ServerError(e)) => Err(Error::Redis(e.into())),
+            other => Err(replies::unexpected("run", &other.unwrap_or(Value::Nil))),
+        },
+        Some(Value::Int(code)) => Ok(Err(*code)),
+        _ => Err(replies::unexpected("run", &Value::Array(items))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn commands_are_packed_with_their_lengths() {
+        let mut pipe = redis::pipe();
+        pipe.set("a", 1).cmd("PING");
+        let commands = Commands::of(&pipe).unwrap();
+        let packed: Vec<String> = commands
+            .packed()
+            .into_iter()
+            .map(|a| String::from_utf8(a).unwrap())
+            .collect();
+        assert_eq!(packed, ["3", "SET", "a", "1", "1", "PING"]);
+    }
+
+    #[test]
+    fn ignored_replies_are_left_out_as_query_leaves_them() {
+        let mut pipe = redis::pipe();
+        pipe.incr("a", 1).ignore().get("a").del("a").ignore();
+        assert_eq!(kept(&pipe), [1]);
+        pipe.atomic();
+        assert_eq!(kept(&pipe), [1]);
+        let commands = Commands::of(&pipe).unwrap();
+        let replies = vec![Value::Int(1), Value::Okay, Value::Int(0)];
+        assert_eq!(commands.kept_replies(replies), [Value::Okay]);
+        let mut plain = redis::pipe();
+        plain.get("a");
+        assert_eq!(kept(&plain), [0]);
+        assert!(kept(&redis::pipe()).is_empty());
+    }
+
+    #[test]
+    fn cursor_arguments_are_refused() {
+        let mut scan = redis::cmd("SCAN");
+        scan.cursor_arg(0);
+        let mut pipe = redis::pipe();
+        pipe.add_command(scan);
+        assert!(matches!(Commands::of(&pipe), Err(Error::InvalidInput(_))));
+    }
+
+    #[test]
+    fn a_key_in_another_slot_names_the_hash_tag_rule() {
+        let lock = "{order42}";
+        let slot = slots::slot(lock);
+        let same = [b"{order42}:balance".to_vec()];
+        assert!(check_slot(&same, slot, lock).is_ok());
+        let other = [b"{order42}:a".to_vec(), b"balance".to_vec()];
+        match check_slot(&other, slot, lock) {
+            Err(Error::InvalidInput(msg)) => assert!(msg.contains("hash tag"), "{msg}"),
+            r => panic!("expected InvalidInput, got {r:?}"),
+        }
+    }
+
+    #[test]
+    fn a_run_reply_is_read() {
+        let ok = Value::Array(vec![Value::Int(1), Value::Okay, Value::Nil]);
+        assert_eq!(read_run(ok).unwrap().unwrap(), [Value::Okay, Value::Nil]);
+        assert_eq!(read_run(Value::Array(vec![Value::Int(0)])).unwrap(), Err(0));
+        assert!(read_run(Value::Int(1)).is_err());
+    }
+}

@@ -1,0 +1,81 @@
+//! Guarded writes: a caller's commands run on the lock's server, inside
+//! one script, only while a granted hold's keys are still its own.
+
+use redis::{ConnectionLike, Pipeline, Value};
+
+use crate::protocol::commands::{self, Commands};
+use crate::protocol::scripts;
+use crate::protocol::slots;
+use crate::Error;
+
+use super::{acknowledged, Acquisition, RawLock};
+
+impl RawLock {
+    /// Runs `pipe`'s commands if every key of `a` is still its own: one
+    /// round trip to learn the commands' keys (which also refuses an
+    /// unknown command or a wrong number of arguments), then the script.
+    /// `Ok(None)`: a key was not ours, and nothing ran. With
+    /// [`Builder::min_replicas`](crate::Builder::min_replicas), the writes
+    /// count once that many replicas have them
+    /// ([`Error::NotReplicated`] otherwise: they ran on the master).
+    pub(crate) fn run_if_held(
+        &self,
+        a: &Acquisition,
+        pipe: &Pipeline,
+    ) -> Result<Option<Vec<Value>>, Error> {
+        if self.config.topology.is_redlock() {
+            return Err(Error::Unsupported {
+                reason: "guarded writes need one server that holds the lock; \
+                         in Redlock mode no single master does"
+                    .into(),
+            });
+        }
+        let commands = Commands::of(pipe)?;
+        let packed = commands.packed();
+        let cluster = self.config.topology.is_cluster();
+        let owner = a.owner();
+        let mut ran = None;
+        self.run_on(0, &mut |c: &mut dyn ConnectionLike| {
+            let keys = if commands.is_empty() {
+                Vec::new()
+            } else {
+                commands.keys(c)?
+            };
+            check_keys(a, &keys, cluster)?;
+            let call = scripts::guarded(&a.keys, owner.as_str(), &keys, &packed);
+            let reply = call.invoke::<Value>(c)?;
+            let outcome = commands::read_run(reply)?;
+            if outcome.is_ok() && !keys.is_empty() {
+                acknowledged(&self.config, c)?;
+            }
+            ran = Some(outcome);
+            Ok(Value::Nil)
+        })?;
+        match ran {
+            Some(Ok(replies)) => Ok(Some(commands.kept_replies(replies))),
+            Some(Err(_)) => Ok(None),
+            None => Err(crate::protocol::replies::unexpected("guarded", &Value::Nil)),
+        }
+    }
+}
+
+/// The commands' keys may not be the crate's own (the hold's keys, or any
+/// key with the reserved marker: counters, queues, other holds) and, on a Cluster, must share the slot
+/// of the hold's keys.
+fn check_keys(a: &Acquisition, keys: &[Vec<u8>], cluster: bool) -> Result<(), Error> {
+    let reserved = crate::protocol::keys::RESERVED.as_bytes();
+    for k in keys {
+        let ours = a.keys.locks.iter().any(|l| l.as_bytes() == &k[..])
+            || k.windows(reserved.len()).any(|w| w == reserved);
+        if ours {
+            return Err(Error::InvalidInput(format!(
+                "key {:?} is one the lock keeps for itself: a guarded write may not touch it",
+                String::from_utf8_lossy(k)
+            )));
+        }
+    }
+    match a.keys.locks.first() {
+        Some(lock) if cluster => commands::check_slot(keys, slots::slot(lock), lock),
+        _ => Ok(()),
+    }
+}
