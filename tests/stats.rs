@@ -197,3 +197,22 @@ fn a_loss_the_watchdog_finds_is_counted_while_its_guard_lives() {
     let s = locker.stats();
     assert_eq!((s.losses(), s.hold().count()), (1, 1), "{s:?}");
 }
+
+#[test]
+fn a_hold_broken_by_an_operator_is_counted_as_broken() {
+    // Losses by reason: an operator's break is its own reason, not "the key
+    // was gone" (which says Redis lost it, a restart or an eviction).
+    let server = Server::start();
+    let locker = server.locker_with_ttl(Duration::from_millis(900));
+    let k = key("broken");
+    let guard = locker.lock(&k).unwrap();
+    let was = locker.break_lock(&k, "stuck").unwrap();
+    assert!(was.is_some());
+    assert!(guard.wait_lost(Duration::from_secs(30)));
+    let s = locker.stats();
+    assert_eq!(
+        (s.losses(), s.losses_broken(), s.losses_not_ours()),
+        (1, 1, 0),
+        "{s:?}"
+    );
+}
