@@ -59,8 +59,16 @@ impl RawLock {
     /// expired when its deadline has passed, else as not ours (Redis
     /// showed the key gone or someone else's).
     pub(crate) fn count_loss(&self, a: &Acquisition, lease: &Lease) {
+        self.count_loss_as(a, lease, false);
+    }
+
+    /// Counts the loss of `a`'s lease once, as broken by an operator when
+    /// `broken` (else by its deadline or Redis's answer).
+    pub(crate) fn count_loss_as(&self, a: &Acquisition, lease: &Lease, broken: bool) {
         if !a.loss_counted.swap(true, Ordering::Relaxed) {
-            let why = if lease.valid_until() <= Instant::now() {
+            let why = if broken {
+                Loss::Broken
+            } else if lease.valid_until() <= Instant::now() {
                 Loss::Expired
             } else {
                 Loss::NotOurs
@@ -136,7 +144,7 @@ impl RawLock {
             }
             RenewDecision::Confirmed { .. } | RenewDecision::Lost => {
                 // Counted before anyone waiting for the loss is woken.
-                self.count_loss(&noted, lease);
+                self.count_loss_as(&noted, lease, broken.is_some());
                 match broken {
                     Some(reason) => lease.mark_broken(&reason),
                     None => lease.mark_lost(),

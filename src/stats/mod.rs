@@ -40,7 +40,8 @@ use recorder::bucket_top;
 ///   reason: [`losses_expired`](Stats::losses_expired) (its deadline passed
 ///   without a confirmed renewal) and
 ///   [`losses_not_ours`](Stats::losses_not_ours) (Redis showed the key gone
-///   or someone else's). A loss is counted when a renewal (the watchdog's,
+///   or someone else's) and [`losses_broken`](Stats::losses_broken) (an
+///   operator broke the hold with [`Locker::break_lock`](crate::Locker::break_lock)). A loss is counted when a renewal (the watchdog's,
 ///   or [`extend`](crate::Guard::extend)) finds it, or else when its guard
 ///   ends and finds it (a release that finds its keys gone, or `unlock` or
 ///   `expire_at` that find the lease lost): a lease that ran out while its
@@ -87,6 +88,7 @@ pub struct Stats {
     timeouts: u64,
     losses_expired: u64,
     losses_not_ours: u64,
+    losses_broken: u64,
     failed_renewals: u64,
     wait: Durations,
     hold: Durations,
@@ -167,7 +169,9 @@ impl Stats {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn losses(&self) -> u64 {
-        self.losses_expired.saturating_add(self.losses_not_ours)
+        self.losses_expired
+            .saturating_add(self.losses_not_ours)
+            .saturating_add(self.losses_broken)
     }
 
     /// Leases lost because their deadline passed without a confirmed
@@ -192,6 +196,19 @@ impl Stats {
     /// ```
     pub fn losses_not_ours(&self) -> u64 {
         self.losses_not_ours
+    }
+
+    /// Leases lost because an operator broke the hold
+    /// ([`Locker::break_lock`](crate::Locker::break_lock)); the guard's
+    /// [`lost_reason`](crate::Guard::lost_reason) says why.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// println!("{} holds broken by an operator", locker.stats().losses_broken());
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn losses_broken(&self) -> u64 {
+        self.losses_broken
     }
 
     /// Renewals that got an error or no answer in time (each retry of the
@@ -241,6 +258,7 @@ impl fmt::Debug for Stats {
             .field("timeouts", &self.timeouts)
             .field("losses_expired", &self.losses_expired)
             .field("losses_not_ours", &self.losses_not_ours)
+            .field("losses_broken", &self.losses_broken)
             .field("failed_renewals", &self.failed_renewals)
             .field("wait", &self.wait)
             .field("hold", &self.hold)
@@ -249,13 +267,13 @@ impl fmt::Debug for Stats {
 }
 
 /// One line: `grants 12 (hand-overs 3), busy 1, timeouts 0, losses 0
-/// (expired 0, not ours 0), failed renewals 0, wait p50 .. p99 .. max ..,
+/// (expired 0, not ours 0, broken 0), failed renewals 0, wait p50 .. p99 .. max ..,
 /// hold p50 .. p99 .. max ..`.
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "grants {} (hand-overs {}), busy {}, timeouts {}, losses {} (expired {}, not ours {}), \
+            "grants {} (hand-overs {}), busy {}, timeouts {}, losses {} (expired {}, not ours {}, broken {}), \
              failed renewals {}, wait {}, hold {}",
             self.grants,
             self.hand_overs,
@@ -264,6 +282,7 @@ impl fmt::Display for Stats {
             self.losses(),
             self.losses_expired,
             self.losses_not_ours,
+            self.losses_broken,
             self.failed_renewals,
             self.wait,
             self.hold

@@ -43,6 +43,8 @@ pub(crate) enum Loss {
     Expired,
     /// Redis showed the key gone or someone else's.
     NotOurs,
+    /// An operator broke the hold (`Locker::break_lock`).
+    Broken,
 }
 
 /// Durations as they are recorded: a bucket count each, and the largest.
@@ -100,6 +102,7 @@ pub(crate) struct Recorder {
     timeouts: AtomicU64,
     losses_expired: AtomicU64,
     losses_not_ours: AtomicU64,
+    losses_broken: AtomicU64,
     failed_renewals: AtomicU64,
     wait: Histogram,
     hold: Histogram,
@@ -117,6 +120,7 @@ impl Recorder {
             timeouts: AtomicU64::new(0),
             losses_expired: AtomicU64::new(0),
             losses_not_ours: AtomicU64::new(0),
+            losses_broken: AtomicU64::new(0),
             failed_renewals: AtomicU64::new(0),
             wait: Histogram::new(),
             hold: Histogram::new(),
@@ -155,6 +159,7 @@ impl Recorder {
             match why {
                 Loss::Expired => self.losses_expired.fetch_add(1, Relaxed),
                 Loss::NotOurs => self.losses_not_ours.fetch_add(1, Relaxed),
+                Loss::Broken => self.losses_broken.fetch_add(1, Relaxed),
             };
         }
     }
@@ -206,6 +211,7 @@ impl Recorder {
             timeouts: take(&self.timeouts),
             losses_expired: take(&self.losses_expired),
             losses_not_ours: take(&self.losses_not_ours),
+            losses_broken: take(&self.losses_broken),
             failed_renewals: take(&self.failed_renewals),
             wait: self.wait.read(clear),
             hold: self.hold.read(clear),
