@@ -27,6 +27,11 @@
 //!   that hold (never its owner token); `...:rw-readers:<name>` is the set
 //!   of read-hold keys, and `...:rw-queue:<name>`, `...:rw-waiters:<name>`
 //!   its queue (on a cluster with `{<tag>}:` before `<id>` and `<name>`).
+//! - Lock-delay marks (see `lua/lib/delay.lua`) live in a hash beside each
+//!   lock: `...:delay:<key>` for each key of a lock (so a lock on several
+//!   keys and one on each of them see the same marks),
+//!   `...:permit-delay:<name>`, `...:rw-delay:<name>`, in the lock's slot on
+//!   a cluster; each expires with its latest mark.
 //! - Releases are announced on the pub/sub channel
 //!   `<prefix>:__redmutex__:released`, so waiters elsewhere retry at once
 //!   instead of at their next backoff (the messages are described in
@@ -56,6 +61,10 @@ pub(crate) struct LockKeys {
     pub(crate) fence: String,
     pub(crate) queue: String,
     pub(crate) waiters: String,
+    /// The lock-delay marks of these keys (hashes, see `lua/lib/delay.lua`):
+    /// one per lock key for a lock, one for a semaphore's or a read-write
+    /// lock's keys (see [`LockKeys::marks_of_each`]).
+    pub(crate) marks: Arc<[String]>,
     /// What is held: a lock, a permit, or a read or the write hold.
     pub(crate) hold: Hold,
 }
@@ -87,6 +96,14 @@ impl LockKeys {
             Hold::Write { .. } => Some(&self.locks),
             Hold::Lock | Hold::Permit => None,
         }
+    }
+
+    /// The lock-delay marks of each lock key, in the order of `locks`.
+    pub(crate) fn marks_of_each(&self) -> Vec<&str> {
+        let shared = self.marks.first().map_or("", String::as_str);
+        (0..self.locks.len())
+            .map(|i| self.marks.get(i).map_or(shared, String::as_str))
+            .collect()
     }
 
     /// The keys whose release a waiter for these keys watches: a
@@ -170,12 +187,17 @@ impl KeySpace {
     /// [`validate_keys`]; on a cluster, see [`same_slot`]).
     pub(crate) fn lock_keys(&self, keys: &[&str], cluster: bool) -> LockKeys {
         let locks: Arc<[String]> = keys.iter().map(|k| self.lock_key(k)).collect();
-        let (queue, waiters) = self.queue_keys(keys.first().copied().unwrap_or_default(), cluster);
+        let first = keys.first().copied().unwrap_or_default();
+        let (queue, waiters) = self.queue_keys(first, cluster);
         LockKeys {
             fence: self.fence_key_for(&locks, cluster),
             locks,
             queue,
             waiters,
+            marks: keys
+                .iter()
+                .map(|k| self.internal("delay", self.slot_tag(k, cluster), k))
+                .collect(),
             hold: Hold::Lock,
         }
     }
@@ -195,6 +217,7 @@ impl KeySpace {
             fence: self.fence_key_for(&locks, cluster),
             queue: self.internal("permit-queue", tag, name),
             waiters: self.internal("permit-waiters", tag, name),
+            marks: Arc::from([self.internal("permit-delay", tag, name)]),
             locks,
             hold: Hold::Permit,
         }
@@ -222,6 +245,7 @@ impl KeySpace {
             fence: self.fence_key_for(&locks, cluster),
             queue: self.internal("rw-queue", tag, name),
             waiters: self.internal("rw-waiters", tag, name),
+            marks: Arc::from([self.internal("rw-delay", tag, name)]),
             locks,
             hold,
         }

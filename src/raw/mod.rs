@@ -126,6 +126,9 @@ pub(crate) enum Outcome {
     Busy {
         /// How long the busy key's lease has left, when it has a TTL.
         holder_ttl: Option<Duration>,
+        /// How long a lock-delay has left, when one keeps the keys: come
+        /// back then.
+        delay: Option<Duration>,
         /// When the attempt was sent: a lock handed over to this acquisition
         /// afterwards counts its lease from here.
         sent: Instant,
@@ -356,6 +359,7 @@ impl RawLock {
                     self.release_quietly(a);
                     Ok(Outcome::Busy {
                         holder_ttl: None,
+                        delay: None,
                         sent,
                     })
                 }
@@ -364,11 +368,15 @@ impl RawLock {
                     Err(e)
                 }
             },
-            Acquired::Busy { holder_ttl } => {
+            Acquired::Busy { holder_ttl, delay } => {
                 if n > 1 {
                     self.release_quietly(a);
                 }
-                Ok(Outcome::Busy { holder_ttl, sent })
+                Ok(Outcome::Busy {
+                    holder_ttl,
+                    delay,
+                    sent,
+                })
             }
             Acquired::NoQuorum { granted, last } => {
                 if n > 1 {
@@ -399,8 +407,9 @@ impl RawLock {
         let ttl = time::millis_ceil(config.ttl);
         let owner = a.owner();
         let (token, metadata) = (owner.as_str(), &config.metadata);
-        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal);
-        let release_by_token = || scripts::release_by_eval(&a.keys, token);
+        let delay = time::millis_ceil(config.lock_delay);
+        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal, delay);
+        let release_by_token = || scripts::release_by_eval(&a.keys, token, delay > 0);
         let mut grant = None;
         let (checkout, io) = (config.checkout_timeout, config.io_timeout);
         let checked = self.version_checked.get(i);

@@ -3,14 +3,16 @@
 -- writers out: the hold is lost), and keeps that set alive as long.
 --
 -- - `KEYS[1]`: the read hold's key, `KEYS[2]`: the set of read holds.
---   `ARGV[1]`: owner token, `ARGV[2]`: TTL in ms.
+--   `ARGV[1]`: owner token, `ARGV[2]`: TTL in ms. With a lock-delay,
+--   `KEYS[3]`: its marks, `ARGV[3]`: the delay in ms (see `lib/delay.lua`).
 --
 -- Replies: 1 when renewed, 0 when lost (nothing touched).
 --
--- Helpers: owned readers
+-- Helpers: owned readers mint delay
 if not owned(KEYS[1], ARGV[1]) or redis.call('SISMEMBER', KEYS[2], KEYS[1]) == 0 then
   return 0
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 keep(KEYS[2], ARGV[2])
+if KEYS[3] then mark(KEYS[3], KEYS[1], clock(), ARGV[2], tonumber(ARGV[3])) end
 return 1

@@ -1,30 +1,40 @@
 -- Sets the TTL of every lock key, only if all of them are ours; in
 -- Redlock mode, puts back the ones that are missing (an instance that lost
 -- its data) with our value, and raises the counter to our fencing token.
+-- With a lock-delay, records the lease's new end (see `lib/delay.lua`).
 --
--- - `KEYS`: the lock keys; in Redlock mode, then the fencing counter.
---   `ARGV[1]`: owner token, `ARGV[2]`: TTL in ms; in Redlock mode,
---   `ARGV[3]`: the lock's value (`<token>:<fence>:<metadata>`), `ARGV[4]`:
---   its fencing token.
+-- - `KEYS`: the n lock keys; in Redlock mode, then the fencing counter;
+--   with a lock-delay, then the marks of each lock key (n more).
+--   `ARGV[1]`: owner token, `ARGV[2]`: TTL in ms, `ARGV[3]`: the
+--   lock-delay in ms (`0`: none); in Redlock mode, `ARGV[4]`: the lock's
+--   value (`<token>:<fence>:<metadata>`), `ARGV[5]`: its fencing token.
 --
 -- Replies: 1 when all were ours (or put back) and got the TTL; 0 when any
 -- was someone else's (or, outside Redlock mode, missing), in which case
 -- none was touched.
 --
--- Helpers: owned
-local value = ARGV[3]
+-- Helpers: owned mint delay
+local value = ARGV[4]
+local delay = tonumber(ARGV[3] or '0')
 local n = #KEYS
+local counter = nil
 if value then n = n - 1 end
+if delay > 0 then n = n / 2 end
+if value then counter = KEYS[n + 1] end
+-- The lock-delay marks of lock key `i` (with a delay).
+local function marks(i) return KEYS[#KEYS - n + i] end
 for i = 1, n do
   local v = redis.pcall('GET', KEYS[i])
   if not ours(v, ARGV[1]) and not (value and v == false) then return 0 end
 end
+local now = delay > 0 and clock()
 for i = 1, n do
   if redis.call('PEXPIRE', KEYS[i], ARGV[2]) == 0 then
     redis.call('SET', KEYS[i], value, 'PX', ARGV[2])
   end
+  if now then mark(marks(i), KEYS[i], now, ARGV[2], delay) end
 end
-if value and tonumber(redis.call('GET', KEYS[#KEYS]) or '0') < tonumber(ARGV[4]) then
-  redis.call('SET', KEYS[#KEYS], ARGV[4])
+if value and tonumber(redis.call('GET', counter) or '0') < tonumber(ARGV[5]) then
+  redis.call('SET', counter, ARGV[5])
 end
 return 1
