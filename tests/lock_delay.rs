@@ -332,3 +332,54 @@ fn an_absurd_delay_is_refused() {
         .build()
         .is_ok());
 }
+
+#[test]
+fn a_lock_on_several_keys_delays_each_of_them() {
+    let server = Server::start();
+    let (a, b) = (key("delay-multi-a"), key("delay-multi-b"));
+    let holder = delaying(&server).lock_all([&a, &b]).unwrap();
+    let ended = expires_at(&server, &b);
+    vanish(holder);
+    // A lock on one of them alone sees the delay of the lock on both.
+    let next = waiter(&server)
+        .lock_timeout(&b, Duration::from_secs(30))
+        .unwrap();
+    assert!(granted_at(&server, &b) >= ended + ms(DELAY));
+    next.unlock().unwrap();
+}
+
+#[test]
+fn a_cluster_delays_in_the_lock_keys_slot() {
+    let cluster = common::Cluster::start();
+    let k = key("delay-cluster");
+    let expires = |k: &str| -> i64 {
+        let mut c = cluster.pool().get_timeout(Duration::from_secs(10)).unwrap();
+        redis::cmd("PEXPIRETIME").arg(k).query(&mut *c).unwrap()
+    };
+    let holder = Locker::builder(cluster.pool())
+        .ttl(TTL)
+        .watchdog(false)
+        .lock_delay(DELAY)
+        .build()
+        .unwrap();
+    let sem_holder = holder.semaphore(&k, 1).unwrap().acquire().unwrap();
+    let g = holder.lock(&k).unwrap();
+    let ended = expires(&k);
+    vanish(g);
+    vanish(sem_holder);
+    let next = Locker::builder(cluster.pool())
+        .ttl(Duration::from_secs(60))
+        .watchdog(false)
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .build()
+        .unwrap();
+    let g = next.lock_timeout(&k, Duration::from_secs(30)).unwrap();
+    let at = expires(&k) - 60_000;
+    assert!(at >= ended + ms(DELAY), "granted {} ms after", at - ended);
+    assert!(at - (ended + ms(DELAY)) < LATE_MS);
+    g.unlock().unwrap();
+    // The permit's marks share its slot too (no CROSSSLOT), and delay it.
+    let sem = next.semaphore(&k, 1).unwrap();
+    let p = sem.acquire_timeout(Duration::from_secs(30)).unwrap();
+    p.unlock().unwrap();
+}
