@@ -170,6 +170,12 @@ pub struct RunArgs {
     /// itself.
     #[arg(long, value_parser = duration)]
     pub min_hold: Option<Duration>,
+    /// When the lease ends without a release (this run was killed or
+    /// paused, or --min-hold let the lock expire), nobody gets the lock
+    /// until this long after its end, by the server's clock [default: 0s,
+    /// none]. Cover the longest pause the command may take.
+    #[arg(long, value_parser = duration)]
+    pub lock_delay: Option<Duration>,
     /// The exit code when the lock is busy.
     #[arg(short = 'E', long, default_value_t = BUSY)]
     pub conflict_exit_code: u8,
@@ -227,9 +233,10 @@ fn locker(
     server: &Server,
     ttl: Option<Duration>,
     max_hold: Option<Duration>,
+    lock_delay: Option<Duration>,
 ) -> Result<redmutex::Locker, ExitCode> {
     let pool = redmutex::pool(&server.url).map_err(|e| usage(&format!("--url: {e}")))?;
-    build(pool, server, ttl, max_hold)
+    build(pool, server, ttl, max_hold, lock_delay)
 }
 
 fn build(
@@ -237,6 +244,7 @@ fn build(
     server: &Server,
     ttl: Option<Duration>,
     max_hold: Option<Duration>,
+    lock_delay: Option<Duration>,
 ) -> Result<redmutex::Locker, ExitCode> {
     let mut builder = redmutex::Locker::builder(pool);
     if let Some(p) = &server.prefix {
@@ -248,6 +256,9 @@ fn build(
     if let Some(hold) = max_hold {
         builder = builder.max_hold(hold);
     }
+    if let Some(delay) = lock_delay {
+        builder = builder.lock_delay(delay);
+    }
     builder.build().map_err(|e| usage(&e.to_string()))
 }
 
@@ -256,7 +267,7 @@ fn holder(args: &HolderArgs) -> ExitCode {
         Ok(pool) => pool,
         Err(e) => return usage(&format!("--url: {e}")),
     };
-    let locker = match build(pool.clone(), &args.server, None, None) {
+    let locker = match build(pool.clone(), &args.server, None, None, None) {
         Ok(l) => l,
         Err(code) => return code,
     };
@@ -415,7 +426,8 @@ pub fn main() -> ExitCode {
                     ));
                 }
             }
-            let code = match locker(&args.server, Some(args.ttl), args.max_hold) {
+            let delay = args.lock_delay;
+            let code = match locker(&args.server, Some(args.ttl), args.max_hold, delay) {
                 Ok(locker) => run::run(&locker, &args),
                 Err(code) => code,
             };
