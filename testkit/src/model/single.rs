@@ -33,6 +33,12 @@
 //! - *stay*: while the lock is free, a dead waiter's place in the queue
 //!   (which refuses the lock to those behind it) ends within its stay,
 //!   which is bounded whatever the backoff;
+//! - *lock-delay*: a fresh grant (not a hand-over) comes no sooner than
+//!   `delay` after the deadline of any other client that still believes
+//!   it holds the lock (one paused past its lease: its late writes land
+//!   within `delay` of its deadline), as long as that client took its
+//!   lease up (a claim not taken up is never returned to its user); with a
+//!   delay of 0 this is exclusion at the moment of the grant;
 //! - *liveness*, under fair scheduling (see [`Fair`]): a waiter that stays
 //!   is granted within a bound;
 //! - and, as a check that the bounds reach the interesting states, that a
@@ -57,6 +63,8 @@ pub enum Flaw {
     /// the horizon), so a dead waiter's place keeps a free lock from
     /// everyone queued behind it.
     UnboundedStay,
+    /// An acquire that ignores the lock-delay mark.
+    IgnoresDelay,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -76,6 +84,10 @@ pub struct Server {
     pub counter: u64,
     /// Waiters in arrival order, each with the server time it stays until.
     pub queue: Vec<(usize, u64)>,
+    /// The lock-delay mark: nobody is granted the key (while it is
+    /// missing) before this server time. Written by a grant and a renewal
+    /// (the lease's end plus the delay), deleted by a clean release.
+    pub mark: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -133,6 +145,9 @@ pub struct Client {
     pub handed: Option<u64>,
     /// Grants this client had (a bound).
     pub grants: u8,
+    /// Ghost: it holds a claim it has not taken up (renewed) yet, which the
+    /// library never returns to its user.
+    pub claim: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -153,6 +168,10 @@ pub struct State {
     /// small).
     pub deaths: u8,
     pub give_ups: u8,
+    /// Ghost: whether every fresh grant kept the lock-delay, and whether an
+    /// attempt was refused by one.
+    pub delay_kept: bool,
+    pub delayed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -202,6 +221,8 @@ pub struct Protocol {
     /// Fair scheduling, for the liveness check: `None` lets every step
     /// wait forever.
     pub fair: Option<Fair>,
+    /// The lock-delay (`Builder::lock_delay`), in ticks; 0: none.
+    pub delay: u64,
 }
 
 /// Fair scheduling: time does not pass while a step is due. Every request
@@ -255,6 +276,30 @@ impl Protocol {
         None
     }
 
+    /// Records a lease of the key ending at `expires`: its lock-delay mark.
+    fn mark(&self, s: &mut State, expires: u64) {
+        if self.delay > 0 {
+            s.server.mark = Some(expires + self.delay);
+        }
+    }
+
+    /// Whether the lock-delay keeps the (missing) key from everyone now.
+    fn delays(&self, s: &State) -> bool {
+        self.flaw != Some(Flaw::IgnoresDelay) && s.server.mark.is_some_and(|till| till > s.now)
+    }
+
+    /// The ghost check at a fresh grant: every other client that believes
+    /// it holds the lock (its lease taken up) has its deadline at least
+    /// the delay behind.
+    fn check_delay(&self, s: &mut State, c: usize) {
+        let now = s.now;
+        s.delay_kept &= s.clients.iter().enumerate().all(|(i, cl)| {
+            i == c
+                || cl.claim
+                || !matches!(cl.phase, Phase::Holding { deadline, .. } if deadline + self.delay > now)
+        });
+    }
+
     /// A release: hands the lock to the first live waiter (a claim), or
     /// deletes it.
     fn free(&self, s: &mut State) {
@@ -284,7 +329,12 @@ impl Protocol {
         let reply = match req {
             Req::Acquire => {
                 let head = Self::live_head(s);
-                if ours || (s.server.lock.is_none() && head.is_none_or(|h| h == c)) {
+                let delayed = s.server.lock.is_none() && self.delays(s);
+                s.delayed |= delayed;
+                if ours || (s.server.lock.is_none() && !delayed && head.is_none_or(|h| h == c)) {
+                    if !ours {
+                        self.check_delay(s, c);
+                    }
                     s.server.queue.retain(|&(w, _)| w != c);
                     let fence = self.mint(s);
                     s.server.lock = Some(Lock {
@@ -293,6 +343,7 @@ impl Protocol {
                         expires: s.now + self.ttl,
                         claimed: false,
                     });
+                    self.mark(s, s.now + self.ttl);
                     Reply::Granted(fence)
                 } else {
                     let until = s.now
@@ -316,6 +367,7 @@ impl Protocol {
                         lock.claimed = false;
                         s.taken_up = true;
                     }
+                    self.mark(s, now + self.ttl);
                     Reply::Renewed
                 } else {
                     Reply::NotOurs
@@ -323,6 +375,8 @@ impl Protocol {
             }
             Req::Release => {
                 if ours {
+                    // A clean release: no lock-delay after it.
+                    s.server.mark = None;
                     self.free(s);
                 }
                 Reply::Done
@@ -370,6 +424,7 @@ impl Protocol {
             (_, Reply::Granted(fence)) => {
                 client.grants += 1;
                 client.handed = None;
+                client.claim = false;
                 Phase::Holding {
                     fence,
                     deadline: self.deadline(sent, self.ttl),
@@ -395,11 +450,14 @@ impl Protocol {
                     since,
                 },
                 Reply::Renewed,
-            ) => Phase::Holding {
-                fence,
-                deadline: deadline.max(self.deadline(sent, self.ttl)),
-                since,
-            },
+            ) => {
+                client.claim = false;
+                Phase::Holding {
+                    fence,
+                    deadline: deadline.max(self.deadline(sent, self.ttl)),
+                    since,
+                }
+            }
             (Phase::Holding { .. }, Reply::NotOurs) => Phase::Idle,
             (phase, _) => phase,
         };
@@ -423,6 +481,7 @@ impl Model for Protocol {
                     reply: None,
                     handed: None,
                     grants: 0,
+                    claim: false,
                 };
                 self.clients
             ],
@@ -432,6 +491,8 @@ impl Model for Protocol {
             taken_up: false,
             deaths: 0,
             give_ups: 0,
+            delay_kept: true,
+            delayed: false,
         }]
     }
 
@@ -542,6 +603,7 @@ impl Model for Protocol {
                 // attempt, and early in the claim; else it asks again.
                 s.clients[c].phase = if fence > floor && (s.now - sent) * 3 < self.claim() {
                     s.clients[c].grants += 1;
+                    s.clients[c].claim = true;
                     Phase::Holding {
                         fence,
                         deadline: self.deadline(sent, self.claim()),
@@ -578,6 +640,9 @@ impl Model for Protocol {
                     <= 1
             }),
             Property::always("fencing", |_, s: &State| s.fences_rise),
+            Property::always("lock-delay", |m: &Protocol, s: &State| {
+                m.restores || s.delay_kept
+            }),
             Property::always("liveness", |m: &Protocol, s: &State| {
                 m.fair.is_none_or(|fair| {
                     s.clients.iter().all(|c| match c.phase {
@@ -604,6 +669,9 @@ impl Model for Protocol {
             }),
             Property::sometimes("a hand-over", |_, s: &State| s.handed_over),
             Property::sometimes("a take-up", |_, s: &State| s.taken_up),
+            Property::sometimes("a lock-delay refusal", |m: &Protocol, s: &State| {
+                m.delay == 0 || s.delayed
+            }),
             Property::sometimes("a restore after a grant", |m: &Protocol, s: &State| {
                 !m.restores || (s.restored && s.last_fence > 0)
             }),
