@@ -30,6 +30,7 @@
 mod broken;
 #[path = "../common/mod.rs"]
 mod common;
+mod delay;
 mod history;
 mod worker;
 
@@ -162,6 +163,10 @@ fn main() {
         worker::main(&spec);
         return;
     }
+    if let Ok(spec) = std::env::var(delay::ENV) {
+        delay::worker(&spec);
+        return;
+    }
     // Behave as a one-test libtest binary: `--list`, and name filters.
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--list") {
@@ -177,6 +182,7 @@ fn main() {
     checker_explains_an_evicted_readers_set();
     checker_wants_demand_for_a_takeover();
     checker_times_a_loss_from_the_eviction_of_its_own_key();
+    delay::checker_finds_late_writes();
     let long = std::env::var("REDMUTEX_CHAOS").is_ok_and(|v| v == "long");
     let started = Instant::now();
     let mut failed = false;
@@ -434,6 +440,10 @@ fn main() {
             failed = true;
         }
     }
+
+    // Lock-delay: a paused holder's late writes to a resource that checks
+    // no token, and the control without a lock-delay (see `delay.rs`).
+    failed |= delay::scenario_and_control(only.as_deref());
 
     let report = totals.report(&controls, started.elapsed());
     println!("\n{report}");
