@@ -96,7 +96,10 @@
 //! - **Pauses.** A holder frozen (GC, swap, `SIGSTOP`, a suspended VM) past
 //!   its deadline wakes up still believing in a lease that another holder now
 //!   has. Only the protected resource can stop its writes: check fencing
-//!   tokens there.
+//!   tokens there. Where it cannot, [`Builder::lock_delay`] keeps the lock
+//!   from everyone for a while after a lease ends without a release, so the
+//!   paused holder's late writes land before the next holder starts, as long
+//!   as the delay covers the pause.
 //! - **Failover.** Redis replicates asynchronously; a replica promoted after a
 //!   crash may not have the lock, and hands it to a second holder.
 //! - **Memory.** Run locks on a server with `maxmemory-policy noeviction`
