@@ -3,7 +3,8 @@
 //! delay has passed after the moment the lease was due to end, measured by
 //! the server's clock (the key's `PEXPIRETIME` before, the grant's key
 //! written after); a clean release frees it at once; waiters keep their
-//! order through the delay; a permit, a writer and Redlock too.
+//! order through the delay; a permit, a writer, several keys, a Cluster,
+//! Sentinel and Redlock too.
 #![allow(clippy::disallowed_methods, clippy::unwrap_used)] // test helpers fail loudly: that is the point
 
 mod common;
@@ -382,4 +383,53 @@ fn a_cluster_delays_in_the_lock_keys_slot() {
     let sem = next.semaphore(&k, 1).unwrap();
     let p = sem.acquire_timeout(Duration::from_secs(30)).unwrap();
     p.unlock().unwrap();
+}
+
+#[test]
+fn sentinel_delays_on_the_master_and_replicates_the_mark() {
+    use redis::sentinel::{LockedSentinelClient, SentinelClient, SentinelServerType};
+    let master = Server::start();
+    let replica = Server::replica_of(&master);
+    let sentinels = common::Sentinels::watch(&master);
+    let pool = || {
+        let client = SentinelClient::build(
+            sentinels.urls(),
+            String::from("mymaster"),
+            None,
+            SentinelServerType::Master,
+        )
+        .unwrap();
+        r2d2::Pool::builder()
+            .max_size(4)
+            .build(LockedSentinelClient::new(client))
+            .unwrap()
+    };
+    let k = key("delay-sentinel");
+    let holder = Locker::builder(pool())
+        .ttl(TTL)
+        .watchdog(false)
+        .lock_delay(DELAY)
+        .build()
+        .unwrap()
+        .lock(&k)
+        .unwrap();
+    let ended = expires_at(&master, &k);
+    // The mark is written with the grant, so a replica has it as it has
+    // the lock key.
+    let marks = format!("__redmutex__:delay:{k}");
+    wait_until("the mark on the replica", Duration::from_secs(10), || {
+        replica.conn().hexists::<_, _, bool>(&marks, &k).unwrap()
+    });
+    vanish(holder);
+    let next = Locker::builder(pool())
+        .ttl(Duration::from_secs(60))
+        .watchdog(false)
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .build()
+        .unwrap()
+        .lock_timeout(&k, Duration::from_secs(30))
+        .unwrap();
+    let at = granted_at(&master, &k);
+    assert!(at >= ended + ms(DELAY), "granted {} ms after", at - ended);
+    next.unlock().unwrap();
 }
