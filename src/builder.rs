@@ -53,6 +53,7 @@ pub struct Builder {
     io_timeout: Duration,
     stats: bool,
     clock_ahead: Duration,
+    lock_delay: Duration,
 }
 
 impl fmt::Debug for Builder {
@@ -74,6 +75,7 @@ impl fmt::Debug for Builder {
             .field("checkout_timeout", &self.checkout_timeout)
             .field("io_timeout", &self.io_timeout)
             .field("stats", &self.stats)
+            .field("lock_delay", &self.lock_delay)
             .finish_non_exhaustive()
     }
 }
@@ -98,6 +100,7 @@ impl Builder {
             io_timeout: DEFAULT_IO_TIMEOUT,
             stats: true,
             clock_ahead: Duration::ZERO,
+            lock_delay: Duration::ZERO,
         }
     }
 
@@ -418,6 +421,38 @@ impl Builder {
         self
     }
 
+    /// Lock-delay (Chubby's and Consul's): when a lease of this locker ends
+    /// *without* a release (its key expired, or was deleted or taken by
+    /// another), nobody (on any locker) is granted that key, permit or
+    /// hold until `delay` after the moment the lease was due to end, by the
+    /// server's clock; so a holder paused past its lease (GC, swap, a
+    /// suspended VM) has its late writes land before the next holder
+    /// starts, as long as `delay` covers the pause. A release
+    /// ([`Guard::unlock`](crate::Guard::unlock), or the guard's drop)
+    /// frees the lock at once, as without it. Waiters keep their queue
+    /// order through the delay, and come back when it ends (the refusal
+    /// says when) rather than at their backoff.
+    ///
+    /// An acquire timeout shorter than the delay gives up before the
+    /// delay ends (with [`Error::Timeout`]); give waiters a timeout longer
+    /// than the delay plus the TTL. With Redlock each master applies the
+    /// delay to its own keys. Defaults to zero: no delay, as before.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// let locker = redmutex::Locker::builder(pool)
+    ///     .ttl(Duration::from_secs(10))
+    ///     .lock_delay(Duration::from_secs(15)) // covers the longest pause we expect
+    ///     .build()?;
+    /// # let _ = locker;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = delay;
+        self
+    }
+
     /// Requires `replicas` replicas to acknowledge each acquisition: right
     /// after the acquire script, on the same connection, the locker sends
     /// `WAIT replicas <replica_timeout>`; with fewer acknowledgements it
@@ -475,7 +510,7 @@ impl Builder {
     ///
     /// [`Error::InvalidInput`] for a TTL below 1 ms, not above its drift
     /// allowance, or above [`MAX_TTL`](crate::MAX_TTL); a zero acquire, checkout or I/O
-    /// timeout, or any of them or `max_hold` above [`MAX_TTL`](crate::MAX_TTL); an empty
+    /// timeout, or any of them, `max_hold` or `lock_delay` above [`MAX_TTL`](crate::MAX_TTL); an empty
     /// prefix, or on a Redis Cluster a prefix whose first `{` opens no
     /// non-empty hash tag closed within it (`a{b`, `{}`); an invalid backoff. (Backoff pauses of any length are
     /// accepted: see [`Backoff`].)
@@ -502,6 +537,7 @@ impl Builder {
         if let Some(hold) = self.max_hold {
             validate_wait("max hold", hold)?;
         }
+        validate_wait("lock delay", self.lock_delay)?;
         if self.checkout_timeout.is_zero() || self.io_timeout.is_zero() {
             return Err(Error::InvalidInput(
                 "checkout and io timeouts must be above zero".into(),
@@ -546,6 +582,7 @@ impl Builder {
             io_timeout: self.io_timeout.min(cap),
             stats: self.stats,
             clock_ahead: self.clock_ahead,
+            lock_delay: self.lock_delay,
         };
         Locker::from_parts(self.instances, config)
     }

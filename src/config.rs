@@ -35,6 +35,9 @@ pub(crate) struct Config {
     pub(crate) stats: bool,
     /// Test-only: how fast this machine's clock runs for Redlock proposals.
     pub(crate) clock_ahead: Duration,
+    /// How long a lease that ended without a release keeps its keys from
+    /// everyone (zero: no lock-delay).
+    pub(crate) lock_delay: Duration,
 }
 
 /// What the servers behind a locker are, decided once when it is built.

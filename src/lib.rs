@@ -102,7 +102,11 @@
 //!   the guard's, in one script; another Redis admits a write by its
 //!   [fencing token](Guard::fencing_token) with [`fence::admit_and_run`];
 //!   a SQL database keeps the token in the row (`UPDATE ... WHERE fence <=
-//!   ?`, see [`fence`] and `examples/fence_sqlite.rs`).
+//!   ?`, see [`fence`] and `examples/fence_sqlite.rs`). Where the resource
+//!   checks nothing, [`Builder::lock_delay`] keeps the lock from everyone
+//!   for a while after a lease ends without a release, so the paused
+//!   holder's late writes land before the next holder starts, as long as
+//!   the delay covers the pause.
 //! - **Failover.** Redis replicates asynchronously; a replica promoted after a
 //!   crash may not have the lock, and hands it to a second holder.
 //! - **Memory.** Run locks on a server with `maxmemory-policy noeviction`

@@ -28,6 +28,9 @@ pub(crate) enum Grant {
     Granted(u64),
     /// A key was held; the PTTL of the first busy key, if it has one.
     Busy(Option<Duration>),
+    /// A key is in its lock-delay (its lease ended without a release) for
+    /// this long still.
+    Delayed(Duration),
 }
 
 /// The decision over all instances' answers to one acquire attempt.
@@ -37,8 +40,12 @@ pub(crate) enum Acquired {
     /// `everywhere`: every instance granted, and minted that same token,
     /// so that they are as the grant's write-back would leave them.
     Granted { fence: u64, everywhere: bool },
-    /// Held elsewhere: wait and retry. The shortest PTTL among busy keys.
-    Busy { holder_ttl: Option<Duration> },
+    /// Held elsewhere: wait and retry. The shortest PTTL among busy keys,
+    /// and the shortest lock-delay left among delayed ones.
+    Busy {
+        holder_ttl: Option<Duration>,
+        delay: Option<Duration>,
+    },
     /// Errors (or slowness) made a majority impossible.
     NoQuorum { granted: usize, last: Option<Error> },
 }
@@ -54,6 +61,7 @@ pub(crate) fn decide_acquire(
     let (mut granted, mut failed, mut fence, mut holder_ttl, mut last) =
         (0usize, 0usize, 0u64, None::<Duration>, None);
     let mut lowest = u64::MAX;
+    let mut delay = None::<Duration>;
     for a in answers {
         match a {
             Ok(Grant::Granted(f)) => {
@@ -66,6 +74,7 @@ pub(crate) fn decide_acquire(
                     holder_ttl = Some(holder_ttl.map_or(t, |h: Duration| h.min(t)));
                 }
             }
+            Ok(Grant::Delayed(t)) => delay = Some(delay.map_or(t, |d: Duration| d.min(t))),
             Err(e) => {
                 failed += 1;
                 last = Some(e);
@@ -82,7 +91,7 @@ pub(crate) fn decide_acquire(
     if failed > n - q {
         return Acquired::NoQuorum { granted, last };
     }
-    Acquired::Busy { holder_ttl }
+    Acquired::Busy { holder_ttl, delay }
 }
 
 /// One instance's answer to an owner-checked renewal.
@@ -281,7 +290,17 @@ mod tests {
         ];
         assert!(matches!(
             decide_acquire(busy, 1000 * MS, MS, MS),
-            Acquired::Busy { holder_ttl: Some(t) } if t == 30 * MS
+            Acquired::Busy { holder_ttl: Some(t), delay: None } if t == 30 * MS
+        ));
+        // A lock-delay on a master: come back when the shortest ends.
+        let delayed = vec![
+            Ok(Grant::Delayed(700 * MS)),
+            Ok(Grant::Delayed(500 * MS)),
+            Ok(Grant::Busy(Some(40 * MS))),
+        ];
+        assert!(matches!(
+            decide_acquire(delayed, 1000 * MS, MS, MS),
+            Acquired::Busy { holder_ttl: Some(_), delay: Some(d) } if d == 500 * MS
         ));
         let down = vec![Ok(Grant::Granted(1)), Err(err()), Err(err())];
         assert!(matches!(

@@ -98,6 +98,7 @@ fn protocol(restores: bool, flaw: Option<Flaw>) -> Protocol {
         skew: if restores { 0 } else { DRIFT },
         fair: None,
         doubt: false,
+        delay: 0,
     }
 }
 
@@ -234,6 +235,7 @@ fn a_waiter_that_stays_is_granted_under_fair_scheduling() {
         skew: DRIFT,
         fair: Some(Fair { hold, bound }),
         doubt: false,
+        delay: 0,
     };
     let bound = hold + ttl + (stay - 1);
     let what = format!(
@@ -243,6 +245,31 @@ fn a_waiter_that_stays_is_granted_under_fair_scheduling() {
     check_all(&what, fair(bound));
     let title = format!("a waiter waits {bound} ms");
     counterexample(&title, fair(bound - 1), "liveness");
+}
+
+/// Lock-delay: with a TTL of 2 ms and a delay of 2 ms, a fresh grant
+/// never comes within the delay of the deadline of a holder that still
+/// believes (one that stopped renewing: paused), and an attempt in the
+/// delay is refused somewhere; an acquire that ignores the mark is found.
+#[test]
+fn lock_delay_keeps_a_paused_holder_apart_from_the_next() {
+    let delaying = |flaw| Protocol {
+        ttl: 2,
+        delay: 2,
+        ..protocol(false, flaw)
+    };
+    let model = delaying(None);
+    let what = format!(
+        "lock-delay: {} clients, {} grants each, {} ms, TTL 2 ms, delay 2 ms, stay 2 ms, \
+         drift {DRIFT} ms, keys expire up to {DRIFT} ms early",
+        model.clients, model.grants, model.horizon
+    );
+    check_all(&what, model);
+    counterexample(
+        "IgnoresDelay breaks lock-delay",
+        delaying(Some(Flaw::IgnoresDelay)),
+        "lock-delay",
+    );
 }
 
 /// The Redlock bounds: two clients with two attempts each (one less for

@@ -189,6 +189,12 @@ pub struct RunArgs {
     /// itself.
     #[arg(long, value_parser = duration)]
     pub min_hold: Option<Duration>,
+    /// When the lease ends without a release (this run was killed or
+    /// paused, or --min-hold let the lock expire), nobody gets the lock
+    /// until this long after its end, by the server's clock [default: 0s,
+    /// none]. Cover the longest pause the command may take.
+    #[arg(long, value_parser = duration)]
+    pub lock_delay: Option<Duration>,
     /// The exit code when the lock is busy.
     #[arg(short = 'E', long, default_value_t = BUSY)]
     pub conflict_exit_code: u8,
@@ -296,9 +302,10 @@ fn locker(
     server: &Server,
     ttl: Option<Duration>,
     max_hold: Option<Duration>,
+    lock_delay: Option<Duration>,
 ) -> Result<redmutex::Locker, ExitCode> {
     let pool = redmutex::pool(&server.url).map_err(|e| usage(&format!("--url: {e}")))?;
-    build(pool, server, ttl, max_hold)
+    build(pool, server, ttl, max_hold, lock_delay)
 }
 
 fn build(
@@ -306,6 +313,7 @@ fn build(
     server: &Server,
     ttl: Option<Duration>,
     max_hold: Option<Duration>,
+    lock_delay: Option<Duration>,
 ) -> Result<redmutex::Locker, ExitCode> {
     let mut builder = redmutex::Locker::builder(pool);
     if let Some(p) = &server.prefix {
@@ -317,11 +325,14 @@ fn build(
     if let Some(hold) = max_hold {
         builder = builder.max_hold(hold);
     }
+    if let Some(delay) = lock_delay {
+        builder = builder.lock_delay(delay);
+    }
     builder.build().map_err(|e| usage(&e.to_string()))
 }
 
 fn holder(args: &HolderArgs) -> ExitCode {
-    let locker = match locker(&args.server, None, None) {
+    let locker = match locker(&args.server, None, None, None) {
         Ok(l) => l,
         Err(code) => return code,
     };
@@ -345,7 +356,7 @@ fn holder(args: &HolderArgs) -> ExitCode {
 }
 
 fn list(args: &ListArgs) -> ExitCode {
-    let locker = match locker(&args.server, None, None) {
+    let locker = match locker(&args.server, None, None, None) {
         Ok(l) => l,
         Err(code) => return code,
     };
@@ -362,7 +373,7 @@ fn list(args: &ListArgs) -> ExitCode {
 }
 
 fn break_lock(args: &BreakArgs) -> ExitCode {
-    let locker = match locker(&args.server, None, None) {
+    let locker = match locker(&args.server, None, None, None) {
         Ok(l) => l,
         Err(code) => return code,
     };
@@ -380,7 +391,7 @@ fn break_lock(args: &BreakArgs) -> ExitCode {
 }
 
 fn audit(args: &AuditArgs) -> ExitCode {
-    let locker = match locker(&args.server, None, None) {
+    let locker = match locker(&args.server, None, None, None) {
         Ok(l) => l,
         Err(code) => return code,
     };
@@ -421,7 +432,7 @@ fn failed(e: &redmutex::Error) -> ExitCode {
 
 /// The election of `args`, or the exit code of a usage error.
 fn election(args: &LeaderArgs) -> Result<redmutex::Election, ExitCode> {
-    let locker = locker(&args.server, None, None)?;
+    let locker = locker(&args.server, None, None, None)?;
     locker.election(&args.name).map_err(|e| match e {
         redmutex::Error::InvalidInput(m) => usage(&m),
         e => usage(&e.to_string()),
@@ -622,7 +633,8 @@ pub fn main() -> ExitCode {
                     ));
                 }
             }
-            let code = match locker(&args.server, Some(args.ttl), args.max_hold) {
+            let delay = args.lock_delay;
+            let code = match locker(&args.server, Some(args.ttl), args.max_hold, delay) {
                 Ok(locker) => run::run(&locker, &args),
                 Err(code) => code,
             };

@@ -217,3 +217,35 @@ fn an_unreachable_redis_is_69_and_holder_reports() {
     nix_term(&run);
     let _ = finish(run);
 }
+
+#[test]
+fn lock_delay_keeps_an_expired_lock_from_the_next_run() {
+    let s = setup("delay");
+    // A clean end releases at once, lock-delay or not.
+    let out = s.run(&["run", "--lock-delay", "1h", "dkey", "--", "true"]);
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert_eq!(code(&s.run(&["run", "-n", "dkey", "--", "true"])), 0);
+    // --min-hold lets the lock expire: the delay follows its end.
+    let out = s.run(&[
+        "run",
+        "--lock-delay",
+        "1h",
+        "--min-hold",
+        "300ms",
+        "dkey",
+        "--",
+        "true",
+    ]);
+    assert_eq!(code(&out), 0, "{out:?}");
+    let started = Instant::now();
+    while s.conn().exists::<_, bool>("dkey").unwrap() {
+        assert!(started.elapsed() < Duration::from_secs(10), "never expired");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let busy = s.run(&["run", "-n", "dkey", "--", "true"]);
+    assert_eq!(code(&busy), 75, "granted inside the delay: {busy:?}");
+    assert_eq!(
+        code(&s.run(&["run", "--lock-delay", "soon", "k", "--", "true"])),
+        64
+    );
+}

@@ -103,7 +103,7 @@ impl Locker {
                     return Err(e);
                 }
             };
-            let (holder_ttl, sent) = match outcome {
+            let (holder_ttl, delay, sent) = match outcome {
                 Outcome::Granted { sent, fence } => {
                     if attempts > 1 {
                         waited(first, "acquired", attempts, start);
@@ -112,7 +112,11 @@ impl Locker {
                     self.shared.stats.granted(start, false);
                     return Ok(guard);
                 }
-                Outcome::Busy { holder_ttl, sent } => (holder_ttl, sent),
+                Outcome::Busy {
+                    holder_ttl,
+                    delay,
+                    sent,
+                } => (holder_ttl, delay, sent),
             };
             let now = Instant::now();
             let out_of_time = deadline.is_some_and(|d| now >= d);
@@ -144,6 +148,12 @@ impl Locker {
                 let pause = backoff.delay(attempts - 1, jitter_seed()).min(MAX_TTL);
                 time::deadline(now, pause).unwrap_or(now)
             });
+            if let Some(left) = delay {
+                // A lock-delay: nobody is granted the lock before it ends,
+                // so come back right then, not at the backoff's pace.
+                let ends = left.saturating_add(Duration::from_millis(1)).min(MAX_TTL);
+                next = time::deadline(now, ends).unwrap_or(now);
+            }
             if let Some(ttl) = holder_ttl {
                 // Retry right when the holder's lease would have run out.
                 let ends = ttl.saturating_add(Duration::from_millis(1)).min(MAX_TTL);

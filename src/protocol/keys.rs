@@ -40,6 +40,11 @@
 //!   and `...:election-waiters:<name>`, and logs each change of leader or
 //!   value in the capped stream `...:election-log:<name>` (on a cluster
 //!   with `{<tag>}:` before `<name>`).
+//! - Lock-delay marks (see `lua/lib/delay.lua`) live in a hash beside each
+//!   lock: `...:delay:<key>` for each key of a lock (so a lock on several
+//!   keys and one on each of them see the same marks),
+//!   `...:permit-delay:<name>`, `...:rw-delay:<name>`, in the lock's slot on
+//!   a cluster; each expires with its latest mark.
 //! - Releases are announced on the pub/sub channel
 //!   `<prefix>:__redmutex__:released`, so waiters elsewhere retry at once
 //!   instead of at their next backoff (the messages are described in
@@ -73,6 +78,10 @@ pub(crate) struct LockKeys {
     pub(crate) marks: String,
     pub(crate) queue: String,
     pub(crate) waiters: String,
+    /// The lock-delay marks of these keys (hashes, see `lua/lib/delay.lua`):
+    /// one per lock key for a lock, one for a semaphore's or a read-write
+    /// lock's keys (see [`LockKeys::delays_of_each`]).
+    pub(crate) delays: Arc<[String]>,
     /// What is held: a lock, a permit, or a read or the write hold.
     pub(crate) hold: Hold,
 }
@@ -107,6 +116,14 @@ impl LockKeys {
             Hold::Write { .. } => Some(&self.locks),
             Hold::Lock | Hold::Permit | Hold::Leader { .. } => None,
         }
+    }
+
+    /// The lock-delay marks of each lock key, in the order of `locks`.
+    pub(crate) fn delays_of_each(&self) -> Vec<&str> {
+        let shared = self.delays.first().map_or("", String::as_str);
+        (0..self.locks.len())
+            .map(|i| self.delays.get(i).map_or(shared, String::as_str))
+            .collect()
     }
 
     /// The keys whose release a waiter for these keys watches: a
@@ -235,13 +252,18 @@ impl KeySpace {
     /// [`validate_keys`]; on a cluster, see [`same_slot`]).
     pub(crate) fn lock_keys(&self, keys: &[&str], cluster: bool) -> LockKeys {
         let locks: Arc<[String]> = keys.iter().map(|k| self.lock_key(k)).collect();
-        let (queue, waiters) = self.queue_keys(keys.first().copied().unwrap_or_default(), cluster);
+        let first = keys.first().copied().unwrap_or_default();
+        let (queue, waiters) = self.queue_keys(first, cluster);
         LockKeys {
             fence: self.fence_key_for(&locks, cluster),
             marks: self.marks_key_for(&locks, cluster),
             locks,
             queue,
             waiters,
+            delays: keys
+                .iter()
+                .map(|k| self.internal("delay", self.slot_tag(k, cluster), k))
+                .collect(),
             hold: Hold::Lock,
         }
     }
@@ -262,6 +284,7 @@ impl KeySpace {
             marks: self.marks_key_for(&locks, cluster),
             queue: self.internal("permit-queue", tag, name),
             waiters: self.internal("permit-waiters", tag, name),
+            delays: Arc::from([self.internal("permit-delay", tag, name)]),
             locks,
             hold: Hold::Permit,
         }
@@ -290,6 +313,7 @@ impl KeySpace {
             marks: self.marks_key_for(&locks, cluster),
             queue: self.internal("rw-queue", tag, name),
             waiters: self.internal("rw-waiters", tag, name),
+            delays: Arc::from([self.internal("rw-delay", tag, name)]),
             locks,
             hold,
         }
@@ -307,6 +331,8 @@ impl KeySpace {
         LockKeys {
             fence: self.fence_key_for(&locks, cluster),
             marks: self.marks_key_for(&locks, cluster),
+            // Never marked: an election's leadership is not delayed.
+            delays: Arc::from([self.internal("election-delay", tag, name)]),
             queue: self.internal("election-queue", tag, name),
             waiters: self.internal("election-waiters", tag, name),
             hold: Hold::Leader {

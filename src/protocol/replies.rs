@@ -59,12 +59,18 @@ fn text(v: &Value) -> Option<String> {
 
 /// A bulk string is the fencing token of a grant; an array of an integer
 /// (the PTTL of the busy key, negative: no TTL) and the fencing counter is a
-/// refusal. With the counter (0 for a grant).
+/// refusal, and with a third element, 1, one by a lock-delay (the integer is
+/// then the ms it has left). With the counter (0 for a grant).
 pub(crate) fn parse_acquire(reply: &Value) -> Result<(Grant, u64), Error> {
     match reply {
         Value::Array(items) => match items.as_slice() {
             [Value::Int(pttl), Value::Int(counter)] => Ok((
                 Grant::Busy(u64::try_from(*pttl).ok().map(Duration::from_millis)),
+                u64::try_from(*counter).unwrap_or(0),
+            )),
+            // A lock-delay: the ms it has left.
+            [Value::Int(left), Value::Int(counter), Value::Int(1)] => Ok((
+                Grant::Delayed(Duration::from_millis(u64::try_from(*left).unwrap_or(0))),
                 u64::try_from(*counter).unwrap_or(0),
             )),
             _ => Err(unexpected("acquire", reply)),

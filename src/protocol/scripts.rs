@@ -140,7 +140,7 @@ impl Call {
 /// key, keeps waiters in a first-come, first-served queue. Its KEYS/ARGV contract and replies open
 /// `lua/acquire.lua`.
 pub(crate) static ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| script!("acquire"; "owned", "mint", "live_head", "join"));
+    LazyLock::new(|| script!("acquire"; "owned", "mint", "live_head", "join", "delay"));
 
 /// Leaves the queue: a waiter that gave up. Its KEYS/ARGV contract and replies open
 /// `lua/dequeue.lua`.
@@ -151,29 +151,31 @@ pub(crate) static DEQUEUE: LazyLock<Lua> =
 /// other waiters, and mints a fencing token. Its KEYS/ARGV contract and replies open
 /// `lua/permit_acquire.lua`.
 pub(crate) static PERMIT_ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| script!("permit_acquire"; "owned", "mint", "live_head", "join"));
+    LazyLock::new(|| script!("permit_acquire"; "owned", "mint", "live_head", "join", "delay"));
 
 /// Takes a read or the write hold of a read-write lock, with writer
 /// preference, and mints a fencing token. Its KEYS/ARGV contract and replies open
 /// `lua/rw_acquire.lua`.
-pub(crate) static RW_ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| script!("rw_acquire"; "owned", "mint", "live_head", "join", "readers"));
+pub(crate) static RW_ACQUIRE: LazyLock<Lua> = LazyLock::new(
+    || script!("rw_acquire"; "owned", "mint", "live_head", "join", "readers", "delay"),
+);
 
 /// Renews a read hold. Its KEYS/ARGV contract and replies open
 /// `lua/read_renew.lua`.
 pub(crate) static READ_RENEW: LazyLock<Lua> =
-    LazyLock::new(|| script!("read_renew"; "owned", "readers", "marks"));
+    LazyLock::new(|| script!("read_renew"; "owned", "readers", "mint", "delay", "marks"));
 
 /// Releases a read hold; the last one frees the writer key. Its KEYS/ARGV contract and replies open
 /// `lua/read_release.lua`.
 pub(crate) static READ_RELEASE: LazyLock<Lua> = LazyLock::new(
-    || script!("read_release"; "owned", "mint", "live_head", "readers", "give", "writer_hand"),
+    || script!("read_release"; "owned", "mint", "live_head", "readers", "give", "writer_hand", "delay"),
 );
 
 /// Releases the write hold. Its KEYS/ARGV contract and replies open
 /// `lua/write_release.lua`.
-pub(crate) static WRITE_RELEASE: LazyLock<Lua> =
-    LazyLock::new(|| script!("write_release"; "owned", "mint", "live_head", "give", "writer_hand"));
+pub(crate) static WRITE_RELEASE: LazyLock<Lua> = LazyLock::new(
+    || script!("write_release"; "owned", "mint", "live_head", "give", "writer_hand", "delay"),
+);
 
 /// Leaves the queue of a read-write lock (a waiter that gave up). Its KEYS/ARGV contract and replies open
 /// `lua/rw_dequeue.lua`.
@@ -183,17 +185,20 @@ pub(crate) static RW_DEQUEUE: LazyLock<Lua> =
 /// Redlock: raises a counter to at least a floor after a grant, and takes
 /// the lock keys that are missing here. Its KEYS/ARGV contract and replies open
 /// `lua/raise_fence.lua`.
-pub(crate) static RAISE_FENCE: LazyLock<Lua> = LazyLock::new(|| script!("raise_fence"; "owned"));
+pub(crate) static RAISE_FENCE: LazyLock<Lua> =
+    LazyLock::new(|| script!("raise_fence"; "owned", "mint", "delay"));
 
 /// Sets the TTL of every lock key, only if all of them are ours. Its KEYS/ARGV contract and replies open
 /// `lua/renew.lua`.
-pub(crate) static RENEW: LazyLock<Lua> = LazyLock::new(|| script!("renew"; "owned", "marks"));
+pub(crate) static RENEW: LazyLock<Lua> =
+    LazyLock::new(|| script!("renew"; "owned", "mint", "delay", "marks"));
 
 /// Deletes the lock keys that are ours; announces them, and hands a single
 /// key to the first live waiter. Its KEYS/ARGV contract and replies open
 /// `lua/release.lua`.
-pub(crate) static RELEASE: LazyLock<Lua> =
-    LazyLock::new(|| script!("release"; "owned", "mint", "live_head", "give", "hand_over"));
+pub(crate) static RELEASE: LazyLock<Lua> = LazyLock::new(
+    || script!("release"; "owned", "mint", "live_head", "give", "hand_over", "delay"),
+);
 
 /// Reads a hold and its live waiters' metadata, for a listing. Its
 /// KEYS/ARGV contract and replies open `lua/inspect.lua`.
@@ -258,6 +263,10 @@ pub(crate) enum Queue {
 /// clock plus that lead). Redlock proposes one token to every master; when
 /// they all mint it, the grant leaves them as its write-back would, which
 /// is then not needed.
+///
+/// `delay_ms`: this holder's lock-delay, recorded with the grant (0: none,
+/// and the arguments are as without lock-delay). Every attempt passes the
+/// marks, whatever its own delay: nobody is granted a key in its delay.
 pub(crate) fn acquire(
     keys: &LockKeys,
     token: &str,
@@ -265,6 +274,7 @@ pub(crate) fn acquire(
     metadata: &str,
     queue: Queue,
     at_least: Option<(&str, u64)>,
+    delay_ms: u64,
 ) -> Call {
     // The queue mode, and how long the queue keys outlive this waiter.
     let (mode, keep) = match queue {
@@ -304,6 +314,14 @@ pub(crate) fn acquire(
         }
         Hold::Permit | Hold::Leader { .. } => {}
     }
+    call.key(&*keys.delays);
+    if delay_ms > 0 {
+        // `ARGV[9]`: the arguments before it, empty where unused.
+        while call.args.len() < 8 {
+            call.arg("");
+        }
+        call.arg(delay_ms);
+    }
     call
 }
 
@@ -311,7 +329,7 @@ pub(crate) fn acquire(
 /// locks and semaphores, [`RW_DEQUEUE`] for a read-write lock.
 pub(crate) fn dequeue(keys: &LockKeys, token: &str, channel: &str) -> Call {
     if let Some(writer) = keys.writer() {
-        return rw_call(&RW_DEQUEUE, keys, writer, token, channel);
+        return rw_call(&RW_DEQUEUE, keys, writer, token, channel, false);
     }
     let mut call = DEQUEUE.call();
     call.key(&keys.fence)
@@ -324,13 +342,15 @@ pub(crate) fn dequeue(keys: &LockKeys, token: &str, channel: &str) -> Call {
 }
 
 /// `script` (one of the read-write lock's) with `KEYS`: `writer`, the
-/// fencing counter, the queue and its waiters; `ARGV`: `token`, `channel`.
+/// fencing counter, the queue and its waiters; `ARGV`: `token`, `channel`;
+/// with `unmark`, `KEYS[5]` the lock-delay marks and `ARGV[3]` `1`.
 fn rw_call(
     script: &'static Lua,
     keys: &LockKeys,
     writer: &[String],
     token: &str,
     channel: &str,
+    unmark: bool,
 ) -> Call {
     let mut call = script.call();
     call.key(writer)
@@ -339,35 +359,46 @@ fn rw_call(
         .key(&keys.waiters)
         .arg(token)
         .arg(channel);
+    if unmark {
+        call.key(&*keys.delays).arg("1");
+    }
     call
 }
 
-/// [`RAISE_FENCE`] to `fence` for the grant of `keys` to `token`.
+/// [`RAISE_FENCE`] to `fence` for the grant of `keys` to `token`, whose
+/// lock-delay is `delay_ms` (0: none).
 pub(crate) fn raise_fence(
     keys: &LockKeys,
     fence: u64,
     token: &str,
     metadata: &str,
     ttl_ms: u64,
+    delay_ms: u64,
 ) -> Call {
     let mut call = RAISE_FENCE.call();
     call.key(&keys.fence)
         .key(&*keys.locks)
+        .key(keys.delays_of_each())
         .arg(fence)
         .arg(token)
         .arg(metadata)
         .arg(ttl_ms);
+    if delay_ms > 0 {
+        call.arg(delay_ms);
+    }
     call
 }
 
 /// [`RENEW`] of `keys` for `token` ([`READ_RENEW`] for a read hold); in
 /// Redlock mode, `repair` is the lock's value and fencing token, to put
-/// back where the key is missing.
+/// back where the key is missing. With a lock-delay (`delay_ms` above 0),
+/// the lease's new end is recorded in its marks.
 pub(crate) fn renew(
     keys: &LockKeys,
     token: &str,
     ttl_ms: u64,
     repair: Option<(&str, u64)>,
+    delay_ms: u64,
 ) -> Call {
     if let Hold::Read { readers, .. } = &keys.hold {
         let mut call = READ_RENEW.call();
@@ -376,12 +407,18 @@ pub(crate) fn renew(
             .key(&keys.marks)
             .arg(token)
             .arg(ttl_ms);
+        if delay_ms > 0 {
+            call.key(&*keys.delays).arg(delay_ms);
+        }
         return call;
     }
     let mut call = RENEW.call();
-    call.key(&*keys.locks).arg(token).arg(ttl_ms);
+    call.key(&*keys.locks).arg(token).arg(ttl_ms).arg(delay_ms);
     if let Some((value, fence)) = repair {
         call.key(&keys.fence).arg(value).arg(fence);
+    }
+    if delay_ms > 0 {
+        call.key(keys.delays_of_each());
     }
     call.key(&keys.marks);
     call
@@ -390,7 +427,15 @@ pub(crate) fn renew(
 /// [`RELEASE`] of `keys` by `token`, announced on `channel` (`""`: none);
 /// with `queued`, a single key is handed to its first live waiter.
 /// [`READ_RELEASE`] for a read hold, [`WRITE_RELEASE`] for the write hold.
-pub(crate) fn release(keys: &LockKeys, token: &str, channel: &str, queued: bool) -> Call {
+/// With `unmark` (a holder with a lock-delay), the release is a clean one:
+/// the marks of the keys it frees are deleted.
+pub(crate) fn release(
+    keys: &LockKeys,
+    token: &str,
+    channel: &str,
+    queued: bool,
+    unmark: bool,
+) -> Call {
     match &keys.hold {
         Hold::Read { writer, readers } => {
             let mut call = READ_RELEASE.call();
@@ -402,9 +447,14 @@ pub(crate) fn release(keys: &LockKeys, token: &str, channel: &str, queued: bool)
                 .key(&keys.waiters)
                 .arg(token)
                 .arg(channel);
+            if unmark {
+                call.key(&*keys.delays).arg("1");
+            }
             return call;
         }
-        Hold::Write { .. } => return rw_call(&WRITE_RELEASE, keys, &keys.locks, token, channel),
+        Hold::Write { .. } => {
+            return rw_call(&WRITE_RELEASE, keys, &keys.locks, token, channel, unmark)
+        }
         Hold::Leader { log } => {
             let mut call = RESIGN.call();
             call.key(&*keys.locks)
@@ -426,16 +476,25 @@ pub(crate) fn release(keys: &LockKeys, token: &str, channel: &str, queued: bool)
         call.key(&keys.fence).key(&keys.queue).key(&keys.waiters);
     }
     call.arg(token).arg(channel).arg(keys.locks.len());
+    if unmark {
+        call.key(keys.delays_of_each()).arg("1");
+    }
     call
 }
 
 /// [`RELEASE`] of `keys` by `token` as a plain `EVAL` (no announcement, no
 /// hand-over): the clean-up after an acquire whose outcome is unknown, which
 /// must not depend on the script cache (a NOSCRIPT reply would silently
-/// skip it).
-pub(crate) fn release_by_eval(keys: &LockKeys, token: &str) -> Cmd {
+/// skip it). With `unmark`, the marks a grant may have written go too.
+pub(crate) fn release_by_eval(keys: &LockKeys, token: &str, unmark: bool) -> Cmd {
     let mut call = RELEASE.call();
     call.key(&*keys.locks).arg(token);
+    if unmark {
+        call.key(keys.delays_of_each())
+            .arg("")
+            .arg(keys.locks.len())
+            .arg("1");
+    }
     call.eval()
 }
 

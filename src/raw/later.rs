@@ -148,7 +148,8 @@ impl RawLock {
             let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
             for (a, repeat) in batch {
                 let owner = a.owner();
-                let call = scripts::release(&a.keys, owner.as_str(), "", false);
+                let unmark = !self.lock_delay(&a.keys).is_zero();
+                let call = scripts::release(&a.keys, owner.as_str(), "", false, unmark);
                 let mut op = |c: &mut dyn ConnectionLike| Ok(call.invoke::<Value>(c)?);
                 let result = self
                     .instance(i)

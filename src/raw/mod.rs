@@ -136,6 +136,9 @@ pub(crate) enum Outcome {
     Busy {
         /// How long the busy key's lease has left, when it has a TTL.
         holder_ttl: Option<Duration>,
+        /// How long a lock-delay has left, when one keeps the keys: come
+        /// back then.
+        delay: Option<Duration>,
         /// When the attempt was sent: a lock handed over to this acquisition
         /// afterwards counts its lease from here.
         sent: Instant,
@@ -164,6 +167,16 @@ fn acknowledged(config: &Config, c: &mut dyn ConnectionLike) -> Result<(), Error
 }
 
 impl RawLock {
+    /// The lock-delay of a hold of `keys` (see `Builder::lock_delay`): none
+    /// for an election's leadership, whose resignation is a clean release
+    /// and whose log tells each change.
+    pub(crate) fn lock_delay(&self, keys: &LockKeys) -> Duration {
+        match keys.hold {
+            Hold::Leader { .. } => Duration::ZERO,
+            _ => self.config.lock_delay,
+        }
+    }
+
     pub(crate) fn new(instances: Vec<Arc<dyn Connector>>, config: Config) -> Self {
         let announce = config.topology.announces();
         let channel = announce.then(|| config.keys.release_channel());
@@ -369,6 +382,7 @@ impl RawLock {
                     self.release_quietly(a);
                     Ok(Outcome::Busy {
                         holder_ttl: None,
+                        delay: None,
                         sent,
                     })
                 }
@@ -377,11 +391,15 @@ impl RawLock {
                     Err(e)
                 }
             },
-            Acquired::Busy { holder_ttl } => {
+            Acquired::Busy { holder_ttl, delay } => {
                 if n > 1 {
                     self.release_quietly(a);
                 }
-                Ok(Outcome::Busy { holder_ttl, sent })
+                Ok(Outcome::Busy {
+                    holder_ttl,
+                    delay,
+                    sent,
+                })
             }
             Acquired::NoQuorum { granted, last } => {
                 if n > 1 {
@@ -413,8 +431,9 @@ impl RawLock {
         let owner = a.owner();
         let metadata = a.metadata.as_deref().unwrap_or(&config.metadata);
         let token = owner.as_str();
-        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal);
-        let release_by_token = || scripts::release_by_eval(&a.keys, token);
+        let delay = time::millis_ceil(self.lock_delay(&a.keys));
+        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal, delay);
+        let release_by_token = || scripts::release_by_eval(&a.keys, token, delay > 0);
         let mut grant = None;
         let (checkout, io) = (config.checkout_timeout, config.io_timeout);
         let checked = self.version_checked.get(i);

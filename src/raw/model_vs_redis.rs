@@ -15,7 +15,9 @@
 //! makes it so on the server (deletes the key, marks the entry as past its
 //! stay); so too when the model expires the key early (a server clock fast
 //! against the clients'). A snapshot and a restore are `DUMP` and `RESTORE` of the lock's
-//! keys. `REDMUTEX_MODEL_WALKS` sets the number of walks,
+//! keys. Every other walk runs with a lock-delay: the lock-delay mark must
+//! be there (and keep the key from everyone) exactly when the model's is,
+//! and when the model's runs out, the test deletes it on the server. `REDMUTEX_MODEL_WALKS` sets the number of walks,
 //! `REDMUTEX_MODEL_FIRST` the first seed, and `REDMUTEX_MODEL_TRACE=<seed>`
 //! prints that walk's steps.
 #![allow(
@@ -80,6 +82,8 @@ struct Real {
     counter: String,
     queue: String,
     waiters: String,
+    /// The lock-delay marks of the lock (a hash; the lock key's field).
+    marks: String,
     /// Each model token, and the real token minted for the same grant.
     tokens: BTreeMap<u64, u64>,
     /// `DUMP`s of the lock's keys, with their PTTL.
@@ -99,6 +103,7 @@ impl Real {
             counter: a.keys.fence.clone(),
             queue: a.keys.queue.clone(),
             waiters: a.keys.waiters.clone(),
+            marks: a.keys.delays[0].clone(),
             shared,
             conn,
             clients,
@@ -198,6 +203,9 @@ impl Real {
         if s.server.lock.as_ref().is_some_and(|l| l.expires <= s.now) {
             let _: () = self.conn.del(&self.lock).unwrap();
         }
+        if s.server.mark.is_some_and(|till| till <= s.now) {
+            let _: () = self.conn.hdel(&self.marks, &self.lock).unwrap();
+        }
         for &(c, until) in &s.server.queue {
             if until < s.now {
                 let token = self.clients[c].token.as_str();
@@ -214,7 +222,13 @@ impl Real {
 
     fn save(&mut self) {
         let mut snapshot = Vec::new();
-        for k in [&self.lock, &self.counter, &self.queue, &self.waiters] {
+        for k in [
+            &self.lock,
+            &self.counter,
+            &self.queue,
+            &self.waiters,
+            &self.marks,
+        ] {
             let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(k).query(&mut self.conn).unwrap();
             let pttl: i64 = self.conn.pttl(k).unwrap();
             snapshot.push((k.clone(), dump.map(|d| (d, pttl.max(0)))));
@@ -279,19 +293,24 @@ impl Real {
             s.written,
             "{step}: the guarded writes that landed"
         );
+        let marked: bool = self.conn.hexists(&self.marks, &self.lock).unwrap();
+        let model = s.server.mark.is_some_and(|till| till > s.now);
+        assert_eq!(marked, model, "{step}: the lock-delay mark");
     }
 }
 
 /// One walk of `steps` random actions from the model's initial state,
 /// printing each step when `trace`; says how many requests it ran, and
-/// how many guarded writes landed and were refused.
+/// how many guarded writes landed and were refused, and whether a
+/// lock-delay refused one.
 fn walk(
     locker: &Locker,
     conn: redis::Connection,
     seed: u64,
     steps: usize,
     trace: bool,
-) -> (usize, [usize; 2]) {
+) -> (usize, [usize; 2], bool) {
+    let delaying = !locker.shared().config.lock_delay.is_zero();
     let model = Protocol {
         clients: 3,
         ttl: 3,
@@ -306,6 +325,7 @@ fn walk(
         skew: 1,
         fair: None,
         doubt: true,
+        delay: u64::from(delaying),
     };
     let mut real = Real::new(Arc::clone(locker.shared()), conn, model.clients);
     let _: () = redis::cmd("FLUSHALL").query(&mut real.conn).unwrap();
@@ -380,7 +400,7 @@ fn walk(
         real.expire(&s);
         real.agree(&s, &at);
     }
-    (runs, real.writes)
+    (runs, real.writes, s.delayed)
 }
 
 /// A number from the environment, if set.
@@ -394,23 +414,32 @@ fn the_model_and_the_real_scripts_agree_step_by_step() {
         .unwrap_or_else(|e| panic!("the tests need a real Redis server: {e}"));
     let client = redis::Client::open(server.url()).unwrap();
     let locker = Locker::new(crate::pool(&server.url()).unwrap());
+    // Its delay only needs to outlast a walk: the test ends it.
+    let delaying = Locker::builder(crate::pool(&server.url()).unwrap())
+        .lock_delay(Duration::from_millis(SCALE))
+        .build()
+        .unwrap();
     let walks =
         env("REDMUTEX_MODEL_WALKS").unwrap_or(if cfg!(debug_assertions) { 300 } else { 2000 });
     let first = env("REDMUTEX_MODEL_FIRST").unwrap_or(0);
     // `REDMUTEX_MODEL_TRACE=<seed>` prints that walk's steps.
     let trace = env("REDMUTEX_MODEL_TRACE");
     let started = Instant::now();
-    let (mut runs, mut writes) = (0, [0, 0]);
+    let (mut runs, mut writes, mut delayed) = (0, [0, 0], 0);
     for seed in first..first + walks {
         let conn = client.get_connection().unwrap();
-        let (r, [landed, refused]) = walk(&locker, conn, seed, 60, trace == Some(seed));
+        let locker = if seed % 2 == 1 { &delaying } else { &locker };
+        let (r, [landed, refused], was_delayed) =
+            walk(locker, conn, seed, 60, trace == Some(seed));
         runs += r;
         writes[0] += landed;
         writes[1] += refused;
+        delayed += usize::from(was_delayed);
     }
     eprintln!(
-        "model vs redis-server: {walks} walks of up to 60 steps, {runs} requests run on both \
-         ({} guarded writes landed, {} refused), all agreed, in {:.1?}",
+        "model vs redis-server: {walks} walks of up to 60 steps (every other one with a \
+         lock-delay), {runs} requests run on both ({} guarded writes landed, {} refused), all \
+         agreed ({delayed} walks with a lock-delay refusal), in {:.1?}",
         writes[0],
         writes[1],
         started.elapsed()
@@ -419,4 +448,5 @@ fn the_model_and_the_real_scripts_agree_step_by_step() {
         writes[0] > 0 && writes[1] > 0,
         "the walks wrote and were refused"
     );
+    assert!(delayed > 0, "no walk reached a lock-delay refusal");
 }

@@ -132,8 +132,9 @@ impl RawLock {
                 ))));
             }
             let ttl = time::millis_ceil(this.config.ttl);
-            let call =
-                scripts::raise_fence(&a.keys, fence, owner.as_str(), &this.config.metadata, ttl);
+            let delay = time::millis_ceil(this.lock_delay(&a.keys));
+            let metadata = &this.config.metadata;
+            let call = scripts::raise_fence(&a.keys, fence, owner.as_str(), metadata, ttl, delay);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             Ok(replies::int_reply(&reply, "raise fence")? == 1)
         });

@@ -68,7 +68,8 @@ impl RawLock {
         let (this, a2) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(self.instances.len(), move |i| {
             let channel = this.wake.channel().unwrap_or("");
-            let call = scripts::release(&a2.keys, owner.as_str(), channel, queued);
+            let unmark = !this.lock_delay(&a2.keys).is_zero();
+            let call = scripts::release(&a2.keys, owner.as_str(), channel, queued, unmark);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             let (deleted, to) = replies::parse_release(&reply)?;
             Ok((deleted, to))

@@ -103,7 +103,9 @@ impl RawLock {
             let repair = repair
                 .as_ref()
                 .map(|(value, fence)| (value.as_str(), *fence));
-            let call = scripts::renew(&a.keys, owner.as_str(), time::millis_ceil(ttl), repair);
+            let delay = time::millis_ceil(this.lock_delay(&a.keys));
+            let ttl = time::millis_ceil(ttl);
+            let call = scripts::renew(&a.keys, owner.as_str(), ttl, repair, delay);
             let reply = this.run_renewal_on(i, &mut |c| {
                 let reply = call.invoke::<Value>(c)?;
                 // A renewal counts once the replicas have it too: else a
@@ -168,7 +170,9 @@ impl RawLock {
         let owner = a.owner();
         let (this, a) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(self.instances.len(), move |i| {
-            let call = scripts::renew(&a.keys, owner.as_str(), time::millis_ceil(ttl), None);
+            let delay = time::millis_ceil(this.lock_delay(&a.keys));
+            let ttl = time::millis_ceil(ttl);
+            let call = scripts::renew(&a.keys, owner.as_str(), ttl, None, delay);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             Ok(replies::parse_renew(&reply)?.0)
         });

@@ -31,6 +31,7 @@ mod broken;
 #[path = "../common/mod.rs"]
 mod common;
 mod election;
+mod delay;
 mod history;
 mod worker;
 
@@ -173,6 +174,10 @@ fn main() {
         election::worker_main(&spec);
         return;
     }
+    if let Ok(spec) = std::env::var(delay::ENV) {
+        delay::worker(&spec);
+        return;
+    }
     // Behave as a one-test libtest binary: `--list`, and name filters.
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--list") {
@@ -189,6 +194,7 @@ fn main() {
     checker_wants_demand_for_a_takeover();
     checker_times_a_loss_from_the_eviction_of_its_own_key();
     election::checker_self_checks();
+    delay::checker_finds_late_writes();
     let long = std::env::var("REDMUTEX_CHAOS").is_ok_and(|v| v == "long");
     let started = Instant::now();
     let mut failed = false;
@@ -461,6 +467,9 @@ fn main() {
     // The election scenario and its controls (see `election.rs`).
     let (election_runs, election_ok) = election::scenarios(only.as_deref());
     failed |= !election_ok;
+    // Lock-delay: a paused holder's late writes to a resource that checks
+    // no token, and the control without a lock-delay (see `delay.rs`).
+    failed |= delay::scenario_and_control(only.as_deref());
 
     let report = totals.report(&controls, started.elapsed());
     println!("\n{report}");

@@ -5,7 +5,8 @@
 -- - `KEYS[1]`: the read hold's key, `KEYS[2]`: the set of read holds,
 --   `KEYS[3]`: the writer key, `KEYS[4..6]`: the fencing counter, the queue
 --   and its waiters. `ARGV[1]`: owner token, `ARGV[2]`: the release channel
---   (`""`: none).
+--   (`""`: none), `ARGV[3]` (optional): `1` when `KEYS[7]` is the
+--   lock-delay marks, whose mark of the hold is deleted if it was ours.
 --
 -- Replies: 1 when the hold was ours and still counted among the read
 -- holds, 0 when it had been lost: its key gone or another's, or left out
@@ -14,11 +15,12 @@
 -- that number, the grantee's owner token and its fencing token (as
 -- `release.lua`'s).
 --
--- Helpers: owned mint live_head readers give writer_hand
+-- Helpers: owned mint live_head readers give writer_hand delay
 local n = 0
 local counted = redis.call('SREM', KEYS[2], KEYS[1]) == 1
 if owned(KEYS[1], ARGV[1]) then
   redis.call('DEL', KEYS[1])
+  if ARGV[3] == '1' then unmark(KEYS[7], KEYS[1]) end
   if counted then n = 1 end
 end
 if live_readers(KEYS[2]) == 0 and redis.call('EXISTS', KEYS[3]) == 0 then

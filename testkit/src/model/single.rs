@@ -40,6 +40,12 @@
 //! - *stay*: while the lock is free, a dead waiter's place in the queue
 //!   (which refuses the lock to those behind it) ends within its stay,
 //!   which is bounded whatever the backoff;
+//! - *lock-delay*: a fresh grant (not a hand-over) comes no sooner than
+//!   `delay` after the deadline of any other client that still believes
+//!   it holds the lock (one paused past its lease: its late writes land
+//!   within `delay` of its deadline), as long as that client took its
+//!   lease up (a claim not taken up is never returned to its user); with a
+//!   delay of 0 this is exclusion at the moment of the grant;
 //! - *liveness*, under fair scheduling (see [`Fair`]): a waiter that stays
 //!   is granted within a bound;
 //! - *in doubt*: a holder whose lease is in doubt (its renewal timed out,
@@ -77,6 +83,8 @@ pub enum Flaw {
     /// A write checked only by the writer's own belief (`ensure_held`,
     /// then a plain write): it lands whoever holds the lock by then.
     UnguardedWrite,
+    /// An acquire that ignores the lock-delay mark.
+    IgnoresDelay,
 }
 
 /// What a holder believes of its lease: the library's `LeaseState`.
@@ -108,6 +116,10 @@ pub struct Server {
     pub counter: u64,
     /// Waiters in arrival order, each with the server time it stays until.
     pub queue: Vec<(usize, u64)>,
+    /// The lock-delay mark: nobody is granted the key (while it is
+    /// missing) before this server time. Written by a grant and a renewal
+    /// (the lease's end plus the delay), deleted by a clean release.
+    pub mark: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -176,6 +188,9 @@ pub struct Client {
     pub grants: u8,
     /// Guarded writes this client sent (a bound).
     pub writes: u8,
+    /// Ghost: it holds a claim it has not taken up (renewed) yet, which the
+    /// library never returns to its user.
+    pub claim: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -207,6 +222,10 @@ pub struct State {
     pub writes_rise: bool,
     pub writes_held: bool,
     pub write_refused: bool,
+    /// Ghost: whether every fresh grant kept the lock-delay, and whether an
+    /// attempt was refused by one.
+    pub delay_kept: bool,
+    pub delayed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -268,6 +287,8 @@ pub struct Protocol {
     /// deadline) are made and checked in every model: they follow from
     /// the clock, and add no states.
     pub doubt: bool,
+    /// The lock-delay (`Builder::lock_delay`), in ticks; 0: none.
+    pub delay: u64,
 }
 
 /// Fair scheduling: time does not pass while a step is due. Every request
@@ -362,6 +383,30 @@ impl Protocol {
         None
     }
 
+    /// Records a lease of the key ending at `expires`: its lock-delay mark.
+    fn mark(&self, s: &mut State, expires: u64) {
+        if self.delay > 0 {
+            s.server.mark = Some(expires + self.delay);
+        }
+    }
+
+    /// Whether the lock-delay keeps the (missing) key from everyone now.
+    fn delays(&self, s: &State) -> bool {
+        self.flaw != Some(Flaw::IgnoresDelay) && s.server.mark.is_some_and(|till| till > s.now)
+    }
+
+    /// The ghost check at a fresh grant: every other client that believes
+    /// it holds the lock (its lease taken up) has its deadline at least
+    /// the delay behind.
+    fn check_delay(&self, s: &mut State, c: usize) {
+        let now = s.now;
+        s.delay_kept &= s.clients.iter().enumerate().all(|(i, cl)| {
+            i == c
+                || cl.claim
+                || !matches!(cl.phase, Phase::Holding { deadline, .. } if deadline + self.delay > now)
+        });
+    }
+
     /// A release: hands the lock to the first live waiter (a claim), or
     /// deletes it.
     fn free(&self, s: &mut State) {
@@ -391,7 +436,12 @@ impl Protocol {
         let reply = match req {
             Req::Acquire => {
                 let head = Self::live_head(s);
-                if ours || (s.server.lock.is_none() && head.is_none_or(|h| h == c)) {
+                let delayed = s.server.lock.is_none() && self.delays(s);
+                s.delayed |= delayed;
+                if ours || (s.server.lock.is_none() && !delayed && head.is_none_or(|h| h == c)) {
+                    if !ours {
+                        self.check_delay(s, c);
+                    }
                     s.server.queue.retain(|&(w, _)| w != c);
                     let fence = self.mint(s);
                     s.server.lock = Some(Lock {
@@ -400,6 +450,7 @@ impl Protocol {
                         expires: s.now + self.ttl,
                         claimed: false,
                     });
+                    self.mark(s, s.now + self.ttl);
                     Reply::Granted(fence)
                 } else {
                     let until = s.now
@@ -423,6 +474,7 @@ impl Protocol {
                         lock.claimed = false;
                         s.taken_up = true;
                     }
+                    self.mark(s, now + self.ttl);
                     Reply::Renewed
                 } else {
                     Reply::NotOurs
@@ -430,6 +482,8 @@ impl Protocol {
             }
             Req::Release => {
                 if ours {
+                    // A clean release: no lock-delay after it.
+                    s.server.mark = None;
                     self.free(s);
                 }
                 Reply::Done
@@ -504,6 +558,7 @@ impl Protocol {
             (_, Reply::Granted(fence)) => {
                 client.grants += 1;
                 client.handed = None;
+                client.claim = false;
                 self.holding(fence, sent, self.ttl, now)
             }
             (Phase::Waiting { since, .. }, Reply::Busy(floor)) => Phase::Waiting {
@@ -536,6 +591,7 @@ impl Protocol {
                 },
                 Reply::Renewed,
             ) => {
+                client.claim = false;
                 let deadline = deadline.max(self.deadline(sent, self.ttl));
                 let overdue = (sent + self.ttl / 2).min(deadline);
                 // Held again, unless the next renewal is overdue already
@@ -576,6 +632,7 @@ impl Model for Protocol {
                     handed: None,
                     grants: 0,
                     writes: 0,
+                    claim: false,
                 };
                 self.clients
             ],
@@ -591,6 +648,8 @@ impl Model for Protocol {
             writes_rise: true,
             writes_held: true,
             write_refused: false,
+            delay_kept: true,
+            delayed: false,
         }]
     }
 
@@ -717,6 +776,7 @@ impl Model for Protocol {
                 // attempt, and early in the claim; else it asks again.
                 s.clients[c].phase = if fence > floor && (s.now - sent) * 3 < self.claim() {
                     s.clients[c].grants += 1;
+                    s.clients[c].claim = true;
                     self.holding(fence, sent, self.claim(), s.now)
                 } else {
                     Phase::Waiting {
@@ -784,6 +844,9 @@ impl Model for Protocol {
                 "guarded writes in token order",
                 |m: &Protocol, s: &State| m.restores || s.writes_rise,
             ),
+            Property::always("lock-delay", |m: &Protocol, s: &State| {
+                m.restores || s.delay_kept
+            }),
             Property::always("liveness", |m: &Protocol, s: &State| {
                 m.fair.is_none_or(|fair| {
                     s.clients.iter().all(|c| match c.phase {
@@ -815,6 +878,9 @@ impl Model for Protocol {
             }),
             Property::sometimes("a guarded write refused", |m: &Protocol, s: &State| {
                 m.writes == 0 || s.write_refused
+            }),
+            Property::sometimes("a lock-delay refusal", |m: &Protocol, s: &State| {
+                m.delay == 0 || s.delayed
             }),
             Property::sometimes("a restore after a grant", |m: &Protocol, s: &State| {
                 !m.restores || (s.restored && s.last_fence > 0)

@@ -1,0 +1,435 @@
+//! Lock-delay (`Builder::lock_delay`): after a lease ends without a release
+//! (its key expired, or was deleted), nobody is granted that key until the
+//! delay has passed after the moment the lease was due to end, measured by
+//! the server's clock (the key's `PEXPIRETIME` before, the grant's key
+//! written after); a clean release frees it at once; waiters keep their
+//! order through the delay; a permit, a writer, several keys, a Cluster,
+//! Sentinel and Redlock too.
+#![allow(clippy::disallowed_methods, clippy::unwrap_used)] // test helpers fail loudly: that is the point
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{key, queue_keys, redlock_builder, servers, wait_until, Server};
+use redis::Commands;
+use redmutex::{Backoff, Error, Guard, Locker};
+
+const TTL: Duration = Duration::from_millis(800);
+const DELAY: Duration = Duration::from_millis(1500);
+/// Generous: how late after the delay's end a waiter may be granted on a
+/// loaded machine. Its backoff is a minute, so polling could not make it.
+const LATE_MS: i64 = 2500;
+
+/// A locker whose holders vanish: no watchdog, lease `TTL`, lock-delay
+/// `DELAY`.
+fn delaying(server: &Server) -> Locker {
+    server
+        .builder()
+        .ttl(TTL)
+        .watchdog(false)
+        .lock_delay(DELAY)
+        .build()
+        .unwrap()
+}
+
+/// A waiter that only a reply or a release brings back: a minute of
+/// backoff, no lock-delay of its own, no watchdog (its key's expiry time
+/// stays the grant's time plus its TTL).
+fn waiter(server: &Server) -> Locker {
+    server
+        .builder()
+        .ttl(Duration::from_secs(60))
+        .watchdog(false)
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .build()
+        .unwrap()
+}
+
+/// When `key` is due to expire, in ms by the server's clock.
+fn expires_at(server: &Server, key: &str) -> i64 {
+    redis::cmd("PEXPIRETIME")
+        .arg(key)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+/// When a key of `waiter`'s (TTL a minute, no watchdog) was granted, by the
+/// server's clock: its expiry time less its TTL.
+fn granted_at(server: &Server, key: &str) -> i64 {
+    let at = expires_at(server, key);
+    assert!(at > 0, "{key} has no expiry ({at})");
+    at - 60_000
+}
+
+/// A holder that vanishes without releasing: its guard is leaked.
+fn vanish(guard: Guard) {
+    std::mem::forget(guard);
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap()
+}
+
+#[test]
+fn an_expired_lease_delays_the_next_grant_by_the_server_clock() {
+    let server = Server::start();
+    let k = key("delay-expired");
+    let holder = delaying(&server).lock(&k).unwrap();
+    let ended = expires_at(&server, &k);
+    vanish(holder);
+    let next = waiter(&server)
+        .lock_timeout(&k, Duration::from_secs(30))
+        .unwrap();
+    let at = granted_at(&server, &k);
+    assert!(
+        at >= ended + ms(DELAY),
+        "granted at {at}, {} ms after the lease ended (delay {DELAY:?})",
+        at - ended
+    );
+    // Come back when the delay ends, not at the minute of backoff.
+    assert!(
+        at - (ended + ms(DELAY)) < LATE_MS,
+        "granted {} ms late",
+        at - ended - ms(DELAY)
+    );
+    // The fencing token is minted from the server's clock (µs) too.
+    let fence_ms = i64::try_from(next.fencing_token() / 1000).unwrap();
+    assert!(fence_ms >= ended + ms(DELAY), "token {fence_ms} ms");
+    next.unlock().unwrap();
+}
+
+#[test]
+fn try_lock_is_refused_through_the_delay() {
+    let server = Server::start();
+    let k = key("delay-try");
+    let holder = delaying(&server).lock(&k).unwrap();
+    let ended = expires_at(&server, &k);
+    vanish(holder);
+    let other = server.locker();
+    wait_until("the key to expire", Duration::from_secs(10), || {
+        !server.conn().exists::<_, bool>(&k).unwrap()
+    });
+    assert!(
+        other.try_lock(&k).unwrap().is_none(),
+        "granted inside the delay"
+    );
+    // A deleted key (an operator's DEL, an eviction) delays as well.
+    let k2 = key("delay-deleted");
+    let holder = delaying(&server).lock(&k2).unwrap();
+    let _: () = server.conn().del(&k2).unwrap();
+    vanish(holder);
+    assert!(
+        other.try_lock(&k2).unwrap().is_none(),
+        "granted after a DEL"
+    );
+    let g = waiter(&server)
+        .lock_timeout(&k, Duration::from_secs(30))
+        .unwrap();
+    assert!(granted_at(&server, &k) >= ended + ms(DELAY));
+    g.unlock().unwrap();
+}
+
+#[test]
+fn a_clean_release_frees_at_once() {
+    let server = Server::start();
+    let locker = server
+        .builder()
+        .lock_delay(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let other = server.locker();
+    let k = key("delay-released");
+    locker.lock(&k).unwrap().unlock().unwrap();
+    other
+        .try_lock(&k)
+        .unwrap()
+        .expect("free at once after unlock")
+        .unlock()
+        .unwrap();
+    drop(locker.lock(&k).unwrap());
+    other
+        .try_lock(&k)
+        .unwrap()
+        .expect("free at once after drop")
+        .unlock()
+        .unwrap();
+    // Held again after the delaying holder's release: renewed (the
+    // watchdog), then released, still nothing in the way.
+    let g = locker.lock(&k).unwrap();
+    g.extend(Duration::from_secs(5)).unwrap();
+    g.unlock().unwrap();
+    other
+        .try_lock(&k)
+        .unwrap()
+        .expect("free after extend and unlock")
+        .unlock()
+        .unwrap();
+}
+
+#[test]
+fn waiters_keep_their_order_through_the_delay() {
+    let server = Server::start();
+    let k = key("delay-order");
+    let (queue, _) = queue_keys(None, &k);
+    let holder = delaying(&server).lock(&k).unwrap();
+    let ended = expires_at(&server, &k);
+    vanish(holder);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut threads = Vec::new();
+    for i in 0..3 {
+        let (locker, order) = (waiter(&server), Arc::clone(&order));
+        let k2 = k.clone();
+        threads.push(std::thread::spawn(move || {
+            let g = locker.lock_timeout(&k2, Duration::from_secs(60)).unwrap();
+            order.lock().unwrap().push((i, g.fencing_token()));
+            g.unlock().unwrap();
+        }));
+        // Each one queued before the next starts.
+        wait_until("the waiter to queue", Duration::from_secs(10), || {
+            server.conn().zcard::<_, usize>(&queue).unwrap() == i + 1
+        });
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    let who: Vec<usize> = order.iter().map(|(i, _)| *i).collect();
+    assert_eq!(who, vec![0, 1, 2], "granted out of order");
+    let first_ms = i64::try_from(order[0].1 / 1000).unwrap();
+    assert!(
+        first_ms >= ended + ms(DELAY),
+        "first grant inside the delay"
+    );
+}
+
+#[test]
+fn a_permit_is_delayed_too() {
+    let server = Server::start();
+    let name = key("delay-permit");
+    let permit_key = format!("__redmutex__:permit:0:{name}");
+    let holder = delaying(&server)
+        .semaphore(&name, 1)
+        .unwrap()
+        .acquire()
+        .unwrap();
+    let ended = expires_at(&server, &permit_key);
+    vanish(holder);
+    let sem = waiter(&server).semaphore(&name, 1).unwrap();
+    let next = sem.acquire_timeout(Duration::from_secs(30)).unwrap();
+    let at = granted_at(&server, &permit_key);
+    assert!(
+        at >= ended + ms(DELAY),
+        "permit granted {} ms after",
+        at - ended
+    );
+    assert!(at - (ended + ms(DELAY)) < LATE_MS);
+    next.unlock().unwrap();
+    // A released permit is free at once.
+    let g = delaying(&server)
+        .semaphore(&name, 1)
+        .unwrap()
+        .acquire()
+        .unwrap();
+    g.unlock().unwrap();
+    sem.try_acquire()
+        .unwrap()
+        .expect("released permit")
+        .unlock()
+        .unwrap();
+}
+
+#[test]
+fn a_writer_and_a_reader_are_delayed_too() {
+    let server = Server::start();
+    let name = key("delay-rw");
+    let writer_key = format!("__redmutex__:rw-write:{name}");
+    // A writer that vanishes delays the readers.
+    let holder = delaying(&server).rwlock(&name).unwrap().write().unwrap();
+    let ended = expires_at(&server, &writer_key);
+    vanish(holder);
+    let rw = waiter(&server).rwlock(&name).unwrap();
+    let reader = rw.read_timeout(Duration::from_secs(30)).unwrap();
+    let fence_ms = i64::try_from(reader.fencing_token() / 1000).unwrap();
+    assert!(
+        fence_ms >= ended + ms(DELAY),
+        "read granted {} ms after",
+        fence_ms - ended
+    );
+    reader.unlock().unwrap();
+    // A reader that vanishes delays the next writer.
+    let holder = delaying(&server).rwlock(&name).unwrap().read().unwrap();
+    let read_keys: Vec<String> = server
+        .conn()
+        .keys(format!("__redmutex__:rw-read:*:{name}"))
+        .unwrap();
+    assert_eq!(read_keys.len(), 1);
+    let ended = expires_at(&server, &read_keys[0]);
+    vanish(holder);
+    let writer = rw.write_timeout(Duration::from_secs(30)).unwrap();
+    let at = granted_at(&server, &writer_key);
+    assert!(
+        at >= ended + ms(DELAY),
+        "write granted {} ms after",
+        at - ended
+    );
+    assert!(at - (ended + ms(DELAY)) < LATE_MS);
+    writer.unlock().unwrap();
+    // A released writer frees at once.
+    let w = delaying(&server).rwlock(&name).unwrap().write().unwrap();
+    w.unlock().unwrap();
+    rw.try_read()
+        .unwrap()
+        .expect("free after the writer's release")
+        .unlock()
+        .unwrap();
+}
+
+#[test]
+fn redlock_delays_on_each_master() {
+    let servers = servers(3);
+    let k = key("delay-redlock");
+    let holder = redlock_builder(&servers)
+        .ttl(TTL)
+        .watchdog(false)
+        .lock_delay(DELAY)
+        .build()
+        .unwrap()
+        .lock(&k)
+        .unwrap();
+    let ended: Vec<i64> = servers.iter().map(|s| expires_at(s, &k)).collect();
+    vanish(holder);
+    let next = redlock_builder(&servers)
+        .ttl(Duration::from_secs(60))
+        .watchdog(false)
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .build()
+        .unwrap()
+        .lock_timeout(&k, Duration::from_secs(30))
+        .unwrap();
+    for (s, ended) in servers.iter().zip(ended) {
+        let at = granted_at(s, &k);
+        assert!(
+            at >= ended + ms(DELAY),
+            "granted {} ms after on a master",
+            at - ended
+        );
+    }
+    next.unlock().unwrap();
+}
+
+#[test]
+fn an_absurd_delay_is_refused() {
+    let server = Server::start();
+    let bad = server
+        .builder()
+        .lock_delay(redmutex::MAX_TTL + Duration::from_millis(1))
+        .build();
+    assert!(matches!(bad, Err(Error::InvalidInput(_))));
+    assert!(server
+        .builder()
+        .lock_delay(redmutex::MAX_TTL)
+        .build()
+        .is_ok());
+}
+
+#[test]
+fn a_lock_on_several_keys_delays_each_of_them() {
+    let server = Server::start();
+    let (a, b) = (key("delay-multi-a"), key("delay-multi-b"));
+    let holder = delaying(&server).lock_all([&a, &b]).unwrap();
+    let ended = expires_at(&server, &b);
+    vanish(holder);
+    // A lock on one of them alone sees the delay of the lock on both.
+    let next = waiter(&server)
+        .lock_timeout(&b, Duration::from_secs(30))
+        .unwrap();
+    assert!(granted_at(&server, &b) >= ended + ms(DELAY));
+    next.unlock().unwrap();
+}
+
+#[test]
+fn a_cluster_delays_in_the_lock_keys_slot() {
+    let cluster = common::Cluster::start();
+    let k = key("delay-cluster");
+    let expires = |k: &str| -> i64 {
+        let mut c = cluster.pool().get_timeout(Duration::from_secs(10)).unwrap();
+        redis::cmd("PEXPIRETIME").arg(k).query(&mut *c).unwrap()
+    };
+    let holder = Locker::builder(cluster.pool())
+        .ttl(TTL)
+        .watchdog(false)
+        .lock_delay(DELAY)
+        .build()
+        .unwrap();
+    let sem_holder = holder.semaphore(&k, 1).unwrap().acquire().unwrap();
+    let g = holder.lock(&k).unwrap();
+    let ended = expires(&k);
+    vanish(g);
+    vanish(sem_holder);
+    let next = Locker::builder(cluster.pool())
+        .ttl(Duration::from_secs(60))
+        .watchdog(false)
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .build()
+        .unwrap();
+    let g = next.lock_timeout(&k, Duration::from_secs(30)).unwrap();
+    let at = expires(&k) - 60_000;
+    assert!(at >= ended + ms(DELAY), "granted {} ms after", at - ended);
+    assert!(at - (ended + ms(DELAY)) < LATE_MS);
+    g.unlock().unwrap();
+    // The permit's marks share its slot too (no CROSSSLOT), and delay it.
+    let sem = next.semaphore(&k, 1).unwrap();
+    let p = sem.acquire_timeout(Duration::from_secs(30)).unwrap();
+    p.unlock().unwrap();
+}
+
+#[test]
+fn sentinel_delays_on_the_master_and_replicates_the_mark() {
+    use redis::sentinel::{LockedSentinelClient, SentinelClient, SentinelServerType};
+    let master = Server::start();
+    let replica = Server::replica_of(&master);
+    let sentinels = common::Sentinels::watch(&master);
+    let pool = || {
+        let client = SentinelClient::build(
+            sentinels.urls(),
+            String::from("mymaster"),
+            None,
+            SentinelServerType::Master,
+        )
+        .unwrap();
+        r2d2::Pool::builder()
+            .max_size(4)
+            .build(LockedSentinelClient::new(client))
+            .unwrap()
+    };
+    let k = key("delay-sentinel");
+    let holder = Locker::builder(pool())
+        .ttl(TTL)
+        .watchdog(false)
+        .lock_delay(DELAY)
+        .build()
+        .unwrap()
+        .lock(&k)
+        .unwrap();
+    let ended = expires_at(&master, &k);
+    // The mark is written with the grant, so a replica has it as it has
+    // the lock key.
+    let marks = format!("__redmutex__:delay:{k}");
+    wait_until("the mark on the replica", Duration::from_secs(10), || {
+        replica.conn().hexists::<_, _, bool>(&marks, &k).unwrap()
+    });
+    vanish(holder);
+    let next = Locker::builder(pool())
+        .ttl(Duration::from_secs(60))
+        .watchdog(false)
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .build()
+        .unwrap()
+        .lock_timeout(&k, Duration::from_secs(30))
+        .unwrap();
+    let at = granted_at(&master, &k);
+    assert!(at >= ended + ms(DELAY), "granted {} ms after", at - ended);
+    next.unlock().unwrap();
+}
