@@ -7,8 +7,8 @@
 -- What this file defines, a script may leave unused (luacheck is told so):
 -- luacheck: push ignore 211/lost
 local function lost(marks, token)
-  local mark = redis.call('HGET', marks, token)
-  local reason = mark and string.match(mark, '^%d+:(.+)$')
+  local entry = redis.call('HGET', marks, token)
+  local reason = entry and string.match(entry, '^%d+:(.+)$')
   return reason or 0
 end
 -- luacheck: pop
