@@ -530,14 +530,33 @@ impl Cluster {
     /// Promotes the replica `r` of its master with `CLUSTER FAILOVER` (a
     /// manual, coordinated failover), and waits until every node agrees.
     pub fn fail_over_to(&self, r: usize) {
-        let _: () = redis::cmd("CLUSTER")
-            .arg("FAILOVER")
-            .query(&mut self.conn(r))
-            .unwrap();
-        wait_until("the replica promoted", Duration::from_secs(30), || {
+        wait_until("the replica's link up", Duration::from_secs(30), || {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut self.conn(r))
+                .unwrap();
+            info_field(&info, "master_link_status").as_deref() == Some("up")
+        });
+        let promoted = || {
             let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut self.conn(r)).unwrap();
             matches!(role.first(), Some(redis::Value::BulkString(b)) if b == b"master")
-        });
+        };
+        // A manual failover the master does not take part in within its
+        // timeout is dropped: asked again.
+        for _ in 0..3 {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("FAILOVER")
+                .query(&mut self.conn(r))
+                .unwrap();
+            let end = Instant::now() + Duration::from_secs(10);
+            while !promoted() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if promoted() {
+                break;
+            }
+        }
+        assert!(promoted(), "the replica was not promoted");
         self.await_ok();
     }
 
