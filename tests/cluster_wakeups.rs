@@ -144,3 +144,94 @@ fn waiters_are_woken_after_their_slot_moved_and_across_the_move() {
     let t = wait_behind(&cluster, &waiter, &keys);
     woken_by_the_release(held, t);
 }
+
+/// A statistic summed over every node: a `CLUSTER INFO` field (0 when not
+/// listed), or a
+/// command's calls in `INFO commandstats` (`cmdstat_<name>`).
+fn summed(cluster: &Cluster, what: &str) -> u64 {
+    let mut n = 0;
+    for i in 0..cluster.nodes.len() {
+        let mut c = cluster.conn(i);
+        if let Some(cmd) = what.strip_prefix("cmdstat_") {
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query(&mut c)
+                .unwrap();
+            let prefix = format!("cmdstat_{cmd}:calls=");
+            n += info
+                .lines()
+                .find_map(|l| l.strip_prefix(prefix.as_str()))
+                .and_then(|rest| rest.split(',').next())
+                .map_or(0, |v| v.parse::<u64>().unwrap());
+        } else {
+            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).unwrap();
+            // A message type never sent or received is not listed.
+            n += common::info_field(&info, what).map_or(0, |v| v.parse::<u64>().unwrap());
+        }
+    }
+    n
+}
+
+#[test]
+fn no_announcement_crosses_the_cluster_bus() {
+    let cluster = Cluster::start();
+    let lockers: Vec<Locker> = (0..2)
+        .map(|_| {
+            Locker::builder(cluster.pool())
+                .backoff(Backoff::fixed(Duration::from_secs(60)))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let k = key("shard-bus");
+    let bus = [
+        "cluster_stats_messages_publish_sent",
+        "cluster_stats_messages_publishshard_sent",
+        "cluster_stats_messages_publish_received",
+        "cluster_stats_messages_publishshard_received",
+    ];
+    let before: Vec<u64> = bus.iter().map(|f| summed(&cluster, f)).collect();
+    let spublish = summed(&cluster, "cmdstat_spublish");
+    let publish = summed(&cluster, "cmdstat_publish");
+    // 4 workers of 2 lockers (as 2 processes), 25 contended hand-overs
+    // each: with a minute of backoff, only announcements move them along.
+    std::thread::scope(|s| {
+        for w in 0..4 {
+            let (locker, k) = (&lockers[w % 2], &k);
+            s.spawn(move || {
+                for _ in 0..25 {
+                    let g = locker.lock_timeout(k, Duration::from_secs(30)).unwrap();
+                    std::thread::yield_now();
+                    g.unlock().unwrap();
+                }
+            });
+        }
+    });
+    let after: Vec<u64> = bus.iter().map(|f| summed(&cluster, f)).collect();
+    assert_eq!(
+        before, after,
+        "no announcement may cross the cluster bus ({bus:?})"
+    );
+    let announced = summed(&cluster, "cmdstat_spublish") - spublish;
+    assert!(
+        announced >= 100,
+        "every release announced with SPUBLISH: {announced}"
+    );
+    assert_eq!(
+        summed(&cluster, "cmdstat_publish"),
+        publish,
+        "never PUBLISH"
+    );
+    // The control: a plain PUBLISH does cross the bus (to both other
+    // masters), so the counters above would have seen it.
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg("control")
+        .arg("x")
+        .query(&mut cluster.conn(0))
+        .unwrap();
+    wait_until(
+        "the control's bus messages",
+        Duration::from_secs(10),
+        || summed(&cluster, bus[0]) > after[0],
+    );
+}
