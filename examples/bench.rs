@@ -19,7 +19,10 @@
 //!    sections: acquisitions/s, wait p50/p99/max, fairness (max/min
 //!    acquisitions per worker), and the hand-over latency (a release sent
 //!    to the next holder's lock returning, for a holder that waited) p50
-//!    and p99, next to a PING round trip measured in the same run;
+//!    and p99, next to a PING round trip measured in the same run; then the
+//!    same redmutex rows on a Redis Cluster of 3 masters started here (the
+//!    waiters woken through sharded pub/sub), with the cluster's hand-over
+//!    p50 as a ratio to the single server's;
 //! 3. Redlock over 3 and 5 local masters: cycle ratio to one instance; and
 //!    over 3 masters each behind a 1 ms one-way delay (a proxy in this
 //!    process), against one behind the same delay;
@@ -544,12 +547,46 @@ fn contention(url: &str, run: Duration) -> Res<()> {
         Mode::Ours(Locker::open(url)?),
         Mode::Ours(Locker::open(url)?),
     ];
+    let (cluster, _dir) = start_cluster()?;
+    let urls: Vec<String> = cluster.iter().map(ThrowAwayServer::url).collect();
+    let cluster_modes = [
+        Mode::Ours(Locker::open_cluster(&urls)?),
+        Mode::Ours(Locker::open_cluster(&urls)?),
+    ];
+    // The node that serves the workers' counter, which they read and
+    // write on a plain connection.
+    let counter_url = urls
+        .iter()
+        .find(|u| {
+            redis::Client::open(u.as_str())
+                .and_then(|c| c.get_connection())
+                .and_then(|mut c| {
+                    redis::cmd("GET")
+                        .arg("bench:c:counter")
+                        .query::<Option<u64>>(&mut c)
+                })
+                .is_ok()
+        })
+        .ok_or("no node serves bench:c:counter")?;
     for hold in [Duration::ZERO, Duration::from_millis(2)] {
         println!("   critical section {hold:?}:");
         let raw = contended(url, run * 2, hold, &raw_modes)?;
         let ours = contended(url, run * 2, hold, &our_modes)?;
+        let clustered = contended(counter_url, run * 2, hold, &cluster_modes)?;
         print_contended("raw", &raw);
         print_contended("redmutex", &ours);
+        let c = &clustered;
+        println!(
+            "   {:<9} {:>7.0} acq/s  wait p50 {:>9.3?}  p99 {:>9.3?}  max {:>9.3?}  fairness {:.2}  \
+             hand-over p50 {:>9.3?}  p99 {:>9.3?}",
+            "cluster", c.per_sec, c.p50, c.p99, c.max, c.fairness, c.handover.0, c.handover.1
+        );
+        println!(
+            "   cluster (3 masters, sharded pub/sub) / single server: hand-over p50 {:.2} \
+             (target: 1.30 or less), p99 {:.2}",
+            c.handover.0.as_secs_f64() / ours.handover.0.as_secs_f64(),
+            c.handover.1.as_secs_f64() / ours.handover.1.as_secs_f64()
+        );
         println!(
             "   ratios redmutex/raw: throughput {:.2}, p99 wait {:.2}, max wait {:.2}",
             ours.per_sec / raw.per_sec,
@@ -570,6 +607,76 @@ fn contention(url: &str, run: Duration) -> Res<()> {
         }
     }
     Ok(())
+}
+
+/// A free port whose cluster bus port (port + 10000) is free too.
+fn cluster_port() -> Res<u16> {
+    loop {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let port = l.local_addr()?.port();
+        if port < 55000 && std::net::TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+            return Ok(port);
+        }
+    }
+}
+
+/// A Redis Cluster of 3 masters (no replicas) started here, ready, and
+/// the directory of its nodes' files.
+fn start_cluster() -> Res<(Vec<ThrowAwayServer>, std::path::PathBuf)> {
+    let dir = support::temp_dir("bench-cluster")?;
+    let d = dir.to_string_lossy().into_owned();
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        let port = cluster_port()?;
+        let (p, conf) = (port.to_string(), format!("nodes-{port}.conf"));
+        let mut args = vec!["--port", &p, "--bind", "127.0.0.1"];
+        args.extend_from_slice(support::QUIET);
+        args.extend([
+            "--dir",
+            &d,
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            &conf,
+        ]);
+        let node = ThrowAwayServer::launch(
+            &args,
+            port,
+            "Ready to accept connections",
+            Duration::from_secs(20),
+        )?;
+        if PINNED.load(Ordering::SeqCst) {
+            pin_server(node.pid())?;
+        }
+        nodes.push(node);
+    }
+    let addrs: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port()))
+        .collect();
+    let out = std::process::Command::new("redis-cli")
+        .args(["--cluster", "create"])
+        .args(&addrs)
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()?;
+    if !out.status.success() {
+        return Err(format!("redis-cli --cluster create failed: {out:?}").into());
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for node in &nodes {
+        loop {
+            let mut c = redis::Client::open(node.url())?.get_connection()?;
+            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c)?;
+            if info.lines().any(|l| l.trim() == "cluster_state:ok") {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err("the cluster did not come up within 30 s".into());
+            }
+            pause(Duration::from_millis(20));
+        }
+    }
+    Ok((nodes, dir))
 }
 
 /// Section 3: Redlock over 3 and 5 local masters against one instance,
