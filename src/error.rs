@@ -110,7 +110,11 @@ pub enum Error {
     /// acquisition on a server, and by any method whose script the server
     /// refuses to run. Also by [`Locker::open`](crate::Locker::open) and any
     /// method that connects, when the server does not know a command of the
-    /// connection's handshake (`HELLO` for `protocol=resp3`, `AUTH`).
+    /// connection's handshake (`HELLO` for `protocol=resp3`, `AUTH`). And
+    /// by the `lock*` and `try_lock*` methods with
+    /// [`Builder::min_replicas`](crate::Builder::min_replicas) when the
+    /// server refuses `WAIT` (managed services that do not offer it); the
+    /// lock just taken is released first.
     #[error("unsupported server: {reason}")]
     Unsupported {
         /// What the server lacks, and what would fix it.

@@ -141,10 +141,25 @@ fn acknowledged(config: &Config, c: &mut dyn ConnectionLike) -> Result<(), Error
     if config.min_replicas == 0 {
         return Ok(());
     }
-    let acked = redis::cmd("WAIT")
+    let acked = match redis::cmd("WAIT")
         .arg(config.min_replicas)
         .arg(time::millis_ceil(config.replica_timeout))
-        .query::<u64>(c)?;
+        .query::<u64>(c)
+    {
+        Ok(acked) => acked,
+        // The server answered, with a refusal: `WAIT` unknown, renamed
+        // away, or denied by an ACL, as on managed services.
+        Err(e) if e.code().is_some() && !e.is_io_error() => {
+            return Err(Error::Unsupported {
+                reason: format!(
+                    "the server refuses WAIT ({}), which min_replicas needs: build the \
+                     locker without min_replicas on this server",
+                    e.code().unwrap_or("an error")
+                ),
+            })
+        }
+        Err(e) => return Err(e.into()),
+    };
     if acked >= config.min_replicas {
         Ok(())
     } else {
@@ -452,7 +467,7 @@ impl RawLock {
             a.floor.store(floor, Ordering::SeqCst);
             if matches!(g, Grant::Granted(_)) {
                 if let Err(e) = acknowledged(config, c) {
-                    if matches!(e, Error::NotReplicated { .. }) {
+                    if matches!(e, Error::NotReplicated { .. } | Error::Unsupported { .. }) {
                         // Its own failure changes nothing we report. (After
                         // an I/O error the connector releases; see above.)
                         let _ = release_by_token().query::<Value>(c);
