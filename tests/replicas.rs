@@ -127,5 +127,8 @@ fn a_server_that_refuses_wait_fails_min_replicas_with_a_typed_error() {
         other => panic!("expected Error::Unsupported, got {other:?}"),
     }
     let key_left: bool = server.conn().exists(&k).unwrap();
-    assert!(!key_left, "the lock taken before the refused WAIT is released");
+    assert!(
+        !key_left,
+        "the lock taken before the refused WAIT is released"
+    );
 }

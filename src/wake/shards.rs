@@ -38,6 +38,9 @@ use crate::wake::waiters::Signal;
 /// in place.
 const IDLE: Duration = Duration::from_secs(1);
 
+/// The word of the `PING` sent after a read timed out (see [`listen`]).
+const TICK: &str = "redmutex-tick";
+
 /// The pause before subscribing again after a subscription was lost.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
@@ -311,6 +314,14 @@ fn listen(
                     };
                     deliver(&shards.waiters, message);
                 }
+                (Some(Value::BulkString(kind)), None)
+                    if kind == b"pong"
+                        && matches!(parts.get(1), Some(Value::BulkString(w)) if w == TICK.as_bytes()) =>
+                {
+                    if let Some(shards) = me.upgrade() {
+                        shards.waiters.wake_all();
+                    }
+                }
                 // The server dropped the subscription: its slot has gone
                 // to another node.
                 (Some(Value::BulkString(kind)), _) if kind == b"sunsubscribe" => {
@@ -323,10 +334,16 @@ fn listen(
                 if wanted(me, channel, slot).is_none() {
                     return Ended::Stop;
                 }
+                // A read that timed out makes redis-rs drop the next value
+                // it reads (as a late reply): a `PING` goes first, so that
+                // its answer is that value; if the answer shows up, what was
+                // dropped came before it, maybe an announcement, and every
+                // waiter tries again at once.
+                let mut again = redis::cmd("PING").arg(TICK).get_packed_command();
                 // Still subscribed here? A node that lost the slot (to a
                 // failover) may drop the subscription without a word; it
                 // answers `MOVED` to this, and the subscription follows.
-                let again = redis::cmd("SSUBSCRIBE").arg(channel).get_packed_command();
+                again.extend(redis::cmd("SSUBSCRIBE").arg(channel).get_packed_command());
                 if conn.send_packed_command(&again).is_err() {
                     return Ended::Lost;
                 }
