@@ -276,3 +276,60 @@ fn no_announcement_crosses_the_cluster_bus() {
         || summed(&cluster, bus[0]) > after[0],
     );
 }
+
+/// How many pub/sub connections each node has.
+fn pubsub_clients(cluster: &Cluster) -> Vec<usize> {
+    (0..cluster.nodes.len())
+        .map(|i| {
+            let list: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .arg("TYPE")
+                .arg("pubsub")
+                .query(&mut cluster.conn(i))
+                .unwrap();
+            list.lines().filter(|l| !l.trim().is_empty()).count()
+        })
+        .collect()
+}
+
+#[test]
+fn one_connection_per_shard_with_waiters_closed_when_idle() {
+    if !sharded() {
+        return older_servers_poll();
+    }
+    let cluster = Cluster::start();
+    let (holder, waiter) = (slow_locker(&cluster), slow_locker(&cluster));
+    // Keys over many slots, on every master.
+    let keys: Vec<String> = (0..24).map(|i| key(&format!("per-shard-{i}"))).collect();
+    let mut slots: Vec<u16> = keys.iter().map(|k| cluster.slot_of(k)).collect();
+    slots.sort_unstable();
+    slots.dedup();
+    let held: Vec<Guard> = keys.iter().map(|k| holder.lock(k).unwrap()).collect();
+    let waiting: Vec<_> = keys
+        .iter()
+        .map(|k| {
+            let (waiter, k) = (waiter.clone(), k.clone());
+            std::thread::spawn(move || waiter.lock_timeout(&k, Duration::from_secs(30)))
+        })
+        .collect();
+    wait_until(
+        "every slot's channel subscribed",
+        Duration::from_secs(20),
+        || cluster.shard_channels().len() == slots.len(),
+    );
+    assert_eq!(
+        pubsub_clients(&cluster),
+        vec![1, 1, 1],
+        "one connection per master, whatever the number of slots ({})",
+        slots.len()
+    );
+    drop(held);
+    for t in waiting {
+        t.join().unwrap().unwrap().unlock().unwrap();
+    }
+    wait_until(
+        "the connections closed once nobody waits",
+        Duration::from_secs(10),
+        || pubsub_clients(&cluster) == vec![0, 0, 0],
+    );
+}
