@@ -201,10 +201,12 @@
 //! own slot (`<prefix>:__redmutex__:released:{<tag>}`), so the message
 //! stays on the shard that owns the slot and never crosses the cluster
 //! bus, and the listener keeps one `SSUBSCRIBE` connection of its own per
-//! slot that has waiters, at that slot's master: opened by the slot's
-//! first waiter, closed about a second after its last one, and moved when
-//! the slot moves (a resharding, a failover); after a move it wakes every
-//! waiter once, since a release may have gone unheard meanwhile. It
+//! master (shard) that serves a slot with waiters, subscribed there to
+//! those slots' channels: a channel added by its slot's first waiter and
+//! dropped about a second after its last one, the connection closed with
+//! its last channel, and a channel moved when its slot moves (a resharding,
+//! a failover); after a move every waiter is woken once, since a release
+//! may have gone unheard meanwhile. It
 //! connects with the node's address alone (redis-rs does not show a
 //! cluster client's password or TLS settings): on a cluster that wants
 //! either, waiters poll.
@@ -444,7 +446,7 @@
 //   workers.rs        the process-wide parked threads watchdogs run on
 // wake/               waking waiters on a release:
 //   listener.rs       the release listener: states, thread, callback
-//   shards.rs         on a cluster, its sharded subscriptions: one per slot with waiters
+//   shards.rs         on a cluster, its sharded subscriptions: a connection per master with waiters
 //   announce.rs       the announcements' format, delivered to the waiters
 //   waiters.rs        the in-process registry of waiters it wakes
 // token.rs            owner tokens (never printed)

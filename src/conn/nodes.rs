@@ -14,7 +14,7 @@ use redis::Value;
 use crate::Error;
 
 /// A node's address, as `CLUSTER SLOTS` or a `MOVED` redirection gives it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Node {
     pub(crate) host: String,
     pub(crate) port: u16,

@@ -2,7 +2,7 @@
 //! started by its first waiter and shared by all of them, subscribed to the
 //! prefix's release channel. What it hears wakes the waiters registered in
 //! [`waiters`](super::waiters). On a Redis Cluster, the listener keeps
-//! sharded subscriptions instead, one per slot with waiters (see
+//! sharded subscriptions instead, a connection per master with waiters (see
 //! [`shards`](super::shards)).
 //!
 //! What it hears is told in [`announce`](super::announce).

@@ -2,20 +2,26 @@
 //! announce a release with `SPUBLISH` on the shard channel of the lock's
 //! slot (`protocol::keys`), so the message stays on the shard that owns the
 //! slot and never crosses the cluster bus. Here, one thread and one plain
-//! connection of its own per slot that has waiters, `SSUBSCRIBE`d to that
-//! slot's channel on the master that serves it:
+//! connection of its own per master (shard) that serves a slot with
+//! waiters, `SSUBSCRIBE`d there to those slots' channels:
 //!
-//! - opened by the slot's first waiter ([`Shards::ensure`]), which
-//!   waits (at most the I/O timeout) until it is subscribed;
-//! - closed once no waiter of this locker waits for a key in the slot (it
-//!   looks every [`IDLE`]) or the locker is gone;
-//! - moved when the slot moves: a `MOVED` reply to `SSUBSCRIBE` is
-//!   followed; when the server drops the subscription (`sunsubscribe`
-//!   after a resharding or a failover took the slot from that node) or the
-//!   node fails, the thread finds the slot's master again (`CLUSTER SLOTS`
-//!   through the pool), subscribes there, and then wakes every waiter of
-//!   the locker once, since a release may have gone unheard meanwhile.
-//!   Until then, waiters poll with their backoff.
+//! - a slot's channel is added by its first waiter ([`Shards::ensure`]),
+//!   which waits (at most the I/O timeout) until it is subscribed; a
+//!   master's connection is opened with its first channel, and its thread
+//!   told of the next ones by an empty message on a channel it already
+//!   hears (one round trip), since it may be blocked reading;
+//! - a channel is dropped once no waiter of this locker waits for a key in
+//!   its slot (looked at every [`IDLE`]), and the connection is closed with
+//!   its last channel, or when the locker is gone;
+//! - a channel moves when its slot moves: a `MOVED` reply is followed; when
+//!   the server drops the subscription (`sunsubscribe` after a resharding or
+//!   a failover took the slot from that node; a demoted master may say
+//!   nothing, so every idle second the thread sends its `SSUBSCRIBE`s again,
+//!   which a node that lost the slot answers `MOVED` or `sunsubscribe`), or
+//!   the node fails, the slot's master is found again (`CLUSTER SLOTS`
+//!   through the pool) and the channel subscribed there; then every waiter
+//!   of the locker is woken once, since a release may have gone unheard
+//!   meanwhile. Until then, waiters poll with their backoff.
 //!
 //! A server before 7.0 has no `SSUBSCRIBE` (and its scripts' `SPUBLISH`
 //! fails quietly): the locker's waiters poll with their backoff, said once
@@ -26,7 +32,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
-use redis::Value;
+use redis::{ConnectionLike, Value};
 
 use crate::conn::nodes::Node;
 use crate::conn::Connector;
@@ -34,14 +40,14 @@ use crate::protocol::slots;
 use crate::wake::announce::deliver;
 use crate::wake::waiters::Signal;
 
-/// How often an idle subscription checks that it is still wanted and still
-/// in place.
+/// How often an idle connection checks that its channels are still wanted
+/// and still in place.
 const IDLE: Duration = Duration::from_secs(1);
 
-/// The word of the `PING` sent after a read timed out (see [`listen`]).
+/// The word of the `PING` sent after a read timed out (see [`NodeThread::idle`]).
 const TICK: &str = "redmutex-tick";
 
-/// The pause before subscribing again after a subscription was lost.
+/// The pause before trying a master again after its connection failed.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// A locker's sharded subscriptions. Their threads hold it weakly: they
@@ -55,36 +61,43 @@ pub(crate) struct Shards {
 
 #[derive(Default)]
 struct Subs {
-    /// Shard channel -> the state of its subscription, while it has a
-    /// thread.
-    channels: HashMap<String, Sub>,
+    /// Shard channel -> its slot and subscription, while wanted.
+    channels: HashMap<String, Chan>,
+    /// Master -> the channels its thread is to subscribe next; an entry
+    /// while the master's thread runs.
+    nodes: HashMap<Node, Vec<String>>,
     /// Sharded pub/sub is not possible here (a server before 7.0, an ACL
     /// user without rights on the channels): waiters poll.
     unsupported: bool,
 }
 
+/// A slot's channel.
+#[derive(Debug, Clone)]
+struct Chan {
+    slot: u16,
+    sub: Sub,
+    /// The master it was given to, once it was.
+    node: Option<Node>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sub {
-    /// Its thread subscribes for the first time.
+    /// Subscribing for the first time.
     Starting,
     /// Subscribed: releases in the slot are heard.
     On,
     /// Lost (the slot moved, the node failed, or the first subscription
-    /// took too long): its thread subscribes again; waiters poll meanwhile.
+    /// took too long): subscribing again; waiters poll meanwhile.
     Moving,
 }
 
-/// How one subscription ended.
-enum Ended {
-    /// The locker is gone, or nobody waits in the slot any more.
-    Stop,
-    /// `SSUBSCRIBE` was answered with `MOVED`: the slot is served there.
-    Moved(Node),
-    /// The subscription or its connection was lost, or never came up.
-    Lost,
-    /// The server refused `SSUBSCRIBE` itself (unknown before 7.0, or no
-    /// ACL rights): no use trying again.
-    Refused(redis::RedisError),
+/// What every master's thread shares.
+#[derive(Clone)]
+struct Ctx {
+    me: Weak<Shards>,
+    instance: Arc<dyn Connector>,
+    checkout: Duration,
+    io: Duration,
 }
 
 impl Shards {
@@ -99,9 +112,9 @@ impl Shards {
     /// Makes sure this locker listens for releases in `slot`, on its shard
     /// `channel`. Returns true when the subscription has just come up: a
     /// release may have slipped by before it did, so the caller should try
-    /// again at once rather than wait. Waits at most `io` for it (the
-    /// thread asks the slot's master within `checkout + io`, then connects
-    /// and subscribes within `io` each).
+    /// again at once rather than wait. Takes at most `checkout + 2 * io`
+    /// (the slot's master asked through the pool, then at most `io` for the
+    /// subscription).
     pub(crate) fn ensure(
         self: &Arc<Self>,
         instance: &Arc<dyn Connector>,
@@ -110,68 +123,72 @@ impl Shards {
         checkout: Duration,
         io: Duration,
     ) -> bool {
-        let shards = self;
-        let mut subs = shards.state.lock();
-        if subs.unsupported {
-            return false;
-        }
-        match subs.channels.get(channel) {
-            Some(Sub::On | Sub::Moving) => return false,
-            Some(Sub::Starting) => return shards.await_start(&mut subs, channel, io),
-            None => {
-                subs.channels.insert(channel.to_owned(), Sub::Starting);
+        {
+            let mut subs = self.state.lock();
+            if subs.unsupported {
+                return false;
+            }
+            match subs.channels.get(channel).map(|c| c.sub) {
+                Some(Sub::On | Sub::Moving) => return false,
+                Some(Sub::Starting) => return self.await_start(&mut subs, channel, io),
+                None => {
+                    let chan = Chan {
+                        slot,
+                        sub: Sub::Starting,
+                        node: None,
+                    };
+                    subs.channels.insert(channel.to_owned(), chan);
+                }
             }
         }
-        drop(subs);
-        let (me, instance, owned) = (
-            Arc::downgrade(self),
-            Arc::clone(instance),
-            channel.to_owned(),
-        );
-        let spawned = std::thread::Builder::new()
-            .name("redmutex-shard-listener".into())
-            .stack_size(128 * 1024)
-            .spawn(move || run(&me, &*instance, &owned, slot, checkout, io));
-        let mut subs = shards.state.lock();
-        if let Err(e) = spawned {
-            log::warn!(
-                target: "redmutex::listen",
-                "the release listener of a slot could not start ({e}): its waiters poll with \
-                 their backoff"
-            );
-            subs.channels.remove(channel);
-            shards.changed.notify_all();
-            return false;
+        let ctx = Ctx {
+            me: Arc::downgrade(self),
+            instance: Arc::clone(instance),
+            checkout,
+            io,
+        };
+        match instance.master_of(slot, checkout, io) {
+            Ok(Some(node)) => place(&ctx, self, node, channel),
+            _ => {
+                // Where the slot is cannot be told now: the next waiter
+                // tries again.
+                let mut subs = self.state.lock();
+                subs.channels.remove(channel);
+                self.changed.notify_all();
+                return false;
+            }
         }
-        shards.await_start(&mut subs, channel, io)
+        let mut subs = self.state.lock();
+        self.await_start(&mut subs, channel, io)
     }
 
     /// Waits (at most `io`) while `channel`'s first subscription is under
     /// way, and says whether it came up. One that does not come up in time
-    /// counts as moving: its thread goes on, and wakes the waiters once it
-    /// is subscribed.
+    /// counts as moving: it goes on, and wakes the waiters once subscribed.
     fn await_start(&self, subs: &mut MutexGuard<'_, Subs>, channel: &str, io: Duration) -> bool {
         let deadline = Instant::now() + io;
-        while subs.channels.get(channel) == Some(&Sub::Starting) {
+        let sub = |subs: &Subs| subs.channels.get(channel).map(|c| c.sub);
+        while sub(subs) == Some(Sub::Starting) {
             if self.changed.wait_until(subs, deadline).timed_out() {
-                if let Some(sub @ Sub::Starting) = subs.channels.get_mut(channel) {
-                    *sub = Sub::Moving;
+                if let Some(chan) = subs.channels.get_mut(channel) {
+                    if chan.sub == Sub::Starting {
+                        chan.sub = Sub::Moving;
+                    }
                 }
                 break;
             }
         }
-        subs.channels.get(channel) == Some(&Sub::On)
+        sub(subs) == Some(Sub::On)
     }
 
-    /// Sets `channel`'s state, and returns the one before.
-    fn set(&self, channel: &str, to: Option<Sub>) -> Option<Sub> {
+    /// Sets `channel`'s subscription, if it is still wanted, and returns
+    /// the one before.
+    fn set(&self, channel: &str, to: Sub) -> Option<Sub> {
         let mut subs = self.state.lock();
-        let before = match to {
-            Some(to) => subs.channels.insert(channel.to_owned(), to),
-            None => subs.channels.remove(channel),
-        };
+        let chan = subs.channels.get_mut(channel)?;
+        let before = std::mem::replace(&mut chan.sub, to);
         self.changed.notify_all();
-        before
+        Some(before)
     }
 
     /// Waits `pause` (a wait on the condition variable, never a sleep).
@@ -182,11 +199,56 @@ impl Shards {
     }
 }
 
-/// The shards of `me`, while the locker exists and has a waiter for a key
-/// in `slot`; else `channel`'s subscription is over, and is forgotten in
-/// the same step (under the lock [`Shards::ensure`] takes after a waiter
-/// registers: so a waiter that came just now finds no subscription, and
-/// starts one).
+/// Gives `channel` to `node`'s thread (started if it has none), and wakes
+/// that thread when it may be blocked reading.
+fn place(ctx: &Ctx, shards: &Arc<Shards>, node: Node, channel: &str) {
+    let mut subs = shards.state.lock();
+    let Some(chan) = subs.channels.get_mut(channel) else {
+        return;
+    };
+    chan.node = Some(node.clone());
+    if let Some(pending) = subs.nodes.get_mut(&node) {
+        pending.push(channel.to_owned());
+        // A channel the thread hears: an empty message there wakes it.
+        let poke = subs
+            .channels
+            .iter()
+            .find(|(_, c)| c.sub == Sub::On && c.node.as_ref() == Some(&node))
+            .map(|(name, _)| name.clone());
+        drop(subs);
+        if let Some(poke) = poke {
+            let mut op = |c: &mut dyn ConnectionLike| {
+                Ok(redis::cmd("SPUBLISH").arg(&poke).arg("").query(c)?)
+            };
+            let _ = ctx.instance.run(ctx.checkout, ctx.io, &mut op, None);
+        }
+        return;
+    }
+    subs.nodes.insert(node.clone(), vec![channel.to_owned()]);
+    let thread_ctx = ctx.clone();
+    let thread_node = node.clone();
+    let spawned = std::thread::Builder::new()
+        .name("redmutex-shard-listener".into())
+        .stack_size(128 * 1024)
+        .spawn(move || run(&thread_ctx, thread_node));
+    if let Err(e) = spawned {
+        log::warn!(
+            target: "redmutex::listen",
+            "a shard's release listener could not start ({e}): waiters poll with their backoff"
+        );
+        if let Some(lost) = subs.nodes.remove(&node) {
+            for c in lost {
+                subs.channels.remove(&c);
+            }
+        }
+        shards.changed.notify_all();
+    }
+}
+
+/// The shards of `ctx`, while the locker exists and has a waiter for a key
+/// in `slot`; else `channel` is forgotten in the same step (under the lock
+/// [`Shards::ensure`] takes after a waiter registers: so a waiter that came
+/// just now finds no channel, and adds it again).
 fn wanted(me: &Weak<Shards>, channel: &str, slot: u16) -> Option<Arc<Shards>> {
     let shards = me.upgrade()?;
     let mut subs = shards.state.lock();
@@ -200,160 +262,272 @@ fn wanted(me: &Weak<Shards>, channel: &str, slot: u16) -> Option<Arc<Shards>> {
     None
 }
 
-/// A slot's listener thread: subscribes at the slot's master, follows the
-/// slot when it moves, until nobody waits in it or the locker is gone.
-fn run(
-    me: &Weak<Shards>,
-    instance: &dyn Connector,
-    channel: &str,
-    slot: u16,
-    checkout: Duration,
-    io: Duration,
-) {
-    let mut redirect: Option<Node> = None;
-    // Two redirections in a row (a slot in the middle of a move) wait
-    // before the next try, as a lost subscription does.
-    let mut redirected = false;
-    loop {
-        if wanted(me, channel, slot).is_none() {
+/// Finds where each of `lost` is served now and gives it there; returns
+/// those that could not be placed (to try again later), and those the
+/// cluster still places at `from` unless `here` allows that. Those no
+/// longer wanted are forgotten.
+fn relocate(ctx: &Ctx, from: &Node, lost: Vec<(String, u16)>, here: bool) -> Vec<(String, u16)> {
+    let mut left = Vec::new();
+    for (channel, slot) in lost {
+        let Some(shards) = wanted(&ctx.me, &channel, slot) else {
+            continue;
+        };
+        shards.set(&channel, Sub::Moving);
+        match ctx.instance.master_of(slot, ctx.checkout, ctx.io) {
+            Ok(Some(node)) if here || node != *from => place(ctx, &shards, node, &channel),
+            _ => left.push((channel, slot)),
+        }
+    }
+    left
+}
+
+/// A master's thread: connects, subscribes its channels, hears them, until
+/// it has none left or the locker is gone; when the connection fails, its
+/// channels go where their slots are served then.
+fn run(ctx: &Ctx, node: Node) {
+    let connected = node.connect(ctx.io).and_then(|conn| {
+        conn.set_read_timeout(Some(IDLE))?;
+        conn.set_write_timeout(Some(ctx.io))?;
+        Ok(conn)
+    });
+    let mut thread = NodeThread {
+        ctx,
+        node: &node,
+        mine: HashMap::new(),
+        retry: Vec::new(),
+    };
+    let lost = match connected {
+        Ok(conn) => thread.serve(conn),
+        Err(_) => Ended::Lost,
+    };
+    if let Ended::Done = lost {
+        // Its entry is gone already (a new thread may have one now).
+        return;
+    }
+    let Some(shards) = ctx.me.upgrade() else {
+        return;
+    };
+    let mut lost_channels: Vec<(String, u16)> = thread.mine.drain().collect();
+    lost_channels.append(&mut thread.retry);
+    {
+        let mut subs = shards.state.lock();
+        for c in subs.nodes.remove(&node).unwrap_or_default() {
+            if let Some(chan) = subs.channels.get(&c) {
+                lost_channels.push((c, chan.slot));
+            }
+        }
+        if let Ended::Refused = lost {
+            subs.unsupported = true;
+            for (c, _) in &lost_channels {
+                subs.channels.remove(c);
+            }
+            shards.changed.notify_all();
             return;
         }
-        let node = match redirect.take() {
-            Some(node) => Some(node),
-            None => instance.master_of(slot, checkout, io).ok().flatten(),
-        };
-        let ended = match node.map(|n| n.connect(io)) {
-            Some(Ok(conn)) => listen(me, conn, channel, slot, io),
-            Some(Err(_)) | None => Ended::Lost,
-        };
-        let Some(shards) = me.upgrade() else {
+        shards.changed.notify_all();
+    }
+    if lost_channels.is_empty() {
+        return;
+    }
+    log::debug!(
+        target: "redmutex::listen",
+        "a shard's release connection was lost: its channels go where their slots are served"
+    );
+    drop(shards);
+    // Tried again until placed elsewhere or no longer wanted.
+    loop {
+        let left = relocate(ctx, &node, std::mem::take(&mut lost_channels), false);
+        if left.is_empty() {
+            return;
+        }
+        let Some(shards) = ctx.me.upgrade() else {
             return;
         };
-        let pause = match ended {
-            Ended::Stop => return,
-            Ended::Moved(node) => {
-                redirect = Some(node);
-                std::mem::replace(&mut redirected, true)
+        shards.pause(RETRY_AFTER);
+        // The master itself again, if the cluster still names it.
+        let mut again = Vec::new();
+        for (c, slot) in left {
+            match ctx.instance.master_of(slot, ctx.checkout, ctx.io) {
+                Ok(Some(n)) if n == node => place(ctx, &shards, n, &c),
+                _ => again.push((c, slot)),
             }
-            Ended::Lost => {
-                log::debug!(
-                    target: "redmutex::listen",
-                    "a slot's release subscription was lost (its slot moved or its node \
-                     failed): subscribing again where the slot is served"
-                );
-                redirected = false;
-                true
-            }
-            Ended::Refused(e) => {
-                log::info!(
-                    target: "redmutex::listen",
-                    "this cluster refuses sharded pub/sub ({}: Redis before 7.0, or no ACL \
-                     rights on the release channels): waiters poll with their backoff",
-                    e.code().unwrap_or("an error")
-                );
-                let mut subs = shards.state.lock();
-                subs.unsupported = true;
-                subs.channels.remove(channel);
-                shards.changed.notify_all();
-                return;
-            }
-        };
-        shards.set(channel, Some(Sub::Moving));
-        if pause {
-            shards.pause(RETRY_AFTER);
+        }
+        lost_channels = again;
+        if lost_channels.is_empty() {
+            return;
         }
     }
 }
 
-/// One subscription: `SSUBSCRIBE` on `conn`, then every message heard,
-/// until it ends. The connection closes when it is dropped.
-fn listen(
-    me: &Weak<Shards>,
-    mut conn: redis::Connection,
-    channel: &str,
-    slot: u16,
-    io: Duration,
-) -> Ended {
-    if conn.set_read_timeout(Some(io)).is_err() || conn.set_write_timeout(Some(io)).is_err() {
-        return Ended::Lost;
-    }
-    match redis::cmd("SSUBSCRIBE")
-        .arg(channel)
-        .query::<Value>(&mut conn)
-    {
-        Ok(_) => {}
-        Err(e) => {
-            return match e.redirect_node().and_then(|(addr, _)| Node::parse(addr)) {
-                Some(node) => Ended::Moved(node),
-                None if e.is_io_error() => Ended::Lost,
-                None => Ended::Refused(e),
-            }
-        }
-    }
-    if conn.set_read_timeout(Some(IDLE)).is_err() {
-        return Ended::Lost;
-    }
-    {
-        let Some(shards) = me.upgrade() else {
-            return Ended::Stop;
-        };
-        log::debug!(target: "redmutex::listen", "a slot's release subscription is up");
-        if shards.set(channel, Some(Sub::On)) != Some(Sub::Starting) {
-            // Subscribed again: a release may have gone unheard meanwhile.
-            shards.waiters.wake_all();
-        }
-    }
-    loop {
-        match conn.recv_response() {
-            Ok(Value::Array(parts)) => match (parts.first(), parts.get(2)) {
-                (Some(Value::BulkString(kind)), Some(Value::BulkString(message)))
-                    if kind == b"smessage" =>
-                {
-                    let Some(shards) = me.upgrade() else {
-                        return Ended::Stop;
-                    };
-                    deliver(&shards.waiters, message);
+/// How a master's connection ended.
+enum Ended {
+    /// No channel left, or the locker is gone.
+    Done,
+    /// The connection failed.
+    Lost,
+    /// The server refused `SSUBSCRIBE` itself (unknown before 7.0, or no
+    /// ACL rights): no use trying again.
+    Refused,
+}
+
+struct NodeThread<'a> {
+    ctx: &'a Ctx,
+    node: &'a Node,
+    /// The channels subscribed (or being subscribed) here, with their slots.
+    mine: HashMap<String, u16>,
+    /// Channels lost here whose new master could not be found yet.
+    retry: Vec<(String, u16)>,
+}
+
+impl NodeThread<'_> {
+    fn serve(&mut self, mut conn: redis::Connection) -> Ended {
+        loop {
+            let Some(shards) = self.ctx.me.upgrade() else {
+                return Ended::Done;
+            };
+            // The channels given to this master since the last look.
+            let new: Vec<(String, u16)> = {
+                let mut subs = shards.state.lock();
+                let pending = subs
+                    .nodes
+                    .get_mut(self.node)
+                    .map(std::mem::take)
+                    .unwrap_or_default();
+                if pending.is_empty() && self.mine.is_empty() && self.retry.is_empty() {
+                    subs.nodes.remove(self.node);
+                    return Ended::Done;
                 }
-                (Some(Value::BulkString(kind)), None)
-                    if kind == b"pong"
-                        && matches!(parts.get(1), Some(Value::BulkString(w)) if w == TICK.as_bytes()) =>
-                {
-                    if let Some(shards) = me.upgrade() {
-                        shards.waiters.wake_all();
-                    }
+                pending
+                    .into_iter()
+                    .filter_map(|c| subs.channels.get(&c).map(|chan| (c, chan.slot)))
+                    .collect()
+            };
+            if !new.is_empty() {
+                let mut bytes = Vec::new();
+                for (c, slot) in new {
+                    bytes.extend(redis::cmd("SSUBSCRIBE").arg(&c).get_packed_command());
+                    self.mine.insert(c, slot);
                 }
-                // The server dropped the subscription: its slot has gone
-                // to another node.
-                (Some(Value::BulkString(kind)), _) if kind == b"sunsubscribe" => {
-                    return Ended::Lost
-                }
-                _ => {}
-            },
-            Ok(_) => {}
-            Err(e) if e.is_timeout() => {
-                if wanted(me, channel, slot).is_none() {
-                    return Ended::Stop;
-                }
-                // A read that timed out makes redis-rs drop the next value
-                // it reads (as a late reply): a `PING` goes first, so that
-                // its answer is that value; if the answer shows up, what was
-                // dropped came before it, maybe an announcement, and every
-                // waiter tries again at once.
-                let mut again = redis::cmd("PING").arg(TICK).get_packed_command();
-                // Still subscribed here? A node that lost the slot (to a
-                // failover) may drop the subscription without a word; it
-                // answers `MOVED` to this, and the subscription follows.
-                again.extend(redis::cmd("SSUBSCRIBE").arg(channel).get_packed_command());
-                if conn.send_packed_command(&again).is_err() {
+                if conn.send_packed_command(&bytes).is_err() {
                     return Ended::Lost;
                 }
             }
-            Err(e) => {
-                return match e.redirect_node().and_then(|(addr, _)| Node::parse(addr)) {
-                    Some(node) => Ended::Moved(node),
-                    None => Ended::Lost,
+            let heard = conn.recv_response();
+            match heard {
+                Ok(Value::Array(parts)) => self.heard(&shards, &parts),
+                Ok(_) => {}
+                Err(e) if e.is_timeout() => {
+                    drop(shards);
+                    if !self.idle(&mut conn) {
+                        return Ended::Lost;
+                    }
+                }
+                Err(e) => {
+                    if let Some((addr, slot)) = e.redirect_node() {
+                        self.moved(&shards, addr, slot);
+                    } else if e.is_io_error() || !conn.is_open() {
+                        return Ended::Lost;
+                    } else {
+                        log::info!(
+                            target: "redmutex::listen",
+                            "this cluster refuses sharded pub/sub ({}: Redis before 7.0, or \
+                             no ACL rights on the release channels): waiters poll with their \
+                             backoff",
+                            e.code().unwrap_or("an error")
+                        );
+                        return Ended::Refused;
+                    }
                 }
             }
         }
+    }
+
+    /// A message, or a reply, on the connection.
+    fn heard(&mut self, shards: &Arc<Shards>, parts: &[Value]) {
+        let text = |i: usize| match parts.get(i) {
+            Some(Value::BulkString(b)) => Some(b.as_slice()),
+            _ => None,
+        };
+        match text(0) {
+            Some(b"smessage") => {
+                if let Some(message) = text(2) {
+                    deliver(&shards.waiters, message);
+                }
+            }
+            Some(b"ssubscribe") => {
+                let channel = text(1).and_then(|c| std::str::from_utf8(c).ok());
+                if let Some(channel) = channel.filter(|c| self.mine.contains_key(*c)) {
+                    if shards.set(channel, Sub::On) == Some(Sub::Moving) {
+                        // Subscribed again: a release may have gone
+                        // unheard meanwhile.
+                        shards.waiters.wake_all();
+                    }
+                }
+            }
+            // The server dropped a subscription: its slot has gone to
+            // another node.
+            Some(b"sunsubscribe") => {
+                let channel = text(1).and_then(|c| std::str::from_utf8(c).ok());
+                if let Some((c, slot)) = channel.and_then(|c| self.mine.remove_entry(c)) {
+                    let left = relocate(self.ctx, self.node, vec![(c, slot)], false);
+                    self.retry.extend(left);
+                }
+            }
+            // The answer to the `PING` after a timed-out read (see `idle`).
+            Some(b"pong") if text(1) == Some(TICK.as_bytes()) => shards.waiters.wake_all(),
+            _ => {}
+        }
+    }
+
+    /// `MOVED` for the channel of `slot`: it goes to `addr`.
+    fn moved(&mut self, shards: &Arc<Shards>, addr: &str, slot: u16) {
+        let Some(channel) = self
+            .mine
+            .iter()
+            .find(|(_, s)| **s == slot)
+            .map(|(c, _)| c.clone())
+        else {
+            return;
+        };
+        self.mine.remove(&channel);
+        shards.set(&channel, Sub::Moving);
+        match Node::parse(addr) {
+            Some(node) if node != *self.node => place(self.ctx, shards, node, &channel),
+            _ => self.retry.push((channel, slot)),
+        }
+    }
+
+    /// An idle second: channels no longer wanted are dropped, the others
+    /// subscribed again (a node that lost a slot may have dropped it
+    /// without a word), and lost ones placed again. False when the
+    /// connection failed.
+    fn idle(&mut self, conn: &mut redis::Connection) -> bool {
+        let mine = std::mem::take(&mut self.mine);
+        let mut unwanted = Vec::new();
+        for (c, slot) in mine {
+            if wanted(&self.ctx.me, &c, slot).is_some() {
+                self.mine.insert(c, slot);
+            } else {
+                unwanted.push(c);
+            }
+        }
+        // A read that timed out makes redis-rs drop the next value it
+        // reads (as a late reply): the `PING` goes first, so that its
+        // answer is that value; if the answer shows up, what was dropped
+        // came before it, maybe an announcement, and every waiter tries
+        // again at once.
+        let mut bytes = redis::cmd("PING").arg(TICK).get_packed_command();
+        for c in &unwanted {
+            bytes.extend(redis::cmd("SUNSUBSCRIBE").arg(c).get_packed_command());
+        }
+        for c in self.mine.keys() {
+            bytes.extend(redis::cmd("SSUBSCRIBE").arg(c).get_packed_command());
+        }
+        if conn.send_packed_command(&bytes).is_err() {
+            return false;
+        }
+        let retry = std::mem::take(&mut self.retry);
+        self.retry = relocate(self.ctx, self.node, retry, true);
+        true
     }
 }
