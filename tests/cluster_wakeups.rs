@@ -154,7 +154,7 @@ fn waiters_are_woken_after_a_failover_and_across_one() {
     // And a new wait after it.
     let held = holder.lock_all(&keys).unwrap();
     let t = wait_behind(&cluster, &waiter, &keys);
-    woken_by_the_release(held, t);
+    woken_by_the_release(held, t).unlock().unwrap();
 }
 
 #[test]
@@ -180,7 +180,7 @@ fn waiters_are_woken_after_their_slot_moved_and_across_the_move() {
     cluster.migrate_slot(slot, to, from);
     let held = holder.lock_all(&keys).unwrap();
     let t = wait_behind(&cluster, &waiter, &keys);
-    woken_by_the_release(held, t);
+    woken_by_the_release(held, t).unlock().unwrap();
 }
 
 /// A statistic summed over every node: a `CLUSTER INFO` field (0 when not
