@@ -547,7 +547,7 @@ fn contention(url: &str, run: Duration) -> Res<()> {
         Mode::Ours(Locker::open(url)?),
         Mode::Ours(Locker::open(url)?),
     ];
-    let (cluster, _dir) = start_cluster()?;
+    let (cluster, dir) = start_cluster()?;
     let urls: Vec<String> = cluster.iter().map(ThrowAwayServer::url).collect();
     let cluster_modes = [
         Mode::Ours(Locker::open_cluster(&urls)?),
@@ -606,74 +606,18 @@ fn contention(url: &str, run: Duration) -> Res<()> {
             );
         }
     }
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(dir);
     Ok(())
-}
-
-/// A free port whose cluster bus port (port + 10000) is free too.
-fn cluster_port() -> Res<u16> {
-    loop {
-        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-        let port = l.local_addr()?.port();
-        if port < 55000 && std::net::TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
-            return Ok(port);
-        }
-    }
 }
 
 /// A Redis Cluster of 3 masters (no replicas) started here, ready, and
 /// the directory of its nodes' files.
 fn start_cluster() -> Res<(Vec<ThrowAwayServer>, std::path::PathBuf)> {
-    let dir = support::temp_dir("bench-cluster")?;
-    let d = dir.to_string_lossy().into_owned();
-    let mut nodes = Vec::new();
-    for _ in 0..3 {
-        let port = cluster_port()?;
-        let (p, conf) = (port.to_string(), format!("nodes-{port}.conf"));
-        let mut args = vec!["--port", &p, "--bind", "127.0.0.1"];
-        args.extend_from_slice(support::QUIET);
-        args.extend([
-            "--dir",
-            &d,
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            &conf,
-        ]);
-        let node = ThrowAwayServer::launch(
-            &args,
-            port,
-            "Ready to accept connections",
-            Duration::from_secs(20),
-        )?;
-        if PINNED.load(Ordering::SeqCst) {
+    let (nodes, dir) = support::cluster::start_cluster(0, &[], Duration::from_secs(20))?;
+    if PINNED.load(Ordering::SeqCst) {
+        for node in &nodes {
             pin_server(node.pid())?;
-        }
-        nodes.push(node);
-    }
-    let addrs: Vec<String> = nodes
-        .iter()
-        .map(|n| format!("127.0.0.1:{}", n.port()))
-        .collect();
-    let out = std::process::Command::new("redis-cli")
-        .args(["--cluster", "create"])
-        .args(&addrs)
-        .args(["--cluster-replicas", "0", "--cluster-yes"])
-        .output()?;
-    if !out.status.success() {
-        return Err(format!("redis-cli --cluster create failed: {out:?}").into());
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for node in &nodes {
-        loop {
-            let mut c = redis::Client::open(node.url())?.get_connection()?;
-            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c)?;
-            if info.lines().any(|l| l.trim() == "cluster_state:ok") {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err("the cluster did not come up within 30 s".into());
-            }
-            pause(Duration::from_millis(20));
         }
     }
     Ok((nodes, dir))

@@ -383,17 +383,6 @@ pub struct Cluster {
     _dir: TempDir,
 }
 
-/// A free port whose cluster bus port (port + 10000) is free too.
-fn cluster_port() -> u16 {
-    loop {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        if port < 55000 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
-            return port;
-        }
-    }
-}
-
 impl Cluster {
     pub fn start() -> Cluster {
         Cluster::start_with_replicas(0)
@@ -401,44 +390,8 @@ impl Cluster {
 
     /// Three masters with `replicas` replicas each.
     pub fn start_with_replicas(replicas: usize) -> Cluster {
-        let dir = TempDir::new("cluster");
-        let nodes: Vec<_> = (0..3 * (1 + replicas))
-            .map(|_| {
-                let port = cluster_port();
-                let (p, conf) = (port.to_string(), format!("nodes-{port}.conf"));
-                let d = dir.0.to_string_lossy().into_owned();
-                let mut args = vec!["--port", &p, "--bind", "127.0.0.1"];
-                args.extend_from_slice(support::QUIET);
-                args.extend([
-                    "--dir",
-                    &d,
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    &conf,
-                ]);
-                args.extend_from_slice(support::debug_args());
-                support::ThrowAwayServer::launch(
-                    &args,
-                    port,
-                    "Ready to accept connections",
-                    START_TIMEOUT,
-                )
-                .unwrap()
-            })
-            .collect();
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port()))
-            .collect();
-        let out = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
-            .output()
-            .expect("redis-cli (Debian: apt-get install redis-tools) must be on PATH");
-        assert!(out.status.success(), "cluster create failed: {out:?}");
+        let (nodes, dir) = support::cluster::start_cluster(replicas, &[], START_TIMEOUT).unwrap();
+        let dir = TempDir(dir);
         let cluster = Cluster { nodes, _dir: dir };
         cluster.await_ok();
         cluster
