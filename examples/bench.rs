@@ -19,7 +19,10 @@
 //!    sections: acquisitions/s, wait p50/p99/max, fairness (max/min
 //!    acquisitions per worker), and the hand-over latency (a release sent
 //!    to the next holder's lock returning, for a holder that waited) p50
-//!    and p99, next to a PING round trip measured in the same run;
+//!    and p99, next to a PING round trip measured in the same run; then the
+//!    same redmutex rows on a Redis Cluster of 3 masters started here (the
+//!    waiters woken through sharded pub/sub), with the cluster's hand-over
+//!    p50 as a ratio to the single server's;
 //! 3. Redlock over 3 and 5 local masters: cycle ratio to one instance; and
 //!    over 3 masters each behind a 1 ms one-way delay (a proxy in this
 //!    process), against one behind the same delay;
@@ -577,12 +580,46 @@ fn contention(url: &str, run: Duration) -> Res<()> {
         Mode::Ours(Locker::open(url)?),
         Mode::Ours(Locker::open(url)?),
     ];
+    let (cluster, dir) = start_cluster()?;
+    let urls: Vec<String> = cluster.iter().map(ThrowAwayServer::url).collect();
+    let cluster_modes = [
+        Mode::Ours(Locker::open_cluster(&urls)?),
+        Mode::Ours(Locker::open_cluster(&urls)?),
+    ];
+    // The node that serves the workers' counter, which they read and
+    // write on a plain connection.
+    let counter_url = urls
+        .iter()
+        .find(|u| {
+            redis::Client::open(u.as_str())
+                .and_then(|c| c.get_connection())
+                .and_then(|mut c| {
+                    redis::cmd("GET")
+                        .arg("bench:c:counter")
+                        .query::<Option<u64>>(&mut c)
+                })
+                .is_ok()
+        })
+        .ok_or("no node serves bench:c:counter")?;
     for hold in [Duration::ZERO, Duration::from_millis(2)] {
         println!("   critical section {hold:?}:");
         let raw = contended(url, run * 2, hold, &raw_modes)?;
         let ours = contended(url, run * 2, hold, &our_modes)?;
+        let clustered = contended(counter_url, run * 2, hold, &cluster_modes)?;
         print_contended("raw", &raw);
         print_contended("redmutex", &ours);
+        let c = &clustered;
+        println!(
+            "   {:<9} {:>7.0} acq/s  wait p50 {:>9.3?}  p99 {:>9.3?}  max {:>9.3?}  fairness {:.2}  \
+             hand-over p50 {:>9.3?}  p99 {:>9.3?}",
+            "cluster", c.per_sec, c.p50, c.p99, c.max, c.fairness, c.handover.0, c.handover.1
+        );
+        println!(
+            "   cluster (3 masters, sharded pub/sub) / single server: hand-over p50 {:.2} \
+             (target: 1.30 or less), p99 {:.2}",
+            c.handover.0.as_secs_f64() / ours.handover.0.as_secs_f64(),
+            c.handover.1.as_secs_f64() / ours.handover.1.as_secs_f64()
+        );
         println!(
             "   ratios redmutex/raw: throughput {:.2}, p99 wait {:.2}, max wait {:.2}",
             ours.per_sec / raw.per_sec,
@@ -602,7 +639,21 @@ fn contention(url: &str, run: Duration) -> Res<()> {
             );
         }
     }
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(dir);
     Ok(())
+}
+
+/// A Redis Cluster of 3 masters (no replicas) started here, ready, and
+/// the directory of its nodes' files.
+fn start_cluster() -> Res<(Vec<ThrowAwayServer>, std::path::PathBuf)> {
+    let (nodes, dir) = support::cluster::start_cluster(0, &[], Duration::from_secs(20))?;
+    if PINNED.load(Ordering::SeqCst) {
+        for node in &nodes {
+            pin_server(node.pid())?;
+        }
+    }
+    Ok((nodes, dir))
 }
 
 /// Section 3: Redlock over 3 and 5 local masters against one instance,

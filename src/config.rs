@@ -62,10 +62,17 @@ impl Topology {
     }
 
     /// Releases are announced on a channel that waiters listen to: one
-    /// server, not a cluster (whose pub/sub does not reach every node's
-    /// clients by slot) and not Redlock.
+    /// server or a cluster (there on the shard channel of the lock's slot:
+    /// see [`Topology::shards`]), not Redlock.
     pub(crate) fn announces(self) -> bool {
-        self.instances == 1 && !self.cluster
+        self.instances == 1
+    }
+
+    /// Releases are announced with sharded pub/sub (`SPUBLISH` on a
+    /// channel in the lock's slot, `SSUBSCRIBE` on the node that owns it),
+    /// so that no announcement crosses the cluster bus: a cluster.
+    pub(crate) fn shards(self) -> bool {
+        self.instances == 1 && self.cluster
     }
 
     /// Waiters on a lock of `keys` keys queue, first come, first served:

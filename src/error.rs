@@ -133,7 +133,11 @@ pub enum Error {
     /// method that connects, when the server does not know a command of the
     /// connection's handshake (`HELLO` for `protocol=resp3`, `AUTH`). And by
     /// [`Guard::run_if_held`](crate::Guard::run_if_held) in Redlock mode,
-    /// where no single master holds the lock's truth.
+    /// where no single master holds the lock's truth. And by the `lock*` and
+    /// `try_lock*` methods with
+    /// [`Builder::min_replicas`](crate::Builder::min_replicas) when the
+    /// server refuses `WAIT` (managed services that do not offer it); the
+    /// lock just taken is released first.
     #[error("unsupported server: {reason}")]
     Unsupported {
         /// What the server lacks, and what would fix it.

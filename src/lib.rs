@@ -244,9 +244,27 @@
 //!   lease would have run out, so a lost message costs one backoff pause,
 //!   never a hang.
 //!
-//! Where this cannot be used, waiters poll with their backoff: on a
-//! Cluster, in Redlock mode, with pools of fewer than four connections (the
-//! listener needs one of its own), and for a Redis ACL user without rights
+//! On a Redis Cluster (7.0 or later, or Valkey) releases are announced
+//! with sharded pub/sub: the scripts `SPUBLISH` on a channel in the lock's
+//! own slot (`<prefix>:__redmutex__:released:{<tag>}`), so the message
+//! stays on the shard that owns the slot and never crosses the cluster
+//! bus, and the listener keeps one `SSUBSCRIBE` connection of its own per
+//! master (shard) that serves a slot with waiters, subscribed there to
+//! those slots' channels: a channel added by its slot's first waiter and
+//! dropped about a second after its last one, the connection closed with
+//! its last channel, and a channel moved when its slot moves (a resharding,
+//! a failover); after a move every waiter is woken once, since a release
+//! may have gone unheard meanwhile. It
+//! connects with the node's address alone (redis-rs does not show a
+//! cluster client's password or TLS settings): on a cluster that wants
+//! either, waiters poll.
+//!
+//! Where this cannot be used, waiters poll with their backoff: in Redlock
+//! mode, with pools of fewer than four connections (the
+//! listener needs one of its own), on a cluster of servers before 7.0 (no
+//! sharded pub/sub: said once in an `info` log line, target
+//! `redmutex::listen`), on managed services that offer no pub/sub, and for
+//! a Redis ACL user without rights
 //! on the release channel (the listener's `SUBSCRIBE` is refused: it says
 //! so once in a `warn` log line, target `redmutex::listen`, and the
 //! releases still work, unannounced). Multi-key locks are woken on release
@@ -454,8 +472,8 @@
 //! | `redmutex::release` | `warn` | a release on drop failed (the key stays until its TTL), or found the lock already lost |
 //! | `redmutex::acquire` | `debug` | a lock acquired or handed over after waiting, with the attempts and the time taken |
 //! | `redmutex::listen` | `warn` | the release listener could not start (tried again later), or the server refused its `SUBSCRIBE` (ACL): waiters poll |
-//! | `redmutex::listen` | `info` | the pool lends no connection to a release listener (a cluster, a small pool): waiters poll |
-//! | `redmutex::listen` | `debug` | the release listener started, or stopped with its connection |
+//! | `redmutex::listen` | `info` | the pool lends no connection to a release listener (a small pool), or a cluster refuses sharded pub/sub (before 7.0): waiters poll |
+//! | `redmutex::listen` | `debug` | the release listener started, or stopped with its connection; a slot's subscription came up, or was lost and follows its slot |
 //! | `redmutex::observe` | `warn` | an election's [`Observer`] fell more than 128 changes behind the log: some may be skipped |
 //!
 //! # Platforms
@@ -512,6 +530,7 @@
 // conn/
 //   mod.rs            the type-erased connector, the spare renewal connection, the
 //                     connection lent to the listener
+//   nodes.rs          a cluster's nodes: the master of a slot, a connection to one node
 //   pool.rs           `pool()`, `pool_with()`, `SocketTimeouts`
 // server.rs           what a server must offer (version, scripting), told at first use
 // protocol/           what is kept in Redis and said to it:
@@ -531,7 +550,9 @@
 //   watchdog.rs       the watchdog that renews a guard's lease
 //   workers.rs        the process-wide parked threads watchdogs run on
 // wake/               waking waiters on a release:
-//   listener.rs       the release listener: states, thread, callback, message format
+//   listener.rs       the release listener: states, thread, callback
+//   shards.rs         on a cluster, its sharded subscriptions: a connection per master with waiters
+//   announce.rs       the announcements' format, delivered to the waiters
 //   waiters.rs        the in-process registry of waiters it wakes
 // token.rs            owner tokens (never printed)
 // time.rs             duration arithmetic

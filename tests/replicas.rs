@@ -105,3 +105,30 @@ fn renewals_the_replica_misses_do_not_extend_the_lease() {
         ttl * 3
     );
 }
+
+/// A managed service that offers no `WAIT` (here: an ACL that denies it):
+/// `min_replicas` fails with a typed error that says so, and leaves no key.
+#[test]
+fn a_server_that_refuses_wait_fails_min_replicas_with_a_typed_error() {
+    let server = Server::start();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("default")
+        .arg("-wait")
+        .query(&mut server.conn())
+        .unwrap();
+    let locker = server.builder().min_replicas(1).build().unwrap();
+    let k = key("no-wait");
+    match locker.try_lock(&k) {
+        Err(Error::Unsupported { reason }) => {
+            assert!(reason.contains("WAIT"), "{reason}");
+            assert!(reason.contains("min_replicas"), "{reason}");
+        }
+        other => panic!("expected Error::Unsupported, got {other:?}"),
+    }
+    let key_left: bool = server.conn().exists(&k).unwrap();
+    assert!(
+        !key_left,
+        "the lock taken before the refused WAIT is released"
+    );
+}

@@ -16,6 +16,7 @@ use redis::ConnectionLike;
 use crate::defaults::{MIN_POOL_FOR_LISTENER, MIN_POOL_FOR_SPARE};
 use crate::Error;
 
+pub(crate) mod nodes;
 mod pool;
 
 pub(crate) use pool::builder;
@@ -86,6 +87,16 @@ pub(crate) trait Connector: Send + Sync + 'static {
     /// here (a cluster, a pool of fewer than [`MIN_POOL_FOR_LISTENER`]
     /// connections, or connections that are not plain redis-rs ones).
     fn lend(&self, checkout: Duration) -> Result<Option<Box<dyn Lent>>, Error>;
+
+    /// On a cluster, the master that serves `slot` (`CLUSTER SLOTS` through
+    /// the pool, within `checkout + io`), for the sharded release listener;
+    /// `Ok(None)` elsewhere, or when the reply does not name it.
+    fn master_of(
+        &self,
+        slot: u16,
+        checkout: Duration,
+        io: Duration,
+    ) -> Result<Option<nodes::Node>, Error>;
 
     /// A short description for `Debug`.
     fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
@@ -331,6 +342,21 @@ where
         // The listener changes its timeouts: whoever uses it next sets them.
         PooledConnection::extensions_mut(&mut conn).remove::<TimeoutsSet>();
         Ok(Some(Box::new(conn)))
+    }
+
+    fn master_of(
+        &self,
+        slot: u16,
+        checkout: Duration,
+        io: Duration,
+    ) -> Result<Option<nodes::Node>, Error> {
+        if !self.is_cluster() {
+            return Ok(None);
+        }
+        let mut op =
+            |c: &mut dyn ConnectionLike| Ok(redis::cmd("CLUSTER").arg("SLOTS").query(c)?);
+        let slots = self.run(checkout, io, &mut op, None)?;
+        Ok(nodes::master_of(&slots, slot))
     }
 
     fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -139,7 +139,7 @@ impl Locker {
                     attempts,
                 });
             }
-            if self.shared.ensure_listening() {
+            if self.shared.ensure_listening(&acquisition) {
                 // The listener just came up: a release may have slipped by.
                 continue;
             }

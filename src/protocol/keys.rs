@@ -48,7 +48,9 @@
 //! - Releases are announced on the pub/sub channel
 //!   `<prefix>:__redmutex__:released`, so waiters elsewhere retry at once
 //!   instead of at their next backoff (the messages are described in
-//!   `wake/listener.rs`).
+//!   `wake/listener.rs`). On a cluster, on the shard channel of the lock's
+//!   slot instead, `<prefix>:__redmutex__:released:{<tag>}` (`SPUBLISH`:
+//!   the message stays on the shard that owns the slot).
 //!
 //! Keys and prefixes with [`RESERVED`] anywhere in them are refused. So a
 //! lock key (`<prefix>:<key>` or `<key>`) never contains the marker, while
@@ -347,6 +349,15 @@ impl KeySpace {
     /// one handed over to a waiter (see `wake::listener`).
     pub(crate) fn release_channel(&self) -> String {
         concat(&[&self.reserved, "released"])
+    }
+
+    /// On a cluster, the shard channel on which releases of the locks in
+    /// `slot` are announced (`SPUBLISH`): the release channel with the
+    /// slot's hash tag, `<reserved>released:{<tag>}`. It ends in `}`, which
+    /// is how the scripts tell it from a single server's channel (see
+    /// `lua/lib/give.lua`).
+    pub(crate) fn shard_release_channel(&self, slot: u16) -> String {
+        concat(&[&self.reserved, "released:{", slots::tag_for(slot), "}"])
     }
 }
 

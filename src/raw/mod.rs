@@ -14,6 +14,7 @@
 //! Redlock-only parts (the fan-out threads, each master's breaker, the
 //! proposal and the write-back), and `later.rs` the releases sent again.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +28,7 @@ use crate::protocol::keys::{Hold, LockKeys};
 use crate::protocol::replies;
 use crate::protocol::scripts;
 pub(crate) use crate::protocol::scripts::Queue;
+use crate::protocol::slots;
 use crate::quorum::{self, Acquired, Grant};
 use crate::server;
 use crate::stats::recorder::Recorder;
@@ -152,10 +154,25 @@ fn acknowledged(config: &Config, c: &mut dyn ConnectionLike) -> Result<(), Error
     if config.min_replicas == 0 {
         return Ok(());
     }
-    let acked = redis::cmd("WAIT")
+    let acked = match redis::cmd("WAIT")
         .arg(config.min_replicas)
         .arg(time::millis_ceil(config.replica_timeout))
-        .query::<u64>(c)?;
+        .query::<u64>(c)
+    {
+        Ok(acked) => acked,
+        // The server answered, with a refusal: `WAIT` unknown, renamed
+        // away, or denied by an ACL, as on managed services.
+        Err(e) if e.code().is_some() && !e.is_io_error() => {
+            return Err(Error::Unsupported {
+                reason: format!(
+                    "the server refuses WAIT ({}), which min_replicas needs: build the \
+                     locker without min_replicas on this server",
+                    e.code().unwrap_or("an error")
+                ),
+            })
+        }
+        Err(e) => return Err(e.into()),
+    };
     if acked >= config.min_replicas {
         Ok(())
     } else {
@@ -178,8 +195,9 @@ impl RawLock {
     }
 
     pub(crate) fn new(instances: Vec<Arc<dyn Connector>>, config: Config) -> Self {
-        let announce = config.topology.announces();
-        let channel = announce.then(|| config.keys.release_channel());
+        let single = config.topology.announces() && !config.topology.shards();
+        let channel = single.then(|| config.keys.release_channel());
+        let wake = Arc::new(Listener::new(channel, config.topology.shards()));
         RawLock {
             version_checked: instances.iter().map(|_| AtomicBool::new(false)).collect(),
             breakers: instances.iter().map(|_| Breaker::default()).collect(),
@@ -188,16 +206,42 @@ impl RawLock {
             stats: Recorder::new(config.stats),
             instances,
             config,
-            wake: Arc::new(Listener::new(channel)),
+            wake,
         }
     }
 
     /// Makes sure this locker listens for releases (see
     /// [`Listener::ensure`]). True when the listener has just come up: the
     /// caller should try again at once, as a release may have slipped by.
-    pub(crate) fn ensure_listening(&self) -> bool {
+    pub(crate) fn ensure_listening(&self, a: &Acquisition) -> bool {
         let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
-        self.wake.ensure(self.instances.first(), checkout, io)
+        match self.shard_of(&a.keys) {
+            Some(slot) => {
+                let channel = self.config.keys.shard_release_channel(slot);
+                self.wake
+                    .ensure_shard(self.instances.first(), &channel, slot, checkout, io)
+            }
+            None => self.wake.ensure(self.instances.first(), checkout, io),
+        }
+    }
+
+    /// On a cluster that announces releases with sharded pub/sub, the slot
+    /// of `keys` (all of a script's keys share it).
+    fn shard_of(&self, keys: &LockKeys) -> Option<u16> {
+        if !self.config.topology.shards() {
+            return None;
+        }
+        keys.locks.first().map(|k| slots::slot(k))
+    }
+
+    /// The channel the release and dequeue scripts of `keys` announce on:
+    /// the locker's release channel, or on a cluster the shard channel of
+    /// the keys' slot; `None` when releases are not announced.
+    pub(crate) fn channel_for(&self, keys: &LockKeys) -> Option<Cow<'_, str>> {
+        match self.shard_of(keys) {
+            Some(slot) => Some(Cow::Owned(self.config.keys.shard_release_channel(slot))),
+            None => self.wake.channel().map(Cow::Borrowed),
+        }
     }
 
     pub(crate) fn instances(&self) -> &[Arc<dyn Connector>] {
@@ -228,7 +272,8 @@ impl RawLock {
     /// entry expires on its own anyway. A lock handed over to it meanwhile
     /// is freed, and handed to the next waiter.
     pub(crate) fn dequeue(&self, a: &Acquisition) {
-        let channel = self.wake.channel().unwrap_or("");
+        let channel = self.channel_for(&a.keys);
+        let channel = channel.as_deref().unwrap_or("");
         let call = scripts::dequeue(&a.keys, a.owner().as_str(), channel);
         for i in 0..self.instances.len() {
             let _ = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?));
@@ -455,7 +500,7 @@ impl RawLock {
             a.floor.store(floor, Ordering::SeqCst);
             if matches!(g, Grant::Granted(_)) {
                 if let Err(e) = acknowledged(config, c) {
-                    if matches!(e, Error::NotReplicated { .. }) {
+                    if matches!(e, Error::NotReplicated { .. } | Error::Unsupported { .. }) {
                         // Its own failure changes nothing we report. (After
                         // an I/O error the connector releases; see above.)
                         let _ = release_by_token().query::<Value>(c);

@@ -2,6 +2,7 @@
 //! where still ours on every instance (the script announces the release and
 //! hands the lock over), and this locker's waiters woken.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use redis::Value;
@@ -62,12 +63,12 @@ impl RawLock {
         a: &Arc<Acquisition>,
     ) -> (Vec<Result<usize, Error>>, Option<Handed>) {
         // (A read-write lock's releases always look at its queue.)
-        let queued =
-            self.wake.channel().is_some() && self.queue_mode(a, Queue::Respect) != Queue::Ignore;
+        let channel = self.channel_for(&a.keys).map(Cow::into_owned);
+        let queued = channel.is_some() && self.queue_mode(a, Queue::Respect) != Queue::Ignore;
         let owner = a.owner();
         let (this, a2) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(self.instances.len(), move |i| {
-            let channel = this.wake.channel().unwrap_or("");
+            let channel = channel.as_deref().unwrap_or("");
             let unmark = !this.lock_delay(&a2.keys).is_zero();
             let call = scripts::release(&a2.keys, owner.as_str(), channel, queued, unmark);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;

@@ -1,14 +1,11 @@
 //! The release listener: one thread and one pooled connection per locker,
 //! started by its first waiter and shared by all of them, subscribed to the
 //! prefix's release channel. What it hears wakes the waiters registered in
-//! [`waiters`](super::waiters).
+//! [`waiters`](super::waiters). On a Redis Cluster, the listener keeps
+//! sharded subscriptions instead, a connection per master with waiters (see
+//! [`shards`](super::shards)).
 //!
-//! The announcements (published by the release and dequeue scripts, see
-//! `protocol/lua/lib/give.lua`) are:
-//!
-//! - `-<key>`: the lock at Redis key `<key>` was freed, nobody queued;
-//! - `+<token>:<fence>:<key>`: it was handed over to the waiter whose
-//!   owner token is `<token>`, with fencing token `<fence>`.
+//! What it hears is told in [`announce`](super::announce).
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -18,6 +15,8 @@ use redis::ConnectionLike;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::conn::{Connector, Lent};
+use crate::wake::announce::deliver;
+use crate::wake::shards::Shards;
 use crate::wake::waiters::Signal;
 use crate::Error;
 
@@ -34,7 +33,9 @@ pub(crate) struct Listener {
     channel: Option<String>,
     state: Mutex<State>,
     changed: Condvar,
-    waiters: Signal,
+    waiters: Arc<Signal>,
+    /// On a cluster, the sharded subscriptions.
+    shards: Option<Arc<Shards>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,12 +65,16 @@ enum Heard<'a> {
 }
 
 impl Listener {
-    pub(crate) fn new(channel: Option<String>) -> Self {
+    /// A listener on `channel` (one server), or with `sharded`
+    /// subscriptions (a cluster), or neither (waiters poll).
+    pub(crate) fn new(channel: Option<String>, sharded: bool) -> Self {
+        let waiters = Arc::new(Signal::default());
         Listener {
             channel,
             state: Mutex::new(State::Off),
             changed: Condvar::new(),
-            waiters: Signal::default(),
+            shards: sharded.then(|| Arc::new(Shards::new(Arc::clone(&waiters)))),
+            waiters,
         }
     }
 
@@ -81,6 +86,22 @@ impl Listener {
     /// The waiters this listener wakes.
     pub(crate) fn waiters(&self) -> &Signal {
         &self.waiters
+    }
+
+    /// On a cluster, makes sure this locker listens for releases in `slot`
+    /// (see [`Shards::ensure`]); true when that has just come up.
+    pub(crate) fn ensure_shard(
+        &self,
+        instance: Option<&Arc<dyn Connector>>,
+        channel: &str,
+        slot: u16,
+        checkout: Duration,
+        io: Duration,
+    ) -> bool {
+        match (&self.shards, instance) {
+            (Some(shards), Some(instance)) => shards.ensure(instance, channel, slot, checkout, io),
+            _ => false,
+        }
     }
 
     /// Makes sure this locker listens for releases, on a connection lent
@@ -117,8 +138,8 @@ impl Listener {
             Ok(false) => {
                 log::info!(
                     target: "redmutex::listen",
-                    "this pool lends no connection for a release listener (a cluster, fewer \
-                     than {} connections, or not plain redis-rs ones): waiters poll with their \
+                    "this pool lends no connection for a release listener (fewer than {} \
+                     connections, or not plain redis-rs ones): waiters poll with their \
                      backoff", crate::defaults::MIN_POOL_FOR_LISTENER
                 );
                 *state = State::Unsupported;
@@ -293,11 +314,7 @@ fn hear(listener: &Weak<Listener>, heard: Heard<'_>) -> bool {
             log::debug!(target: "redmutex::listen", "release listener started");
             listener.set(State::On);
         }
-        Heard::Message(message) => match parse_announcement(message) {
-            Some(Announced::Released(key)) => listener.waiters.notify(key),
-            Some(Announced::Handed { token, fence }) => listener.waiters.hand_over(token, fence),
-            None => {}
-        },
+        Heard::Message(message) => deliver(&listener.waiters, message),
         Heard::Idle => {}
         Heard::Refused => {
             log::warn!(
@@ -318,28 +335,6 @@ fn hear(listener: &Weak<Listener>, heard: Heard<'_>) -> bool {
         }
     }
     true
-}
-
-/// What a release channel message says.
-#[derive(Debug, PartialEq, Eq)]
-enum Announced<'a> {
-    /// `-<key>`: the lock was freed.
-    Released(&'a str),
-    /// `+<token>:<fence>:<key>`: the lock was handed over to a waiter (the
-    /// waiter is known by its token).
-    Handed { token: &'a str, fence: u64 },
-}
-
-fn parse_announcement(message: &[u8]) -> Option<Announced<'_>> {
-    let message = std::str::from_utf8(message).ok()?;
-    if let Some(key) = message.strip_prefix('-') {
-        return Some(Announced::Released(key));
-    }
-    let mut parts = message.strip_prefix('+')?.splitn(3, ':');
-    let token = parts.next()?;
-    let fence = parts.next()?.parse().ok()?;
-    parts.next().filter(|key| !key.is_empty())?;
-    Some(Announced::Handed { token, fence })
 }
 
 #[cfg(test)]
@@ -419,24 +414,6 @@ mod tests {
                 return;
             }
             std::thread::yield_now();
-        }
-    }
-
-    #[test]
-    fn announcements() {
-        assert_eq!(
-            parse_announcement(b"-p:k"),
-            Some(Announced::Released("p:k"))
-        );
-        assert_eq!(
-            parse_announcement(b"+abc:42:p:k"),
-            Some(Announced::Handed {
-                token: "abc",
-                fence: 42
-            })
-        );
-        for bad in [&b"p:k"[..], b"+abc:x:k", b"+abc:1:", b"+abc", b"\xff"] {
-            assert_eq!(parse_announcement(bad), None);
         }
     }
 }

@@ -19,6 +19,8 @@ pub(crate) struct Signal {
 
 #[derive(Debug, Default)]
 struct State {
+    /// Bumped by [`Signal::wake_all`]: counted in every waiter's sum.
+    epoch: u64,
     /// Redis key -> (releases seen, waiters registered).
     keys: HashMap<String, (u64, usize)>,
     /// Owner token of a waiter -> what it waits for and on.
@@ -78,6 +80,22 @@ impl Signal {
         }
     }
 
+    /// Wakes every waiter, to try again at once: a release may have gone
+    /// unheard (a listener that has just subscribed again after its slot
+    /// moved or its node failed).
+    pub(crate) fn wake_all(&self) {
+        let mut state = self.state.lock();
+        state.epoch = state.epoch.wrapping_add(1);
+        for waiter in state.waiters.values() {
+            waiter.wake.notify_one();
+        }
+    }
+
+    /// Whether some waiter watches a key for which `of` is true.
+    pub(crate) fn watches(&self, of: impl Fn(&str) -> bool) -> bool {
+        self.state.lock().keys.keys().any(|k| of(k))
+    }
+
     /// A release handed a lock over to the waiter with `token`, with fencing
     /// token `fence`: wakes it, if it is one of ours. Nothing for others to
     /// retry: the lock is held again.
@@ -127,7 +145,7 @@ impl Watch<'_> {
         self.keys
             .iter()
             .filter_map(|k| state.keys.get(k))
-            .fold(0u64, |acc, e| acc.wrapping_add(e.0))
+            .fold(state.epoch, |acc, e| acc.wrapping_add(e.0))
     }
 }
 
@@ -211,6 +229,19 @@ mod tests {
         let start = Instant::now();
         other.wait_until(other.current(), start + Duration::from_millis(20));
         assert!(start.elapsed() >= Duration::from_millis(20));
+    }
+
+    #[test]
+    fn wake_all_wakes_every_waiter() {
+        let s = Signal::default();
+        let (a, b) = (["a".to_owned()], ["b".to_owned()]);
+        let (wa, wb) = (s.watch(&a, "ta"), s.watch(&b, "tb"));
+        let (seen_a, seen_b) = (wa.current(), wb.current());
+        assert!(s.watches(|k| k == "b") && !s.watches(|k| k == "c"));
+        s.wake_all();
+        let far = Instant::now() + Duration::from_secs(3600);
+        wa.wait_until(seen_a, far);
+        wb.wait_until(seen_b, far);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //!
 //! - [`server`]: find a Redis server, or start a throw-away `redis-server`
 //!   on a free loopback port, with its data outside the working tree;
+//! - [`cluster`]: a throw-away Redis Cluster (3 masters, replicas if asked);
 //! - [`proxy`]: a TCP proxy with faults or a fixed delay;
 //! - [`fork`]: run a closure in a forked child and get its exit code;
 //! - [`model`]: the lock protocol as a `stateright` model, checked over
@@ -14,6 +15,7 @@
 //! that the packaged crates build their tests and examples: a dev-dependency
 //! with no API promise of its own.
 
+pub mod cluster;
 pub mod fork;
 pub mod model;
 pub mod proxy;

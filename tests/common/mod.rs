@@ -12,6 +12,7 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
+    clippy::indexing_slicing,
     clippy::disallowed_methods
 )]
 
@@ -375,79 +376,234 @@ impl Sentinels {
     }
 }
 
-/// A three-master Redis Cluster (no replicas), killed on drop.
+/// A three-master Redis Cluster (no replicas, or one per master), killed on
+/// drop.
 pub struct Cluster {
     pub nodes: Vec<support::ThrowAwayServer>,
     _dir: TempDir,
 }
 
-/// A free port whose cluster bus port (port + 10000) is free too.
-fn cluster_port() -> u16 {
-    loop {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        if port < 55000 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
-            return port;
-        }
-    }
-}
-
 impl Cluster {
     pub fn start() -> Cluster {
-        let dir = TempDir::new("cluster");
-        let nodes: Vec<_> = (0..3)
-            .map(|_| {
-                let port = cluster_port();
-                let (p, conf) = (port.to_string(), format!("nodes-{port}.conf"));
-                let d = dir.0.to_string_lossy().into_owned();
-                let mut args = vec!["--port", &p, "--bind", "127.0.0.1"];
-                args.extend_from_slice(support::QUIET);
-                args.extend([
-                    "--dir",
-                    &d,
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    &conf,
-                ]);
-                args.extend_from_slice(support::debug_args());
-                support::ThrowAwayServer::launch(
-                    &args,
-                    port,
-                    "Ready to accept connections",
-                    START_TIMEOUT,
-                )
-                .unwrap()
-            })
-            .collect();
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port()))
-            .collect();
-        let out = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .output()
-            .expect("redis-cli (Debian: apt-get install redis-tools) must be on PATH");
-        assert!(out.status.success(), "cluster create failed: {out:?}");
+        Cluster::start_with_replicas(0)
+    }
+
+    /// Three masters with `replicas` replicas each.
+    pub fn start_with_replicas(replicas: usize) -> Cluster {
+        let (nodes, dir) = support::cluster::start_cluster(replicas, &[], START_TIMEOUT).unwrap();
+        let dir = TempDir(dir);
         let cluster = Cluster { nodes, _dir: dir };
+        cluster.await_ok();
+        cluster
+    }
+
+    /// Until every live node says `cluster_state:ok` and agrees on the
+    /// owner of every slot, for at most 30 s.
+    pub fn await_ok(&self) {
         wait_until(
             "cluster_state:ok on every node",
             Duration::from_secs(30),
             || {
-                cluster.nodes.iter().all(|n| {
-                    let mut c = redis::Client::open(n.url())
-                        .unwrap()
-                        .get_connection()
-                        .unwrap();
+                let mut maps = Vec::new();
+                for n in &self.nodes {
+                    let Ok(mut c) = redis::Client::open(n.url()).unwrap().get_connection() else {
+                        continue;
+                    };
                     let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).unwrap();
-                    info_field(&info, "cluster_state").as_deref() == Some("ok")
-                })
+                    if info_field(&info, "cluster_state").as_deref() != Some("ok") {
+                        return false;
+                    }
+                    maps.push(slot_masters(&mut c));
+                }
+                maps.windows(2).all(|w| w[0] == w[1])
             },
         );
-        cluster
+    }
+
+    /// A plain connection to node `i`.
+    pub fn conn(&self, i: usize) -> redis::Connection {
+        redis::Client::open(self.nodes[i].url())
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    /// The node (index) that serves `slot` as a master.
+    pub fn master_of(&self, slot: u16) -> usize {
+        let mut c = self.live_conn();
+        let port = slot_masters(&mut c)
+            .into_iter()
+            .find(|(from, to, _)| (*from..=*to).contains(&slot))
+            .map(|(_, _, port)| port)
+            .unwrap();
+        self.nodes.iter().position(|n| n.port() == port).unwrap()
+    }
+
+    /// A replica (index) of the master `i`.
+    pub fn replica_of(&self, i: usize) -> usize {
+        let id = self.node_id(i);
+        (0..self.nodes.len())
+            .find(|&j| {
+                let Ok(mut c) = redis::Client::open(self.nodes[j].url())
+                    .unwrap()
+                    .get_connection()
+                else {
+                    return false;
+                };
+                let me: String = redis::cmd("CLUSTER").arg("NODES").query(&mut c).unwrap();
+                me.lines()
+                    .any(|l| l.contains("myself") && l.contains("slave") && l.contains(&id))
+            })
+            .unwrap()
+    }
+
+    /// Node `i`'s cluster id.
+    pub fn node_id(&self, i: usize) -> String {
+        redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut self.conn(i))
+            .unwrap()
+    }
+
+    /// The slot of `key`.
+    pub fn slot_of(&self, key: &str) -> u16 {
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut self.live_conn())
+            .unwrap()
+    }
+
+    fn live_conn(&self) -> redis::Connection {
+        self.nodes
+            .iter()
+            .find_map(|n| redis::Client::open(n.url()).unwrap().get_connection().ok())
+            .unwrap()
+    }
+
+    /// Promotes the replica `r` of its master with `CLUSTER FAILOVER` (a
+    /// manual, coordinated failover), and waits until every node agrees.
+    pub fn fail_over_to(&self, r: usize) {
+        wait_until("the replica's link up", Duration::from_secs(30), || {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut self.conn(r))
+                .unwrap();
+            info_field(&info, "master_link_status").as_deref() == Some("up")
+        });
+        let promoted = || {
+            let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut self.conn(r)).unwrap();
+            matches!(role.first(), Some(redis::Value::BulkString(b)) if b == b"master")
+        };
+        // A manual failover the master does not take part in within its
+        // timeout is dropped: asked again.
+        for _ in 0..3 {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("FAILOVER")
+                .query(&mut self.conn(r))
+                .unwrap();
+            let end = Instant::now() + Duration::from_secs(10);
+            while !promoted() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if promoted() {
+                break;
+            }
+        }
+        assert!(promoted(), "the replica was not promoted");
+        self.await_ok();
+    }
+
+    /// Moves `slot` (and its keys) from master `from` to master `to`, as
+    /// `redis-cli --cluster reshard` does, and tells every master.
+    pub fn migrate_slot(&self, slot: u16, from: usize, to: usize) {
+        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
+        let (mut src, mut dst) = (self.conn(from), self.conn(to));
+        let setslot = |c: &mut redis::Connection, how: &str, id: &str| {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg(how)
+                .arg(id)
+                .query(c)
+                .unwrap();
+        };
+        setslot(&mut dst, "IMPORTING", &from_id);
+        setslot(&mut src, "MIGRATING", &to_id);
+        loop {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(100)
+                .query(&mut src)
+                .unwrap();
+            if keys.is_empty() {
+                break;
+            }
+            let _: () = redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(self.nodes[to].port())
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("KEYS")
+                .arg(&keys)
+                .query(&mut src)
+                .unwrap();
+        }
+        setslot(&mut dst, "NODE", &to_id);
+        setslot(&mut src, "NODE", &to_id);
+        for i in 0..self.nodes.len() {
+            if i != from && i != to {
+                if let Ok(mut c) = redis::Client::open(self.nodes[i].url())
+                    .unwrap()
+                    .get_connection()
+                {
+                    let _: redis::RedisResult<()> = redis::cmd("CLUSTER")
+                        .arg("SETSLOT")
+                        .arg(slot)
+                        .arg("NODE")
+                        .arg(&to_id)
+                        .query(&mut c);
+                }
+            }
+        }
+        self.await_ok();
+    }
+
+    /// The shard channels with subscribers, over every node.
+    pub fn shard_channels(&self) -> Vec<String> {
+        let mut all = Vec::new();
+        for n in &self.nodes {
+            if let Ok(mut c) = redis::Client::open(n.url()).unwrap().get_connection() {
+                let mut some: Vec<String> = redis::cmd("PUBSUB")
+                    .arg("SHARDCHANNELS")
+                    .query(&mut c)
+                    .unwrap_or_default();
+                all.append(&mut some);
+            }
+        }
+        all.sort();
+        all
+    }
+
+    /// Calls of EVALSHA every live node has run so far.
+    pub fn evalsha_calls(&self) -> u64 {
+        let mut n = 0;
+        for node in &self.nodes {
+            if let Ok(mut c) = redis::Client::open(node.url()).unwrap().get_connection() {
+                let info: String = redis::cmd("INFO")
+                    .arg("commandstats")
+                    .query(&mut c)
+                    .unwrap();
+                n += info
+                    .lines()
+                    .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+                    .and_then(|rest| rest.split(',').next())
+                    .map_or(0, |n| n.parse::<u64>().unwrap());
+            }
+        }
+        n
     }
 
     pub fn urls(&self) -> Vec<String> {
@@ -482,6 +638,29 @@ impl Cluster {
         keys.sort();
         keys
     }
+}
+
+/// `CLUSTER SLOTS` as (first slot, last slot, master port), sorted.
+fn slot_masters(c: &mut redis::Connection) -> Vec<(u16, u16, u16)> {
+    let slots: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query(c).unwrap();
+    let mut out: Vec<(u16, u16, u16)> = slots
+        .iter()
+        .filter_map(|range| {
+            let redis::Value::Array(parts) = range else {
+                return None;
+            };
+            let int = |v: &redis::Value| match v {
+                redis::Value::Int(n) => Some(u16::try_from(*n).unwrap()),
+                _ => None,
+            };
+            let redis::Value::Array(master) = parts.get(2)? else {
+                return None;
+            };
+            Some((int(&parts[0])?, int(&parts[1])?, int(master.get(1)?)?))
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// Starts `n` independent servers (Redlock masters).

@@ -16,5 +16,5 @@ if owned(KEYS[1], ARGV[1]) then
   hand_to_writer(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
   return 1
 end
-if ARGV[2] ~= '' then redis.pcall('PUBLISH', ARGV[2], '-' .. KEYS[1]) end
+announce(ARGV[2], '-' .. KEYS[1])
 return 0
