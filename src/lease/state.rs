@@ -294,7 +294,7 @@ impl Lease {
     }
 
     /// Blocks until the state differs from `seen` or `until` passes;
-    /// returns the state then.
+    /// returns the state then (at once once lost: no change can come).
     pub(crate) fn wait_change(&self, seen: LeaseState, until: Instant) -> LeaseState {
         self.wait(until, |phase| phase != seen)
     }
@@ -305,7 +305,8 @@ impl Lease {
         loop {
             let now = Instant::now();
             self.refresh(&mut s, now);
-            if done(s.phase) || now >= until {
+            // Lost is final: nothing is left to wait for.
+            if done(s.phase) || now >= until || s.phase == LeaseState::Lost {
                 return s.phase;
             }
             let wake = s.next_change_at().map_or(until, |t| t.min(until));
