@@ -413,14 +413,7 @@ impl Guard {
                 }
                 Ok(())
             }
-            Renewal::Lost => {
-                // Said once: by the lease as it was marked when a watchdog
-                // renews it, else here.
-                self.lease
-                    .log_lost(self.keys.first().map_or("", String::as_str));
-                Err(self.lost())
-            }
-            Renewal::Failed | Renewal::Stopped => Err(self.lost()),
+            Renewal::Lost | Renewal::Failed | Renewal::Stopped => Err(self.lost()),
         }
     }
 
