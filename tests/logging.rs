@@ -128,37 +128,6 @@ fn a_lease_in_doubt_and_held_again_is_logged() {
     assert!(logged(log::Level::Info, "held again"), "{events:?}");
 }
 
-/// A loss that `extend` finds is logged once, with or without a watchdog
-/// (with one, the lease logs it as it is marked; without, `extend` does).
-#[test]
-fn a_loss_found_by_extend_is_logged_once() {
-    catch_events();
-    let server = Server::start();
-    for watchdog in [false, true] {
-        let locker = server
-            .builder()
-            .ttl(Duration::from_secs(60))
-            .watchdog(watchdog)
-            .build()
-            .unwrap();
-        let k = key(&format!("extend-lost-{watchdog}"));
-        let guard = locker.lock(&k).unwrap();
-        let token = owner_of(&server, &k).unwrap();
-        let _: () = redis::Commands::del(&mut server.conn(), &k).unwrap();
-        assert!(matches!(
-            guard.extend(Duration::from_secs(60)),
-            Err(redmutex::Error::Lost { .. })
-        ));
-        let lost = events_about(&k, &token)
-            .into_iter()
-            .filter(|(t, l, m)| {
-                t == "redmutex::lease" && *l == log::Level::Error && m.contains("is lost")
-            })
-            .count();
-        assert_eq!(lost, 1, "watchdog {watchdog}");
-    }
-}
-
 #[test]
 fn a_max_hold_stops_renewing_and_says_so() {
     catch_events();

@@ -119,22 +119,6 @@ impl Lease {
         true
     }
 
-    /// Logs that the lease of `key` is lost, and why (at `error`), unless
-    /// the lease logged it itself when it was marked (see `move_to`: a
-    /// guard its watchdog renews): for the callers that mark a loss on a
-    /// lease nothing renews, so that no loss goes unsaid nor is said twice.
-    pub(crate) fn log_lost(&self, key: &str) {
-        if self.state.lock().renewed || !self.is_lost() {
-            return;
-        }
-        let why = if self.valid_until() <= Instant::now() {
-            "its deadline passed without a confirmed renewal"
-        } else {
-            "Redis showed the key gone or someone else's"
-        };
-        log::error!(target: "redmutex::lease", "lock {key:?} is lost: {why}");
-    }
-
     pub(crate) fn valid_until(&self) -> Instant {
         self.state.lock().valid_until
     }
