@@ -126,6 +126,7 @@ impl Guard {
                     (Arc::clone(&held.shared), Arc::clone(&held.acquisition));
                 let lease = Arc::clone(&guard.lease);
                 let key = guard.keys.first().cloned().unwrap_or_default();
+                let name = key.clone();
                 let stop_at = max_hold.and_then(|hold| time::deadline(Instant::now(), hold));
                 let renew = move || {
                     if stop_at.is_some_and(|t| Instant::now() >= t) {
@@ -137,8 +138,11 @@ impl Guard {
                         );
                         return Renewal::Stopped;
                     }
-                    // A loss is logged by the lease as it is marked.
                     match shared.renew(&lease, &acquisition, fence, None) {
+                        Ok(Renewal::Lost) => {
+                            lease.log_lost(&key);
+                            Renewal::Lost
+                        }
                         Ok(renewal) => renewal,
                         Err(e) => {
                             log::warn!(
@@ -149,8 +153,8 @@ impl Guard {
                         }
                     }
                 };
-                let dog =
-                    Watchdog::start(Arc::clone(&guard.lease), renew).map_err(Error::Thread)?;
+                let dog = Watchdog::start(Arc::clone(&guard.lease), name, renew)
+                    .map_err(Error::Thread)?;
                 held.watchdog = Some(dog);
             }
         }

@@ -96,6 +96,17 @@ impl Lease {
         }
     }
 
+    /// Logs that the lease of `key` is lost, and why (at `error`: the
+    /// holder can no longer be promised the lock).
+    pub(crate) fn log_lost(&self, key: &str) {
+        let why = if self.valid_until() <= Instant::now() {
+            "its deadline passed without a confirmed renewal"
+        } else {
+            "Redis showed the key gone or someone else's"
+        };
+        log::error!(target: "redmutex::lease", "lock {key:?} is lost: {why}");
+    }
+
     /// A renewal for `ttl`, sent at `sent`, was confirmed. Returns false (and
     /// changes nothing) when the lease was already lost or its deadline passed
     /// before the confirmation arrived. A lease in doubt is held again,

@@ -364,20 +364,7 @@ impl Lease {
                     _ => "a renewal failed",
                 }
             ),
-            // A loss, at `error`: the holder can no longer be promised the
-            // lock. Logged here, before any waiter wakes, for a guard with a
-            // watchdog still renewing it (a release that finds the key gone
-            // says so itself).
-            LeaseState::Lost if s.renewed && !s.stopped => log::error!(
-                target: "redmutex::lease",
-                "lock {key:?} is lost: {}",
-                match reason {
-                    LeaseChangeReason::DeadlinePassed => {
-                        "its deadline passed without a confirmed renewal"
-                    }
-                    _ => "Redis showed the key gone or someone else's",
-                }
-            ),
+            // `log_lost` tells a loss, at `error`.
             LeaseState::Lost => {}
         }
         if s.on_change.is_some() && !s.stopped {

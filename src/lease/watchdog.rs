@@ -61,16 +61,16 @@ impl Watchdog {
     /// Starts a watchdog for `lease`; `renew()` performs one owner-checked
     /// renewal with the lease's TTL (read in its serialized section, so a
     /// concurrent `extend` is never undone) and records its outcome in the
-    /// lease (which logs a loss, and tells each change to the callback the
-    /// thread calls).
-    pub(crate) fn start<F>(lease: Arc<Lease>, renew: F) -> io::Result<Self>
+    /// lease.
+    /// `key` names the lock in the log event of a lease that runs out.
+    pub(crate) fn start<F>(lease: Arc<Lease>, key: String, renew: F) -> io::Result<Self>
     where
         F: FnMut() -> Renewal + Send + 'static,
     {
         let (tx, rx) = mpsc::channel();
         let handle_lease = Arc::clone(&lease);
         let at = first_renewal(&lease);
-        let job = workers::run_at(at, move || run(&lease, &rx, renew))?;
+        let job = workers::run_at(at, move || run(&lease, &key, &rx, renew))?;
         Ok(Watchdog {
             lease: handle_lease,
             tx: Some(tx),
@@ -99,7 +99,7 @@ impl Drop for Watchdog {
     }
 }
 
-fn run<F>(lease: &Lease, rx: &mpsc::Receiver<Msg>, mut renew: F)
+fn run<F>(lease: &Lease, key: &str, rx: &mpsc::Receiver<Msg>, mut renew: F)
 where
     F: FnMut() -> Renewal,
 {
@@ -122,6 +122,9 @@ where
             Err(RecvTimeoutError::Timeout) => {}
         }
         if tell(lease) == LeaseState::Lost {
+            if lease.valid_until() <= Instant::now() {
+                lease.log_lost(key);
+            }
             return;
         }
         if !renewing || Instant::now() < next {
@@ -189,7 +192,7 @@ mod tests {
         let dog = {
             let (l2, count) = (Arc::clone(&l), Arc::clone(&count));
             // As `RawLock::renew` does: the renewal runs inside `serialized`.
-            Watchdog::start(Arc::clone(&l), move || {
+            Watchdog::start(Arc::clone(&l), String::new(), move || {
                 l2.serialized(|| {
                     let (ttl, _) = l2.schedule();
                     count.fetch_add(1, Ordering::SeqCst);
@@ -223,7 +226,7 @@ mod tests {
         let (done_tx, done_rx) = mpsc::channel::<()>();
         let dog = {
             let l2 = Arc::clone(&l);
-            Watchdog::start(Arc::clone(&l), move || {
+            Watchdog::start(Arc::clone(&l), String::new(), move || {
                 let _keep = &done_tx;
                 l2.mark_lost();
                 Renewal::Lost
@@ -243,7 +246,7 @@ mod tests {
     fn failures_until_the_deadline_lose_the_lease() {
         let l = lease(30);
         let (done_tx, done_rx) = mpsc::channel::<()>();
-        let _dog = Watchdog::start(Arc::clone(&l), move || {
+        let _dog = Watchdog::start(Arc::clone(&l), String::new(), move || {
             let _keep = &done_tx;
             Renewal::Failed
         })
