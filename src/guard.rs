@@ -344,6 +344,8 @@ impl Guard {
 
     /// Blocks until the lease's state differs from `seen`, or `timeout`
     /// passes, and returns the state then (`seen` itself at the timeout).
+    /// Once the lease is lost it returns at once: `Lost` is final, so no
+    /// change can come.
     /// A writer that found the lease in doubt waits here for it to be held
     /// again (or lost) instead of polling [`state`](Guard::state).
     ///

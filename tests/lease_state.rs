@@ -32,6 +32,7 @@ const LONG: Duration = Duration::from_secs(30);
 
 /// A builder over a pool through `url`, with short timeouts, lease `ttl`
 /// and a callback that sends each change down the returned channel.
+#[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
 fn recorded(url: &str, ttl: Duration) -> (Builder, Receiver<LeaseChange>) {
     let (tx, rx) = mpsc::channel();
     let builder = Locker::builder(redmutex::pool(url).unwrap())
@@ -45,6 +46,7 @@ fn recorded(url: &str, ttl: Duration) -> (Builder, Receiver<LeaseChange>) {
 }
 
 /// The next change told, within `LONG`.
+#[allow(clippy::expect_used)] // a helper of the tests: failing loudly is the point
 fn next(rx: &Receiver<LeaseChange>) -> LeaseChange {
     rx.recv_timeout(LONG).expect("a lease change told")
 }
@@ -267,7 +269,8 @@ fn every_primitive_has_the_lease_states() {
     let (sem, rw) = (key("sem"), key("rw"));
     let semaphore = locker.semaphore(&sem, 2).unwrap();
     let rwlock = locker.rwlock(&rw).unwrap();
-    let holds: Vec<(&str, Box<dyn Fn() -> redmutex::Guard>)> = vec![
+    type Take<'a> = Box<dyn Fn() -> redmutex::Guard + 'a>;
+    let holds: Vec<(&str, Take)> = vec![
         (&a, Box::new(|| locker.lock(&a).unwrap())),
         (&a, Box::new(|| locker.lock_all(&[&a, &b]).unwrap())),
         (&sem, Box::new(|| semaphore.acquire().unwrap())),

@@ -1,7 +1,8 @@
 //! The log events a holder needs to see (a lease lost and why, a max hold
-//! reached, a release that failed on drop, a lock acquired after waiting),
-//! caught by a test logger; and no owner token in any of them. Also
-//! `Guard::expire_at`, which ends a hold at a given time.
+//! reached, a release that failed on drop, a lock acquired after waiting,
+//! a lease in doubt and held again), caught by a test logger; and no owner
+//! token in any of them. Also `Guard::expire_at`, which ends a hold at a
+//! given time.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -70,20 +71,67 @@ fn a_lost_lease_is_logged_with_its_reason_and_no_token() {
     let token = owner_of(&server, &k).unwrap();
     let _: () = redis::Commands::del(&mut server.conn(), &k).unwrap();
     assert!(guard.wait_lost(Duration::from_secs(10)));
+    // The watchdog logs the loss just after it marks it, which is what
+    // wakes `wait_lost`: the event may come a moment later.
+    let logged = |events: &[(String, log::Level, String)]| {
+        events.iter().any(|(t, l, m)| {
+            t == "redmutex::lease"
+                && *l == log::Level::Error
+                && m.contains("gone or someone else's")
+        })
+    };
+    wait_until("the loss is logged", Duration::from_secs(10), || {
+        logged(&events_about(&k, &token))
+    });
     drop(guard);
     let events = events_about(&k, &token);
-    assert!(
-        events.iter().any(|(t, l, m)| t == "redmutex::lease"
-            && *l == log::Level::Error
-            && m.contains("gone or someone else's")),
-        "{events:?}"
-    );
     assert!(
         events
             .iter()
             .any(|(t, _, m)| t == "redmutex::release" && m.contains("lost before")),
         "{events:?}"
     );
+}
+
+/// A lease in doubt (its renewals stalled by a proxy) is logged at `warn`,
+/// and at `info` when a renewal gets through and it is held again.
+#[test]
+fn a_lease_in_doubt_and_held_again_is_logged() {
+    use redmutex::LeaseState;
+    use redmutex_testkit::proxy::{Mode, Proxy};
+    catch_events();
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let io = Duration::from_millis(300);
+    let locker = redmutex::Locker::builder(redmutex::pool(&proxy.url()).unwrap())
+        .ttl(Duration::from_secs(6))
+        .io_timeout(io)
+        .checkout_timeout(io)
+        .build()
+        .unwrap();
+    let k = key("doubt");
+    let guard = locker.lock(&k).unwrap();
+    let token = owner_of(&server, &k).unwrap();
+    proxy.set(Mode::Blackhole);
+    let long = Duration::from_secs(30);
+    assert_eq!(
+        guard.wait_state_change(LeaseState::Held, long),
+        LeaseState::InDoubt
+    );
+    proxy.set(Mode::Pass);
+    assert_eq!(
+        guard.wait_state_change(LeaseState::InDoubt, long),
+        LeaseState::Held
+    );
+    guard.unlock().unwrap();
+    let events = events_about(&k, &token);
+    let logged = |level, what: &str| {
+        events
+            .iter()
+            .any(|(t, l, m)| t == "redmutex::lease" && *l == level && m.contains(what))
+    };
+    assert!(logged(log::Level::Warn, "in doubt"), "{events:?}");
+    assert!(logged(log::Level::Info, "held again"), "{events:?}");
 }
 
 #[test]

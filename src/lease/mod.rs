@@ -394,6 +394,45 @@ mod loom_tests {
         });
     }
 
+    /// A failed renewal while a holder waits for the state to leave
+    /// `Held`, then a confirmed one while it waits to leave `InDoubt`: each
+    /// change always wakes it, and the callback's record has both changes,
+    /// once, in order, whichever thread drains it and when.
+    #[test]
+    fn loom_each_change_wakes_wait_change_and_is_recorded_once() {
+        loom::model(|| {
+            let lease = lease();
+            lease.watch("k", Some(state::OnChange::new(|_| {})), true);
+            let drain = |lease: &Lease| lease.take_changes().1.map(|(_, c)| c).unwrap_or_default();
+            let failed = {
+                let lease = Arc::clone(&lease);
+                loom::thread::spawn(move || {
+                    lease.note_failed();
+                    drain(&lease)
+                })
+            };
+            let seen = lease.wait_change(LeaseState::Held, Instant::now() + HOUR);
+            assert_eq!(seen, LeaseState::InDoubt);
+            let mut told = failed.join().unwrap();
+            let confirmed = {
+                let lease = Arc::clone(&lease);
+                loom::thread::spawn(move || assert!(lease.confirm(Instant::now(), HOUR)))
+            };
+            let seen = lease.wait_change(LeaseState::InDoubt, Instant::now() + HOUR);
+            assert_eq!(seen, LeaseState::Held);
+            confirmed.join().unwrap();
+            told.extend(drain(&lease));
+            let pairs: Vec<_> = told.iter().map(|c| (c.from(), c.to())).collect();
+            assert_eq!(
+                pairs,
+                [
+                    (LeaseState::Held, LeaseState::InDoubt),
+                    (LeaseState::InDoubt, LeaseState::Held)
+                ]
+            );
+        });
+    }
+
     /// The watchdog's renewal, reading the TTL to renew for, and `extend`
     /// to two hours: whichever runs last, the lease keeps the extended TTL.
     fn renewal_and_extend(ttl_read_inside: bool) {
