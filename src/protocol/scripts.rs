@@ -35,15 +35,26 @@ use crate::time;
 
 /// The script `lua/<name>.lua`, after the helpers it names from `lua/lib/`
 /// (in that order, which its `-- Helpers:` line repeats), assembled at
-/// compile time into one [`Lua`].
+/// compile time into one [`Lua`] (paths from the crate's root, so that the
+/// files under `scripts/` use it too).
 macro_rules! script {
     ($name:literal) => {
-        Lua::new(include_str!(concat!("lua/", $name, ".lua")))
+        Lua::new(include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/protocol/lua/",
+            $name,
+            ".lua"
+        )))
     };
     ($name:literal; $($lib:literal),*) => {
         Lua::new(concat!(
-            $(include_str!(concat!("lua/lib/", $lib, ".lua")),)*
-            include_str!(concat!("lua/", $name, ".lua"))
+            $(include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/src/protocol/lua/lib/",
+                $lib,
+                ".lua"
+            )),)*
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/protocol/lua/", $name, ".lua"))
         ))
     };
 }
@@ -200,46 +211,13 @@ pub(crate) static RELEASE: LazyLock<Lua> = LazyLock::new(
     || script!("release"; "owned", "mint", "live_head", "give", "hand_over", "delay"),
 );
 
-/// Reads a hold and its live waiters' metadata, for a listing. Its
-/// KEYS/ARGV contract and replies open `lua/inspect.lua`.
-pub(crate) static INSPECT: LazyLock<Lua> =
-    LazyLock::new(|| script!("inspect"; "mint", "live_head"));
+mod election;
+mod guarded;
+mod operate;
 
-/// One `SCAN` step on the master of a slot. Its KEYS/ARGV contract and
-/// replies open `lua/scan.lua`.
-pub(crate) static SCAN: LazyLock<Lua> = LazyLock::new(|| script!("scan"));
-
-/// Breaks a hold for an operator: marks it, frees it as a release would.
-/// Its KEYS/ARGV contract and replies open `lua/break.lua`.
-pub(crate) static BREAK: LazyLock<Lua> = LazyLock::new(
-    || script!("break"; "mint", "live_head", "readers", "give", "hand_over", "writer_hand"),
-);
-
-/// Resigns an election's leadership: a release that hands over and logs
-/// the change. Its KEYS/ARGV contract and replies open `lua/resign.lua`.
-pub(crate) static RESIGN: LazyLock<Lua> =
-    LazyLock::new(|| script!("resign"; "owned", "mint", "live_head", "give", "hand_over", "log"));
-
-/// Logs an election's new leader. Its KEYS/ARGV contract and replies open
-/// `lua/announce.lua`.
-pub(crate) static ANNOUNCE: LazyLock<Lua> = LazyLock::new(|| script!("announce"; "owned", "log"));
-
-/// Sets an election leader's value. Its KEYS/ARGV contract and replies
-/// open `lua/proclaim.lua`.
-pub(crate) static PROCLAIM: LazyLock<Lua> = LazyLock::new(|| script!("proclaim"; "owned", "log"));
-
-/// Reads an election's log and leader at once. Its KEYS/ARGV contract and
-/// replies open `lua/observe.lua`.
-pub(crate) static OBSERVE: LazyLock<Lua> = LazyLock::new(|| script!("observe"));
-
-/// A guarded write: runs a caller's commands only while a guard holds its
-/// lock. Its KEYS/ARGV contract and replies open `lua/guarded.lua`.
-pub(crate) static GUARDED: LazyLock<Lua> = LazyLock::new(|| script!("guarded"; "owned", "run"));
-
-/// A resource's fence: admits a fencing token at least the highest seen,
-/// and runs a caller's commands then. Its KEYS/ARGV contract and replies
-/// open `lua/fence.lua`.
-pub(crate) static FENCE: LazyLock<Lua> = LazyLock::new(|| script!("fence"; "run"));
+pub(crate) use election::*;
+pub(crate) use guarded::*;
+pub(crate) use operate::*;
 
 /// How an attempt treats the waiters' queue (`ACQUIRE`'s `ARGV[4]` and
 /// `ARGV[5]`).
@@ -496,126 +474,6 @@ pub(crate) fn release_by_eval(keys: &LockKeys, token: &str, unmark: bool) -> Cmd
             .arg("1");
     }
     call.eval()
-}
-
-/// [`INSPECT`] of the hold `keys` (its own key first), reading at most
-/// `most` waiters.
-pub(crate) fn inspect(keys: &LockKeys, most: usize) -> Call {
-    let mut call = INSPECT.call();
-    call.key(&*keys.locks)
-        .key(&keys.queue)
-        .key(&keys.waiters)
-        .arg(most);
-    call
-}
-
-/// [`SCAN`] from `cursor` for `pattern`, `count` keys a step, on the server
-/// (the cluster master) of `route`.
-pub(crate) fn scan(route: &str, cursor: u64, pattern: &str, count: usize) -> Call {
-    let mut call = SCAN.call();
-    call.key(route).arg(cursor).arg(pattern).arg(count);
-    call
-}
-
-/// [`BREAK`] of the hold `keys` (its own key first) for `reason`, the
-/// release announced on `channel` (`""`: none), its mark kept `keep_ms`
-/// past the key's TTL.
-pub(crate) fn break_hold(keys: &LockKeys, reason: &str, channel: &str, keep_ms: u64) -> Call {
-    let mut call = BREAK.call();
-    call.key(&*keys.locks)
-        .key(&keys.fence)
-        .key(&keys.queue)
-        .key(&keys.waiters)
-        .key(&keys.marks);
-    let how = match &keys.hold {
-        Hold::Read { writer, readers } => {
-            call.key(&**writer).key(readers);
-            "read"
-        }
-        Hold::Write { readers } => {
-            call.key(&*keys.locks).key(readers);
-            "write"
-        }
-        Hold::Lock | Hold::Permit | Hold::Leader { .. } => "lock",
-    };
-    call.arg(reason).arg(channel).arg(how).arg(keep_ms);
-    call
-}
-
-/// The log of an election's `keys` (empty for any other hold).
-fn log_of(keys: &LockKeys) -> &str {
-    match &keys.hold {
-        Hold::Leader { log } => log,
-        _ => "",
-    }
-}
-
-/// [`ANNOUNCE`] of the leader of the election `keys`, by `token`.
-pub(crate) fn announce(keys: &LockKeys, token: &str) -> Call {
-    let mut call = ANNOUNCE.call();
-    call.key(&*keys.locks)
-        .key(log_of(keys))
-        .arg(token)
-        .arg(ELECTION_LOG_CAP)
-        .arg(time::millis_ceil(ELECTION_LOG_KEEP));
-    call
-}
-
-/// [`PROCLAIM`] of `value` by the leader `token` of the election `keys`.
-pub(crate) fn proclaim(keys: &LockKeys, token: &str, value: &str) -> Call {
-    let mut call = PROCLAIM.call();
-    call.key(&*keys.locks)
-        .key(log_of(keys))
-        .arg(token)
-        .arg(value)
-        .arg(ELECTION_LOG_CAP)
-        .arg(time::millis_ceil(ELECTION_LOG_KEEP));
-    call
-}
-
-/// [`OBSERVE`] of the election `keys` after the log entry `after` (`None`:
-/// a first look).
-pub(crate) fn observe(keys: &LockKeys, after: Option<&str>) -> Call {
-    let mut call = OBSERVE.call();
-    call.key(&*keys.locks)
-        .key(log_of(keys))
-        .arg(after.unwrap_or(""));
-    call
-}
-
-/// [`GUARDED`]: `commands` (packed, see `Commands::packed`), naming
-/// `command_keys`, run if every key of `keys` is `token`'s.
-pub(crate) fn guarded(
-    keys: &LockKeys,
-    token: &str,
-    command_keys: &[Vec<u8>],
-    commands: &[Vec<u8>],
-) -> Call {
-    let mut call = GUARDED.call();
-    call.key(&*keys.locks).arg(token).arg(keys.locks.len());
-    if let Hold::Read { readers, .. } = &keys.hold {
-        call.key(readers).arg("r");
-    } else {
-        call.arg("");
-    }
-    call.key(command_keys).arg(commands);
-    call
-}
-
-/// [`FENCE`] of `resource_key` for `token`, then `commands` (packed, see
-/// `Commands::packed`), naming `command_keys`.
-pub(crate) fn fence(
-    resource_key: &str,
-    token: u64,
-    command_keys: &[Vec<u8>],
-    commands: &[Vec<u8>],
-) -> Call {
-    let mut call = FENCE.call();
-    call.key(resource_key)
-        .key(command_keys)
-        .arg(token.to_string())
-        .arg(commands);
-    call
 }
 
 #[cfg(test)]

@@ -429,8 +429,7 @@ fn the_model_and_the_real_scripts_agree_step_by_step() {
     for seed in first..first + walks {
         let conn = client.get_connection().unwrap();
         let locker = if seed % 2 == 1 { &delaying } else { &locker };
-        let (r, [landed, refused], was_delayed) =
-            walk(locker, conn, seed, 60, trace == Some(seed));
+        let (r, [landed, refused], was_delayed) = walk(locker, conn, seed, 60, trace == Some(seed));
         runs += r;
         writes[0] += landed;
         writes[1] += refused;

@@ -30,8 +30,8 @@
 mod broken;
 #[path = "../common/mod.rs"]
 mod common;
-mod election;
 mod delay;
+mod election;
 mod history;
 mod worker;
 

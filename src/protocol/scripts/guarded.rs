@@ -1,0 +1,51 @@
+//! The scripts of guarded writes: a caller's commands run while a guard
+//! holds its lock, or once a resource admits a fencing token.
+
+use std::sync::LazyLock;
+
+use super::{Call, Lua};
+use crate::protocol::keys::{Hold, LockKeys};
+
+/// A guarded write: runs a caller's commands only while a guard holds its
+/// lock. Its KEYS/ARGV contract and replies open `lua/guarded.lua`.
+pub(crate) static GUARDED: LazyLock<Lua> = LazyLock::new(|| script!("guarded"; "owned", "run"));
+
+/// A resource's fence: admits a fencing token at least the highest seen,
+/// and runs a caller's commands then. Its KEYS/ARGV contract and replies
+/// open `lua/fence.lua`.
+pub(crate) static FENCE: LazyLock<Lua> = LazyLock::new(|| script!("fence"; "run"));
+
+/// [`GUARDED`]: `commands` (packed, see `Commands::packed`), naming
+/// `command_keys`, run if every key of `keys` is `token`'s.
+pub(crate) fn guarded(
+    keys: &LockKeys,
+    token: &str,
+    command_keys: &[Vec<u8>],
+    commands: &[Vec<u8>],
+) -> Call {
+    let mut call = GUARDED.call();
+    call.key(&*keys.locks).arg(token).arg(keys.locks.len());
+    if let Hold::Read { readers, .. } = &keys.hold {
+        call.key(readers).arg("r");
+    } else {
+        call.arg("");
+    }
+    call.key(command_keys).arg(commands);
+    call
+}
+
+/// [`FENCE`] of `resource_key` for `token`, then `commands` (packed, see
+/// `Commands::packed`), naming `command_keys`.
+pub(crate) fn fence(
+    resource_key: &str,
+    token: u64,
+    command_keys: &[Vec<u8>],
+    commands: &[Vec<u8>],
+) -> Call {
+    let mut call = FENCE.call();
+    call.key(resource_key)
+        .key(command_keys)
+        .arg(token.to_string())
+        .arg(commands);
+    call
+}
