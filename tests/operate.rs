@@ -402,3 +402,96 @@ fn an_audit_trail_that_cannot_be_written_fails_no_lock_operation() {
     assert!(g.wait_lost(Duration::from_secs(5)));
     assert!(locker.audit(None).unwrap().is_empty());
 }
+
+/// The port of the cluster node that serves `key`'s slot.
+fn node_of(cluster: &Cluster, key: &str) -> u16 {
+    let mut c = redis::Client::open(cluster.urls()[0].as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let slot: i64 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(&mut c)
+        .unwrap();
+    let ranges: Vec<(i64, i64, (String, i64))> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query::<Vec<redis::Value>>(&mut c)
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            let redis::Value::Array(parts) = r else {
+                panic!("{r:?}")
+            };
+            let int = |v: &redis::Value| redis::from_redis_value::<i64>(v.clone()).unwrap();
+            let redis::Value::Array(master) = &parts[2] else {
+                panic!("{parts:?}")
+            };
+            let host: String = redis::from_redis_value(master[0].clone()).unwrap();
+            (int(&parts[0]), int(&parts[1]), (host, int(&master[1])))
+        })
+        .collect();
+    let (.., (_, port)) = ranges
+        .iter()
+        .find(|(a, b, _)| (*a..=*b).contains(&slot))
+        .unwrap();
+    u16::try_from(*port).unwrap()
+}
+
+#[test]
+fn an_audit_trail_on_a_hung_node_blocks_no_lock_operation_on_another() {
+    // On a Cluster the audit stream lives in one slot, so on one node; the
+    // locks live everywhere. With the audit on, a lock whose keys are on a
+    // healthy node must be taken and released as fast as with it off while
+    // the stream's node hangs (SIGSTOP): "it must never block or fail a
+    // lock operation".
+    let cluster = Cluster::start();
+    let prefix = "hungaudit";
+    let build = |audit| {
+        Locker::builder(cluster.pool())
+            .prefix(prefix)
+            .io_timeout(Duration::from_secs(1))
+            .audit(audit)
+            .build()
+            .unwrap()
+    };
+    let stream = node_of(&cluster, &format!("{prefix}:__redmutex__:audit"));
+    let tag = (0..)
+        .map(|i| format!("{{t{i}}}"))
+        .find(|t| node_of(&cluster, &format!("{prefix}:{t}")) != stream)
+        .unwrap();
+    let keys: Vec<String> = (0..4).map(|i| format!("{tag}:{i}")).collect();
+    let (on, off) = (build(true), build(false));
+    for l in [&on, &off] {
+        l.lock_all(&keys).unwrap().unlock().unwrap();
+    }
+    let node = cluster.nodes.iter().find(|n| n.port() == stream).unwrap();
+    let signal = |sig: &str| {
+        assert!(std::process::Command::new("kill")
+            .args([sig, &node.pid().to_string()])
+            .status()
+            .unwrap()
+            .success());
+    };
+    signal("-STOP");
+    let cycle = |l: &Locker| {
+        common::timed(|| {
+            let g = l.lock_all(&keys).unwrap();
+            let held = g.ensure_held().is_ok();
+            drop(g);
+            held
+        })
+    };
+    let (held_off, without) = cycle(&off);
+    let (held_on, with) = cycle(&on);
+    signal("-CONT");
+    assert!(
+        held_off && held_on,
+        "granted guards are held: off {held_off} in {without:?}, on {held_on} in {with:?}"
+    );
+    assert!(
+        with < Duration::from_secs(1),
+        "a lock and its release took {with:?} with the audit on (the stream's node hung), \
+         {without:?} with it off"
+    );
+}
