@@ -104,7 +104,9 @@ impl Locker {
     ///   [`Guard::lost_reason`](crate::Guard::lost_reason) say `broken by an
     ///   operator: <reason>`;
     /// - the break is logged (`warn`, target `redmutex::break`) and always
-    ///   written to the audit trail (see [`audit`](Locker::audit)).
+    ///   written to the audit trail (see [`audit`](Locker::audit)) before
+    ///   this returns (waiting at most the checkout and I/O timeouts for
+    ///   it, a failure logged).
     ///
     /// Breaking one key of a multi-key lock frees that key only; its holder
     /// loses the whole lock at its next renewal.
@@ -145,8 +147,11 @@ impl Locker {
     /// `<prefix>:__redmutex__:audit`, of about the latest 10,000 events;
     /// on a Cluster it lives in the slot of that name (or of the prefix's
     /// hash tag), on a Redlock locker on the first instance. Writing an
-    /// event is best effort: one that fails is logged and never fails the
-    /// lock operation, so the trail may miss events. One round trip.
+    /// event is best effort: it is queued and written by a thread of the
+    /// locker, and one that fails is logged and never fails or delays the
+    /// lock operation, so the trail may miss events. One round trip, after
+    /// this locker's queued events are written (waiting for them at most
+    /// the checkout and I/O timeouts).
     ///
     /// # Errors
     ///

@@ -25,9 +25,9 @@ macro_rules! say {
 mod app;
 #[cfg(unix)]
 mod holder;
+mod leader;
 #[cfg(unix)]
 mod ops;
-mod leader;
 #[cfg(unix)]
 mod run;
 #[cfg(unix)]
