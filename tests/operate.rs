@@ -495,3 +495,28 @@ fn an_audit_trail_on_a_hung_node_blocks_no_lock_operation_on_another() {
          {without:?} with it off"
     );
 }
+
+#[test]
+fn a_listing_costs_a_round_trip_per_hold_not_per_key_of_the_database() {
+    // `Locker::locks` documents its cost as `N / 500` walk steps, "then one
+    // round trip (one script) per hold found". Without a prefix, an
+    // application's own string keys (a cache, say) are walked too: they
+    // must not cost a script each.
+    let server = Server::start();
+    let mut c = server.conn();
+    let mut pipe = redis::pipe();
+    for i in 0..1000 {
+        pipe.set(format!("cache:{i}"), "plain value").ignore();
+    }
+    pipe.exec(&mut c).unwrap();
+    let locker = server.locker();
+    let _held = locker.lock(key("held")).unwrap();
+    let before = server.evalsha_calls();
+    let list = locker.locks().unwrap();
+    let scripts = server.evalsha_calls() - before;
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert!(
+        scripts <= 10,
+        "{scripts} scripts to list 1 hold among 1,000 other string keys"
+    );
+}
