@@ -29,7 +29,11 @@ impl Locker {
     /// busy for long, but the walk takes about `N / 500` round trips for a
     /// database of `N` keys matching the pattern: without a prefix, that
     /// is every string key of the database. Then one round trip (one
-    /// script) per hold found, reading at most 100 waiters each. A hold
+    /// script) per hold found, reading at most 100 waiters each: on one
+    /// server (or Redlock's), each step reads the values of the keys it
+    /// finds and keeps the holds'; on a Cluster, where a script may not
+    /// read keys in other slots, every string key of the prefix found
+    /// costs that round trip (a prefix keeps it to the locks). A hold
     /// granted or freed during the walk may or may not be listed, as
     /// `SCAN` promises.
     ///

@@ -101,7 +101,9 @@ impl RawLock {
     ) -> Result<(), Error> {
         let mut cursor = 0;
         loop {
-            let call = scripts::scan(route, cursor, pattern, SCAN_COUNT);
+            // Outside a Cluster the step itself keeps only the holds.
+            let holds = !self.config.topology.is_cluster();
+            let call = scripts::scan(route, cursor, pattern, SCAN_COUNT, holds);
             let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             let (next, keys) = replies::parse_scan(&reply)?;
             for key in &keys {
