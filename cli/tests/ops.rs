@@ -135,3 +135,26 @@ fn breaking_a_permit_named_with_a_huge_index_is_a_free_key_not_a_memory_blowup()
     assert_eq!(code(&out), 1, "{out:?}");
     assert_eq!(stdout(&out).trim(), "free: nothing broken", "{out:?}");
 }
+
+#[test]
+fn list_and_audit_print_one_line_per_hold_and_event_whatever_a_key_or_reason_holds() {
+    // Keys, holders' metadata and reasons are anyone's strings: a line
+    // break (or a terminal escape) in one must not forge a row of `list`
+    // or an event of `audit` in the operator's terminal.
+    let s = setup("forged");
+    let locker = redmutex::Locker::builder(redmutex::pool(&s.server.url()).unwrap())
+        .prefix("ops")
+        .metadata("host\nb 0 9 0\x1b[2J")
+        .build()
+        .unwrap();
+    let key = "evil\nnightly  lock  \"x:1\"  500  7  0";
+    let _held = locker.lock(key).unwrap();
+    let table = stdout(&s.run(&["list", "--prefix", "ops"]));
+    assert_eq!(table.lines().count(), 2, "a header and one row: {table}");
+    assert!(!table.contains('\x1b'), "{table:?}");
+    let forged = "stuck\n2026-11-26T05:33:58.320Z grant lock payroll \"a:1\" 5 ";
+    assert!(locker.break_lock(key, forged).unwrap().is_some());
+    let audit = stdout(&s.run(&["audit", "--prefix", "ops"]));
+    assert_eq!(audit.lines().count(), 1, "one event: {audit}");
+    assert!(!audit.contains('\x1b'), "{audit:?}");
+}
