@@ -520,3 +520,37 @@ fn a_listing_costs_a_round_trip_per_hold_not_per_key_of_the_database() {
         "{scripts} scripts to list 1 hold among 1,000 other string keys"
     );
 }
+
+#[test]
+fn breaking_a_key_redmutex_did_not_write_leaves_it_and_the_counter_alone() {
+    // `break_lock` promises to leave a key redmutex did not write as it is
+    // (an error says so). An application's own value that only looks a
+    // little like a lock's (`<hex>:<digits>:...`, but not a 32-digit owner
+    // token) is such a key: it must be neither deleted nor counted.
+    let server = Server::start();
+    let prefix = key("foreign");
+    let a = locker(&server, &prefix, "alpha");
+    drop(a.lock("k").unwrap());
+    let mut c = server.conn();
+    let values = [
+        ("cache", "cafe:99999999999999999:payload"),
+        ("huge", "ab:100000000000000000000000000:x"),
+    ];
+    for (name, value) in values {
+        redis::cmd("SET")
+            .arg(format!("{prefix}:{name}"))
+            .arg(value)
+            .exec(&mut c)
+            .unwrap();
+        let before = dump(&server);
+        let result = a.break_lock(name, "not a lock");
+        assert!(
+            matches!(result, Err(redmutex::Error::InvalidInput(_))),
+            "{name}: {result:?}"
+        );
+        assert_eq!(dump(&server), before, "{name}: something changed");
+    }
+    // And the counter is not pushed up by the foreign digits (past u64, a
+    // counter INCR cannot raise would fail every later grant).
+    assert!(a.lock("k").unwrap().fencing_token() < 99_999_999_999_999_999);
+}
