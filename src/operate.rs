@@ -94,7 +94,7 @@ impl Locker {
     /// its key, a permit or a read-write lock's hold by the name
     /// [`locks`](Locker::locks) gives it ([`LockInfo::key`]). Returns the
     /// hold as it was, or `None` when it was free (then nothing changes).
-    /// One round trip.
+    /// One round trip, and for a hold broken one more for its audit event.
     ///
     /// As the holder's own release would, it frees the key and hands it to
     /// the first live waiter, and nothing else of the lock's state is
