@@ -450,8 +450,7 @@ pub(crate) fn inspect(keys: &LockKeys, most: usize) -> Call {
     call
 }
 
-/// [`SCAN`] from cursor `at` for `glob`, `count` keys a step, on the server
-/// (the cluster master) of `route`; only the holds' keys when `holds`.
+/// [`SCAN`] from `at` for `glob` on `route`'s server; only holds' keys if `holds`.
 pub(crate) fn scan(route: &str, at: u64, glob: &str, count: usize, holds: bool) -> Call {
     let mut call = SCAN.call();
     call.key(route).arg(at).arg(glob);
