@@ -267,10 +267,14 @@ impl Builder {
     /// trail, beside the breaks, which are always written (see
     /// [`Locker::audit`]): a capped Redis stream,
     /// `<prefix>:__redmutex__:audit`, of the latest 10,000 events or so
-    /// (`XADD ... MAXLEN ~ 10000`). Each event costs one more round trip
-    /// after the grant or the release, bounded by the checkout and I/O
-    /// timeouts; one that fails is logged (`warn`, target
-    /// `redmutex::audit`) and never fails the lock operation. With several
+    /// (`XADD ... MAXLEN ~ 10000`). The grant or release only queues its
+    /// event: a thread of the locker's writes them in order (one round trip
+    /// each, bounded by the checkout and I/O timeouts), so a server slow to
+    /// take them (on a Cluster, the node of the stream's slot) never delays
+    /// or fails a lock operation. One that fails, or finds 1024 events
+    /// waiting already, is logged (`warn`, target `redmutex::audit`) and
+    /// left out; so are the events still queued when the process exits
+    /// ([`Locker::audit`] waits for this locker's queued events). With several
     /// instances (Redlock), the trail is kept on the first. Defaults to
     /// off.
     ///

@@ -29,7 +29,11 @@ impl Locker {
     /// busy for long, but the walk takes about `N / 500` round trips for a
     /// database of `N` keys matching the pattern: without a prefix, that
     /// is every string key of the database. Then one round trip (one
-    /// script) per hold found, reading at most 100 waiters each. A hold
+    /// script) per hold found, reading at most 100 waiters each: on one
+    /// server (or Redlock's), each step reads the values of the keys it
+    /// finds and keeps the holds'; on a Cluster, where a script may not
+    /// read keys in other slots, every string key of the prefix found
+    /// costs that round trip (a prefix keeps it to the locks). A hold
     /// granted or freed during the walk may or may not be listed, as
     /// `SCAN` promises.
     ///
@@ -90,7 +94,7 @@ impl Locker {
     /// its key, a permit or a read-write lock's hold by the name
     /// [`locks`](Locker::locks) gives it ([`LockInfo::key`]). Returns the
     /// hold as it was, or `None` when it was free (then nothing changes).
-    /// One round trip.
+    /// One round trip, and for a hold broken one more for its audit event.
     ///
     /// As the holder's own release would, it frees the key and hands it to
     /// the first live waiter, and nothing else of the lock's state is
@@ -104,7 +108,9 @@ impl Locker {
     ///   [`Guard::lost_reason`](crate::Guard::lost_reason) say `broken by an
     ///   operator: <reason>`;
     /// - the break is logged (`warn`, target `redmutex::break`) and always
-    ///   written to the audit trail (see [`audit`](Locker::audit)).
+    ///   written to the audit trail (see [`audit`](Locker::audit)) before
+    ///   this returns (waiting at most the checkout and I/O timeouts for
+    ///   it, a failure logged).
     ///
     /// Breaking one key of a multi-key lock frees that key only; its holder
     /// loses the whole lock at its next renewal.
@@ -145,8 +151,11 @@ impl Locker {
     /// `<prefix>:__redmutex__:audit`, of about the latest 10,000 events;
     /// on a Cluster it lives in the slot of that name (or of the prefix's
     /// hash tag), on a Redlock locker on the first instance. Writing an
-    /// event is best effort: one that fails is logged and never fails the
-    /// lock operation, so the trail may miss events. One round trip.
+    /// event is best effort: it is queued and written by a thread of the
+    /// locker, and one that fails is logged and never fails or delays the
+    /// lock operation, so the trail may miss events. One round trip, after
+    /// this locker's queued events are written (waiting for them at most
+    /// the checkout and I/O timeouts).
     ///
     /// # Errors
     ///

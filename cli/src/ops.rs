@@ -13,9 +13,9 @@ pub fn table(holds: &[LockInfo]) -> String {
         .iter()
         .map(|i| {
             [
-                i.key().to_owned(),
+                plain(i.key()),
                 i.kind().as_str().to_owned(),
-                i.metadata().to_owned(),
+                plain(i.metadata()),
                 millis(i.ttl()),
                 i.fencing_token().to_string(),
                 i.waiters().len().to_string(),
@@ -73,7 +73,8 @@ pub fn broken(i: &LockInfo, reason: &str) -> String {
         i.metadata(),
         i.fencing_token(),
         millis(i.ttl()),
-        i.waiters().len()
+        i.waiters().len(),
+        reason = plain(reason)
     )
 }
 
@@ -87,14 +88,26 @@ pub fn audit_text(events: &[AuditEntry]) -> String {
             utc(e.time()),
             e.action(),
             e.kind().as_str(),
-            e.key(),
+            plain(e.key()),
             e.metadata(),
             e.fencing_token(),
-            e.reason()
+            plain(e.reason())
         ));
-        // A reason may hold a line break: the line above still ends here.
-        if out.ends_with("\n\n") {
-            out.pop();
+    }
+    out
+}
+
+/// `text` for a line of its own: control characters (line breaks,
+/// terminal escapes) written as escapes (`\n`, `\u{1b}`), so that a key,
+/// a holder or a reason, which anyone may write, can neither forge a row
+/// or an event nor reach the operator's terminal.
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
         }
     }
     out

@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use std::process::Command;
 
 fn stdout(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -109,4 +110,51 @@ fn a_broken_run_stops_its_job_and_exits_70_and_the_break_is_audited() {
         stdout(&recent).contains(r#""action":"break""#),
         "{recent:?}"
     );
+}
+
+#[test]
+fn breaking_a_permit_named_with_a_huge_index_is_a_free_key_not_a_memory_blowup() {
+    // An operator's typo (or a listing's permit of a very large semaphore):
+    // a permit index near u32::MAX. The command must answer "free" at
+    // once. It runs under an address-space limit of 1 GiB so that a
+    // command that builds a key per permit below the index (4 billion
+    // strings) dies of it here instead of eating the machine's memory.
+    let s = setup("bigpermit");
+    let out = Command::new("prlimit")
+        .arg("--as=1073741824")
+        .arg(env!("CARGO_BIN_EXE_redmutex"))
+        .args([
+            "break",
+            "__redmutex__:permit:4294967294:exports",
+            "--reason",
+            "typo",
+        ])
+        .env("REDIS_URL", s.server.url())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{out:?}");
+    assert_eq!(stdout(&out).trim(), "free: nothing broken", "{out:?}");
+}
+
+#[test]
+fn list_and_audit_print_one_line_per_hold_and_event_whatever_a_key_or_reason_holds() {
+    // Keys, holders' metadata and reasons are anyone's strings: a line
+    // break (or a terminal escape) in one must not forge a row of `list`
+    // or an event of `audit` in the operator's terminal.
+    let s = setup("forged");
+    let locker = redmutex::Locker::builder(redmutex::pool(&s.server.url()).unwrap())
+        .prefix("ops")
+        .metadata("host\nb 0 9 0\x1b[2J")
+        .build()
+        .unwrap();
+    let key = "evil\nnightly  lock  \"x:1\"  500  7  0";
+    let _held = locker.lock(key).unwrap();
+    let table = stdout(&s.run(&["list", "--prefix", "ops"]));
+    assert_eq!(table.lines().count(), 2, "a header and one row: {table}");
+    assert!(!table.contains('\x1b'), "{table:?}");
+    let forged = "stuck\n2026-11-26T05:33:58.320Z grant lock payroll \"a:1\" 5 ";
+    assert!(locker.break_lock(key, forged).unwrap().is_some());
+    let audit = stdout(&s.run(&["audit", "--prefix", "ops"]));
+    assert_eq!(audit.lines().count(), 1, "one event: {audit}");
+    assert!(!audit.contains('\x1b'), "{audit:?}");
 }

@@ -277,8 +277,27 @@ impl KeySpace {
     /// cluster, `{<tag>}:` of the name's lock key's slot stands before
     /// `<i>` and `<name>`, so all of them and the counter share a slot.
     pub(crate) fn permit_keys(&self, name: &str, permits: u32, cluster: bool) -> LockKeys {
+        self.permits_keys(name, 0..permits, cluster)
+    }
+
+    /// The keys of the one permit `index` of the semaphore `name` (as
+    /// [`permit_keys`](KeySpace::permit_keys), with that permit's lock key
+    /// only): built without the keys of the permits below it, so any index
+    /// costs the same (a listing's or an operator's, up to `u32::MAX`).
+    pub(crate) fn one_permit_keys(&self, name: &str, index: u32, cluster: bool) -> LockKeys {
+        self.permits_keys(name, std::iter::once(index), cluster)
+    }
+
+    /// The keys of the semaphore `name` with the lock keys of the permits
+    /// numbered `indexes`.
+    fn permits_keys(
+        &self,
+        name: &str,
+        indexes: impl Iterator<Item = u32>,
+        cluster: bool,
+    ) -> LockKeys {
         let tag = self.slot_tag(name, cluster);
-        let locks: Arc<[String]> = (0..permits)
+        let locks: Arc<[String]> = indexes
             .map(|i| self.internal("permit", tag, &concat(&[&i.to_string(), ":", name])))
             .collect();
         LockKeys {

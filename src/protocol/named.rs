@@ -1,8 +1,6 @@
 //! The holds a listing names, and the names it gives them (see [`Named`]):
 //! which hold a Redis key is, and the keys of a hold (built by `keys.rs`).
 
-use std::sync::Arc;
-
 use crate::protocol::keys::{validate_key, KeySpace, LockKeys, RESERVED};
 use crate::Error;
 /// A hold as a listing names it to the caller (`LockInfo::key`): a lock by
@@ -116,12 +114,7 @@ impl KeySpace {
     pub(crate) fn hold_keys(&self, named: &Named, cluster: bool) -> LockKeys {
         match named {
             Named::Lock(key) => self.lock_keys(&[key], cluster),
-            Named::Permit { index, name } => {
-                let mut keys = self.permit_keys(name, index.saturating_add(1), cluster);
-                let own = keys.locks.last().cloned().unwrap_or_default();
-                keys.locks = Arc::from([own]);
-                keys
-            }
+            Named::Permit { index, name } => self.one_permit_keys(name, *index, cluster),
             Named::Read { id, name } => self.rw_keys(name, Some(id), cluster),
             Named::Write(name) => self.rw_keys(name, None, cluster),
         }
@@ -161,6 +154,11 @@ mod tests {
                 assert_eq!(space.named(&space.audit_key(), cluster), None);
             }
         }
+        // Any permit index costs one key (not one per permit below it).
+        let space = KeySpace::new(Some("p".into()));
+        let huge = Named::parse("__redmutex__:permit:4294967295:x").unwrap();
+        let keys = space.hold_keys(&huge, false);
+        assert_eq!(&*keys.locks, ["p:__redmutex__:permit:4294967295:x"]);
         assert!(Named::parse("__redmutex__:fence").is_err());
         assert!(Named::parse("").is_err());
         let space = KeySpace::new(Some("a*b".into()));

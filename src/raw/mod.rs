@@ -12,7 +12,8 @@
 //! granted hold does is in `renew.rs` and `release.rs` (with the release's
 //! announcement to this locker's waiters); `redlock.rs` holds the
 //! Redlock-only parts (the fan-out threads, each master's breaker, the
-//! proposal and the write-back), and `later.rs` the releases sent again.
+//! proposal and the write-back), and `later.rs` the releases sent again;
+//! `audit.rs` writes the audit trail's events on a thread of its own.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -59,6 +60,8 @@ pub(crate) struct RawLock {
     later: later::Later,
     /// The live figures (`Locker::stats`), shared by clones and guards.
     pub(crate) stats: Recorder,
+    /// The audit trail's events waiting to be written (see `audit.rs`).
+    trail: audit::Trail,
 }
 
 // `RawLock` is `Send + Sync`: connectors are required to be, and `Config` and
@@ -204,6 +207,7 @@ impl RawLock {
             fan: FanOut::new(instances.len()),
             later: later::Later::new(instances.len()),
             stats: Recorder::new(config.stats),
+            trail: audit::Trail::default(),
             instances,
             config,
             wake,
@@ -519,6 +523,7 @@ impl RawLock {
     }
 }
 
+mod audit;
 mod election;
 mod guarded;
 mod later;

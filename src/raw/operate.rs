@@ -101,7 +101,9 @@ impl RawLock {
     ) -> Result<(), Error> {
         let mut cursor = 0;
         loop {
-            let call = scripts::scan(route, cursor, pattern, SCAN_COUNT);
+            // Outside a Cluster the step itself keeps only the holds.
+            let holds = !self.config.topology.is_cluster();
+            let call = scripts::scan(route, cursor, pattern, SCAN_COUNT, holds);
             let reply = self.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             let (next, keys) = replies::parse_scan(&reply)?;
             for key in &keys {
@@ -201,7 +203,14 @@ impl RawLock {
                 fence: info.fencing_token,
                 reason,
             };
-            self.audit(&event);
+            // Written before the break returns (an operator's command may
+            // exit at once), within the checkout and I/O timeouts.
+            let number = self.audit(&event);
+            let bound = self
+                .config
+                .checkout_timeout
+                .saturating_add(self.config.io_timeout);
+            self.flush_trail(number, bound);
         } else if foreign {
             return Err(Error::InvalidInput(format!(
                 "{:?} is held by a key redmutex did not write: left as it is",
@@ -214,7 +223,7 @@ impl RawLock {
     /// With [`Builder::audit`](crate::Builder::audit) on: `action` (`grant`,
     /// `release`) of the hold `a`, with fencing token `fence`, to the audit
     /// trail, one event per key.
-    pub(crate) fn audit_held(&self, a: &Acquisition, fence: u64, action: &str) {
+    pub(crate) fn audit_held(self: &Arc<Self>, a: &Acquisition, fence: u64, action: &str) {
         if !self.config.audit {
             return;
         }
@@ -235,9 +244,10 @@ impl RawLock {
         }
     }
 
-    /// Appends `event` to the audit trail on the first instance, best
-    /// effort: bounded by the checkout and I/O timeouts, a failure logged.
-    fn audit(&self, event: &Event<'_>) {
+    /// Queues `event` for the audit trail on the first instance, best
+    /// effort (see `audit.rs`): written by the trail's own thread, a
+    /// failure logged, never waited for here. Its number in the queue.
+    fn audit(self: &Arc<Self>, event: &Event<'_>) -> u64 {
         let stream = self.config.keys.audit_key();
         let mut cmd = redis::cmd("XADD");
         cmd.arg(&stream)
@@ -257,19 +267,19 @@ impl RawLock {
             .arg(event.fence)
             .arg("reason")
             .arg(event.reason);
-        if let Err(e) = self.run_on(0, &mut |c| Ok(cmd.query::<Value>(c)?)) {
-            log::warn!(
-                target: "redmutex::audit",
-                "the {} of {:?} was not written to the audit trail: {e}",
-                event.action,
-                event.key
-            );
-        }
+        self.trail(cmd, event.action, event.key)
     }
 
     /// The audit trail from `since` on (all of it with `None`), oldest
-    /// first, read from the first instance.
+    /// first, read from the first instance once this locker's queued events
+    /// are written (waiting at most the checkout and I/O timeouts for them).
     pub(crate) fn read_audit(&self, since: Option<SystemTime>) -> Result<Vec<AuditEntry>, Error> {
+        // This locker's own events queued so far first (bounded).
+        let bound = self
+            .config
+            .checkout_timeout
+            .saturating_add(self.config.io_timeout);
+        self.flush_trail(self.trail_queued(), bound);
         let start = match since {
             Some(t) => {
                 let ms = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();

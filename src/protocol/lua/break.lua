@@ -16,7 +16,8 @@
 --   `ARGV[4]`: how long a mark outlives the broken key's TTL, in ms.
 --
 -- Replies: an empty array when the key does not exist; `["", PTTL]` for a
--- key redmutex did not write (left alone); otherwise `[value, PTTL]` as the
+-- key redmutex did not write (left alone: not `<32 hex digits>:<fencing
+-- token below 2^63>:...`); otherwise `[value, PTTL]` as the
 -- key was, and after a hand-over the grantee's owner token and fencing
 -- token too.
 --
@@ -24,8 +25,12 @@
 local v = redis.pcall('GET', KEYS[1])
 if not v then return {} end
 local pttl = redis.call('PTTL', KEYS[1])
-local token, fence = string.match(type(v) == 'string' and v or '', '^(%x+):(%d+):')
-if not token then return {'', pttl} end
+local token, fence = string.match(type(v) == 'string' and v or '', '^(%x+):([1-9]%d*):')
+-- Ours only with a 32-digit owner token and a fencing token the counter can
+-- take (INCR works up to 2^63 - 1): an application's value that merely
+-- looks alike is left alone, and never raises the counter.
+local fits = fence and (#fence < 19 or (#fence == 19 and fence <= '9223372036854775807'))
+if not token or #token ~= 32 or not fits then return {'', pttl} end
 -- The mark, kept while the holder may still renew, and the stale ones dropped.
 local now = clock()
 local marks = redis.call('HGETALL', KEYS[5])

@@ -3,9 +3,23 @@
 -- call there and is not read. Writes nothing.
 --
 -- - `KEYS[1]`: a key in a slot of the master to walk.
---   `ARGV[1]`: the cursor, `ARGV[2]`: the pattern, `ARGV[3]`: the COUNT.
+--   `ARGV[1]`: the cursor, `ARGV[2]`: the pattern, `ARGV[3]`: the COUNT,
+--   `ARGV[4]`: `1` to keep only the keys whose value is a hold's
+--   (`<32 hex digits>:<fence>:...`, its first 64 bytes read here), so that the caller need not ask
+--   for every other string key the walk finds; anything else keeps them
+--   all (a Cluster, where a script may not read keys it did not declare
+--   in other slots).
 --
 -- Replies: SCAN's reply, the next cursor and the string keys of this step.
 --
 -- Helpers: (none)
-return redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3], 'TYPE', 'string')
+local step = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3], 'TYPE', 'string')
+if ARGV[4] ~= '1' then return step end
+local holds = {}
+-- A hold's value: a 32-digit owner token, then its fencing token.
+local ours = '^' .. string.rep('%x', 32) .. ':%d+:'
+for _, k in ipairs(step[2]) do
+  local v = redis.pcall('GETRANGE', k, 0, 63)
+  if type(v) == 'string' and string.match(v, ours) then holds[#holds + 1] = k end
+end
+return {step[1], holds}

@@ -33,11 +33,11 @@ pub(crate) fn inspect(keys: &LockKeys, most: usize) -> Call {
     call
 }
 
-/// [`SCAN`] from `cursor` for `pattern`, `count` keys a step, on the server
-/// (the cluster master) of `route`.
-pub(crate) fn scan(route: &str, cursor: u64, pattern: &str, count: usize) -> Call {
+/// [`SCAN`] from `at` for `glob` on `route`'s server; only holds' keys if `holds`.
+pub(crate) fn scan(route: &str, at: u64, glob: &str, count: usize, holds: bool) -> Call {
     let mut call = SCAN.call();
-    call.key(route).arg(cursor).arg(pattern).arg(count);
+    call.key(route).arg(at).arg(glob);
+    call.arg(count).arg(u8::from(holds));
     call
 }
 
