@@ -10,6 +10,34 @@ use std::time::{Duration, Instant};
 
 use common::{key, Server};
 use redis::Value;
+use redmutex::{fence, Error};
+
+/// A fenced run may not touch its own fence: deleting or lowering it would
+/// let a stale token in again.
+#[test]
+fn fenced_commands_may_not_touch_the_fence_key() {
+    let server = Server::start();
+    let mut conn = server.conn();
+    let r = key("o-fence");
+    assert!(fence::admit(&mut conn, &r, 10).unwrap());
+    let mut del = redis::pipe();
+    del.del(&r);
+    let mut lower = redis::pipe();
+    lower.set(&r, 1);
+    for (what, p) in [("DEL", del), ("SET", lower)] {
+        assert!(
+            matches!(
+                fence::admit_and_run(&mut conn, &r, 10, &p),
+                Err(Error::InvalidInput(_))
+            ),
+            "{what}"
+        );
+        assert!(
+            !fence::admit(&mut conn, &r, 5).unwrap(),
+            "{what}: a stale token stays stale"
+        );
+    }
+}
 
 /// A pipeline of many commands, one of them marked `ignore()`: the reply
 /// is read in time linear in the commands, not quadratic.
