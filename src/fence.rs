@@ -109,8 +109,10 @@ pub fn admit(
 ///   a newer holder was admitted, nothing ran;
 /// - [`Error::Redis`] with the server's error when a command replied with
 ///   one (the commands before it ran), or when the server fails;
-/// - [`Error::InvalidInput`] as [`admit`], and for an unknown command or a
-///   wrong number of arguments: nothing ran.
+/// - [`Error::InvalidInput`] as [`admit`], and for an unknown command, a
+///   wrong number of arguments or a command that names `resource_key`
+///   (deleting or lowering the fence would let stale tokens in): nothing
+///   ran.
 ///
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -149,6 +151,13 @@ fn fenced(
     } else {
         commands.keys(conn)?
     };
+    // A command that deleted or lowered the fence would let a stale token
+    // in again.
+    if keys.iter().any(|k| k[..] == *resource_key.as_bytes()) {
+        return Err(Error::InvalidInput(format!(
+            "a fenced command names the fence key {resource_key:?}: it may not touch it"
+        )));
+    }
     let call = scripts::fence(resource_key, token, &keys, &commands.packed());
     match commands::read_run(call.invoke::<Value>(conn)?)? {
         Ok(replies) => Ok(commands.kept_replies(replies)),
