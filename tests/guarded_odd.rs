@@ -12,6 +12,51 @@ use common::{key, Server};
 use redis::Value;
 use redmutex::{fence, Error};
 
+fn exists(server: &Server, k: &str) -> bool {
+    redis::cmd("EXISTS")
+        .arg(k)
+        .query::<i64>(&mut server.conn())
+        .unwrap()
+        == 1
+}
+
+/// FLUSHDB, FLUSHALL and SWAPDB name no key, yet delete (or move away)
+/// the lock's key: a guarded write may not touch the lock's own keys, by
+/// name or not. Run, they leave the guard believing it holds a lock anyone
+/// can take.
+#[test]
+fn commands_that_touch_every_key_are_refused() {
+    let server = Server::start();
+    let locker = server.locker();
+    let (k, a) = (key("o-flush"), key("o-flush-a"));
+    let guard = locker.lock(&k).unwrap();
+    let cases: Vec<(&str, redis::Cmd)> = vec![
+        ("FLUSHDB", redis::cmd("FLUSHDB")),
+        ("FLUSHALL", redis::cmd("flushall")),
+        ("FLUSHDB ASYNC", {
+            let mut c = redis::cmd("FLUSHDB");
+            c.arg("ASYNC");
+            c
+        }),
+        ("SWAPDB", {
+            let mut c = redis::cmd("SWAPDB");
+            c.arg(0).arg(1);
+            c
+        }),
+    ];
+    for (what, cmd) in cases {
+        let mut p = redis::pipe();
+        p.set(&a, "1").add_command(cmd);
+        assert!(
+            matches!(guard.run_if_held(&p), Err(Error::InvalidInput(_))),
+            "{what}"
+        );
+        assert!(exists(&server, &k), "{what}: the lock's key is still there");
+        assert!(!exists(&server, &a), "{what}: nothing may run");
+    }
+    guard.unlock().unwrap();
+}
+
 /// A fenced run may not touch its own fence: deleting or lowering it would
 /// let a stale token in again.
 #[test]
