@@ -110,8 +110,9 @@ pub fn admit(
 /// - [`Error::Redis`] with the server's error when a command replied with
 ///   one (the commands before it ran), or when the server fails;
 /// - [`Error::InvalidInput`] as [`admit`], and for an unknown command, a
-///   wrong number of arguments or a command that names `resource_key`
-///   (deleting or lowering the fence would let stale tokens in): nothing
+///   wrong number of arguments, a command that names `resource_key`
+///   (deleting or lowering the fence would let stale tokens in) or one
+///   that touches every key (`FLUSHDB`, `FLUSHALL`, `SWAPDB`): nothing
 ///   ran.
 ///
 /// ```no_run

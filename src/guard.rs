@@ -433,7 +433,9 @@ impl Guard {
     ///   anything runs too, an unknown command or one with the wrong
     ///   number of arguments. A command of one word
     ///   (`PING`, `TIME`) is taken as keyless. The keys may not be the
-    ///   lock's own (its key, its counter, its queue).
+    ///   lock's own (its key, its counter, its queue), and no command may
+    ///   touch every key (`FLUSHDB`, `FLUSHALL`, `SWAPDB`): those are
+    ///   refused before anything runs.
     /// - **Errors of a command.** The commands run in order with
     ///   `redis.pcall`; the first one that replies with an error (a
     ///   `WRONGTYPE`, an `OOM`) stops the run and is the call's error.
@@ -469,8 +471,8 @@ impl Guard {
     /// - [`Error::Redis`] with the server's error when a command replied
     ///   with one: the commands before it ran;
     /// - [`Error::InvalidInput`] for an unknown command, a wrong number of
-    ///   arguments, a key of the lock's own or, on a Cluster, a key in
-    ///   another hash slot: nothing ran;
+    ///   arguments, a key of the lock's own, a command that touches every
+    ///   key or, on a Cluster, a key in another hash slot: nothing ran;
     /// - [`Error::Unsupported`] in Redlock mode;
     /// - [`Error::NotReplicated`] when too few replicas acknowledged (the
     ///   writes ran on the master);

@@ -31,7 +31,8 @@ pub(crate) struct Commands {
 
 impl Commands {
     /// The commands of `pipe`, checked: none empty, none with a cursor
-    /// argument, none longer than [`MAX_ARGS`]. The pipeline's `atomic`
+    /// argument, none longer than [`MAX_ARGS`], none that touches every key
+    /// ([`touches_every_key`]). The pipeline's `atomic`
     /// flag is not looked at: the script that runs them is atomic anyway.
     pub(crate) fn of(pipe: &Pipeline) -> Result<Commands, Error> {
         let mut cmds = Vec::with_capacity(pipe.len());
@@ -53,6 +54,14 @@ impl Commands {
                     "command {} has {} arguments: 1 to {MAX_ARGS} can run in a script",
                     i + 1,
                     args.len()
+                )));
+            }
+            if let Some(name) = args.first().filter(|n| touches_every_key(n)) {
+                return Err(Error::InvalidInput(format!(
+                    "command {} ({}) touches every key, the lock's (or the fence's) among \
+                     them: it cannot run guarded",
+                    i + 1,
+                    String::from_utf8_lossy(name).to_uppercase()
                 )));
             }
             cmds.push(args);
@@ -156,6 +165,15 @@ impl Commands {
         }
         out
     }
+}
+
+/// Whether command `name` deletes or moves every key of a database while
+/// naming none (`FLUSHDB`, `FLUSHALL`, `SWAPDB`): it would take the lock's
+/// own keys with the rest, which `COMMAND GETKEYS` cannot tell.
+fn touches_every_key(name: &[u8]) -> bool {
+    [&b"FLUSHDB"[..], b"FLUSHALL", b"SWAPDB"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 /// The indices of `pipe`'s commands whose replies its `query` returns
