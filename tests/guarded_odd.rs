@@ -20,6 +20,67 @@ fn exists(server: &Server, k: &str) -> bool {
         == 1
 }
 
+/// The docs promise an unknown command or a wrong number of arguments is
+/// refused before anything runs: so too for a command of one word, and for
+/// a command that names no key.
+#[test]
+fn keyless_and_one_word_commands_are_checked_before_anything_runs() {
+    let server = Server::start();
+    let locker = server.locker();
+    let (k, a) = (key("o-arity"), key("o-arity-a"));
+    let guard = locker.lock(&k).unwrap();
+    let cases: Vec<(&str, redis::Cmd)> = vec![
+        (
+            "an unknown command of one word",
+            redis::cmd("NOSUCHCOMMAND"),
+        ),
+        ("GET with no key", redis::cmd("GET")),
+        ("PUBLISH with a channel only", {
+            let mut c = redis::cmd("PUBLISH");
+            c.arg("some-channel");
+            c
+        }),
+        ("ECHO with two arguments", {
+            let mut c = redis::cmd("ECHO");
+            c.arg("x").arg("y");
+            c
+        }),
+        ("an unknown subcommand", {
+            let mut c = redis::cmd("CONFIG");
+            c.arg("NOSUCHSUB");
+            c
+        }),
+    ];
+    for (what, cmd) in cases {
+        let mut p = redis::pipe();
+        p.set(&a, "1").add_command(cmd);
+        match guard.run_if_held(&p) {
+            Err(Error::InvalidInput(msg)) => assert!(msg.contains("command 2"), "{what}: {msg}"),
+            other => panic!("{what}: expected InvalidInput, got {other:?}"),
+        }
+        assert!(!exists(&server, &a), "{what}: nothing may run");
+    }
+    // Well-formed keyless commands still run.
+    let mut fine = redis::pipe();
+    fine.set(&a, "1")
+        .cmd("PING")
+        .cmd("PUBLISH")
+        .arg("some-channel")
+        .arg("m")
+        .cmd("ECHO")
+        .arg("x");
+    assert_eq!(
+        guard.run_if_held(&fine).unwrap(),
+        vec![
+            Value::Okay,
+            Value::SimpleString("PONG".into()),
+            Value::Int(0),
+            Value::BulkString(b"x".to_vec())
+        ]
+    );
+    assert!(!guard.is_lost());
+}
+
 /// FLUSHDB, FLUSHALL and SWAPDB name no key, yet delete (or move away)
 /// the lock's key: a guarded write may not touch the lock's own keys, by
 /// name or not. Run, they leave the guard believing it holds a lock anyone
