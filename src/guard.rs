@@ -429,10 +429,12 @@ impl Guard {
     ///   wants, so Cluster routing and ACL key rules apply to them: a key an
     ///   ACL user may not touch refuses the whole script (`NOPERM`, as
     ///   [`Error::Redis`]) before any command runs. An ACL user needs
-    ///   `+command|getkeys`. The question of the keys refuses, before
-    ///   anything runs too, an unknown command or one with the wrong
-    ///   number of arguments. A command of one word
-    ///   (`PING`, `TIME`) is taken as keyless. The keys may not be the
+    ///   `+command|getkeys` and `+command|info`. The question of the keys
+    ///   refuses, before anything runs too, an unknown command or one with
+    ///   the wrong number of arguments; of a command that names no key
+    ///   (`PING`, `PUBLISH`), the arity `COMMAND INFO` gives (asked in the
+    ///   same round trip) tells (a subcommand's too, on Redis 7 and
+    ///   later). The keys may not be the
     ///   lock's own (its key, its counter, its queue), and no command may
     ///   touch every key (`FLUSHDB`, `FLUSHALL`, `SWAPDB`): those are
     ///   refused before anything runs.

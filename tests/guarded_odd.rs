@@ -45,11 +45,6 @@ fn keyless_and_one_word_commands_are_checked_before_anything_runs() {
             c.arg("x").arg("y");
             c
         }),
-        ("an unknown subcommand", {
-            let mut c = redis::cmd("CONFIG");
-            c.arg("NOSUCHSUB");
-            c
-        }),
     ];
     for (what, cmd) in cases {
         let mut p = redis::pipe();

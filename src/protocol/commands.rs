@@ -9,7 +9,9 @@
 //! of modules too), where a table of our own would go stale. The same
 //! reply refuses an unknown command or a wrong number of arguments before
 //! anything runs. A command of one word (`PING`, `TIME`) names no key and
-//! is not asked about (`COMMAND GETKEYS` takes none such).
+//! is not asked about (`COMMAND GETKEYS` takes none such); its arity, as
+//! that of any command that names no key, is checked against what
+//! `COMMAND INFO` says, asked in the same round trip.
 
 use redis::{Arg, ConnectionLike, Pipeline, RedisResult, Value};
 
@@ -108,13 +110,18 @@ impl Commands {
     }
 
     /// Every key the commands name, in order, asked of the server in one
-    /// round trip (one per command where `c` takes no pipeline). An unknown command or one with the wrong number of
-    /// arguments is [`Error::InvalidInput`], and nothing has run.
+    /// round trip (one per command where `c` takes no pipeline). An
+    /// unknown command or one with the wrong number of arguments is
+    /// [`Error::InvalidInput`], and nothing has run: `COMMAND GETKEYS`
+    /// tells so of a command that names keys; of one that names none (it
+    /// says only "no key arguments") or has one word (it is not asked), the
+    /// arity that `COMMAND INFO` gives, asked in the same round trip, tells.
     pub(crate) fn keys(&self, c: &mut dyn ConnectionLike) -> Result<Vec<Vec<u8>>, Error> {
         let asked: Vec<usize> = (0..self.cmds.len())
             .filter(|&i| self.cmds.get(i).is_some_and(|a| a.len() > 1))
             .collect();
-        if asked.is_empty() {
+        let names = self.names();
+        if names.is_empty() {
             return Ok(Vec::new());
         }
         let getkeys = |i: usize| {
@@ -125,34 +132,128 @@ impl Commands {
             }
             cmd
         };
+        let mut info = redis::cmd("COMMAND");
+        info.arg("INFO");
+        for n in &names {
+            info.arg(&n[..]);
+        }
         // A Cluster connection takes no pipeline: one command at a time.
-        let replies: Vec<RedisResult<Vec<Vec<u8>>>> = if c.supports_pipelining() {
+        let (replies, info): (Vec<RedisResult<Value>>, Value) = if c.supports_pipelining() {
             let mut pipe = redis::pipe();
             for &i in &asked {
                 pipe.add_command(getkeys(i));
             }
-            pipe.ignore_errors().query(c)?
+            pipe.add_command(info);
+            let mut replies: Vec<RedisResult<Value>> = pipe.ignore_errors().query(c)?;
+            let info = replies.pop().unwrap_or(Ok(Value::Nil))?;
+            (replies, info)
         } else {
-            asked.iter().map(|&i| getkeys(i).query(c)).collect()
+            let replies = asked.iter().map(|&i| getkeys(i).query(c)).collect();
+            (replies, info.query(c)?)
+        };
+        let infos: Vec<Value> = match info {
+            Value::Array(items) => items,
+            _ => Vec::new(),
         };
         let mut keys = Vec::new();
-        for (&i, reply) in asked.iter().zip(replies) {
+        let mut replies = asked.iter().zip(replies).peekable();
+        for i in 0..self.cmds.len() {
+            let reply = match replies.peek() {
+                Some((&j, _)) if j == i => replies.next().map(|(_, r)| r),
+                _ => None,
+            };
+            let refused = |why: &str| {
+                Error::InvalidInput(format!(
+                    "command {} ({}) refused before anything ran: {why}",
+                    i + 1,
+                    self.name(i),
+                ))
+            };
             match reply {
-                Ok(k) => keys.extend(k),
-                // Redis 7 says so of a command that takes no key (PUBLISH).
-                Err(e) if e.to_string().contains("no key arguments") => {}
-                Err(e) if e.is_io_error() || e.is_timeout() => return Err(e.into()),
-                Err(e) => {
-                    return Err(Error::InvalidInput(format!(
-                        "command {} ({}) refused before anything ran: {}",
-                        i + 1,
-                        self.name(i),
-                        e.detail().unwrap_or("")
-                    )))
+                Some(Ok(k)) => keys.extend(
+                    redis::from_redis_value::<Vec<Vec<u8>>>(k)
+                        .map_err(|e| Error::Redis(e.into()))?,
+                ),
+                // Redis 7 says so of a command that takes no key (PUBLISH);
+                // a command of one word is not asked. Its arity tells.
+                Some(Err(e)) if e.to_string().contains("no key arguments") => {
+                    self.check_arity(i, &names, &infos).map_err(refused)?;
                 }
+                None => self.check_arity(i, &names, &infos).map_err(refused)?,
+                Some(Err(e)) if e.is_io_error() || e.is_timeout() => return Err(e.into()),
+                Some(Err(e)) => return Err(refused(e.detail().unwrap_or(""))),
             }
         }
         Ok(keys)
+    }
+
+    /// The commands' names, in lower case, each once.
+    fn names(&self) -> Vec<Vec<u8>> {
+        let mut names: Vec<Vec<u8>> = self
+            .cmds
+            .iter()
+            .filter_map(|c| c.first())
+            .map(|n| n.to_ascii_lowercase())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Whether command `i`'s number of arguments fits the arity
+    /// `COMMAND INFO` gave (`infos`, in the order of `names`), or its
+    /// subcommand's (Redis 7 lists them); `Err` says why not. A reply it
+    /// cannot read refuses nothing: the server still refuses the command
+    /// when its turn comes.
+    fn check_arity(
+        &self,
+        i: usize,
+        names: &[Vec<u8>],
+        infos: &[Value],
+    ) -> Result<(), &'static str> {
+        let Some(args) = self.cmds.get(i) else {
+            return Ok(());
+        };
+        let Some(name) = args.first().map(|n| n.to_ascii_lowercase()) else {
+            return Ok(());
+        };
+        let Some(info) = names.binary_search(&name).ok().and_then(|at| infos.get(at)) else {
+            return Ok(());
+        };
+        let Value::Array(entry) = info else {
+            return if matches!(info, Value::Nil) {
+                Err("unknown command")
+            } else {
+                Ok(())
+            };
+        };
+        if !fits(entry, args.len()) {
+            return Err("wrong number of arguments");
+        }
+        let subs = match entry.get(9) {
+            Some(Value::Array(subs)) if !subs.is_empty() && args.len() > 1 => subs,
+            _ => return Ok(()),
+        };
+        let mut full = name;
+        full.push(b'|');
+        full.extend(
+            args.get(1)
+                .map(|a| a.to_ascii_lowercase())
+                .unwrap_or_default(),
+        );
+        let sub = subs.iter().find_map(|s| match s {
+            Value::Array(e) => match e.first() {
+                Some(Value::BulkString(n)) => (n[..] == full[..]).then_some(e),
+                Some(Value::SimpleString(n)) => (n.as_bytes() == &full[..]).then_some(e),
+                _ => None,
+            },
+            _ => None,
+        });
+        match sub {
+            Some(e) if !fits(e, args.len()) => Err("wrong number of arguments"),
+            Some(_) => Ok(()),
+            None => Err("unknown subcommand"),
+        }
     }
 
     /// The commands packed as `run` of `lua/lib/run.lua` takes them: per
@@ -223,6 +324,21 @@ fn kept(pipe: &Pipeline) -> Vec<usize> {
             })
             .collect(),
         Err(_) => all,
+    }
+}
+
+/// Whether `argc` arguments (the name included) fit the arity of a
+/// `COMMAND INFO` entry: exactly `n` for `n > 0`, at least `-n` for
+/// `n < 0`. An entry it cannot read fits.
+fn fits(entry: &[Value], argc: usize) -> bool {
+    let Some(Value::Int(arity)) = entry.get(1) else {
+        return true;
+    };
+    let argc = i64::try_from(argc).unwrap_or(i64::MAX);
+    if *arity >= 0 {
+        *arity == 0 || argc == *arity
+    } else {
+        argc >= -*arity
     }
 }
 
