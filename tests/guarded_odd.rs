@@ -8,9 +8,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{key, Server};
+use common::{key, Cluster, Server};
 use redis::Value;
-use redmutex::{fence, Error};
+use redmutex::{fence, Error, Locker};
 
 fn exists(server: &Server, k: &str) -> bool {
     redis::cmd("EXISTS")
@@ -162,4 +162,60 @@ fn a_huge_pipeline_with_an_ignored_command_is_read_in_linear_time() {
     // Two round trips and a script of 150,000 INCRs take well under a
     // second here; the quadratic read took tens of seconds.
     assert!(took < Duration::from_secs(8), "took {took:?}");
+}
+
+/// CRC16/XMODEM modulo 16384, the server's slot of a key with no hash tag.
+fn slot_of(bytes: &[u8]) -> u16 {
+    let crc = bytes.iter().fold(0u16, |crc, &b| {
+        (0..8).fold(crc ^ (u16::from(b) << 8), |c, _| {
+            if c & 0x8000 != 0 {
+                (c << 1) ^ 0x1021
+            } else {
+                c << 1
+            }
+        })
+    });
+    crc % 16384
+}
+
+/// A key that is not UTF-8 has its slot computed on its bytes, as the
+/// server does: one in another slot is refused with the hash-tag rule
+/// (not the server's CROSSSLOT), one in the lock's slot runs.
+#[test]
+fn cluster_binary_keys_are_slotted_by_their_bytes() {
+    let cluster = Cluster::start();
+    let locker = Locker::new(cluster.pool());
+    let tag = key("acct9");
+    let guard = locker.lock(format!("{{{tag}}}:lock")).unwrap();
+    let target = slot_of(tag.as_bytes());
+    // 0xff is not UTF-8: a lossy reading of it is U+FFFD, three bytes.
+    let mut sneaky = None;
+    let mut fitting = None;
+    for n in 0u32.. {
+        let suffix = n.to_string();
+        let raw = [&[0xffu8][..], suffix.as_bytes()].concat();
+        let lossy = format!("\u{fffd}{suffix}");
+        if sneaky.is_none() && slot_of(lossy.as_bytes()) == target && slot_of(&raw) != target {
+            sneaky = Some(raw.clone());
+        }
+        if fitting.is_none() && slot_of(&raw) == target {
+            fitting = Some(raw);
+        }
+        if sneaky.is_some() && fitting.is_some() {
+            break;
+        }
+    }
+    let (sneaky, fitting) = (sneaky.unwrap(), fitting.unwrap());
+    let mut cross = redis::pipe();
+    cross.set(&sneaky[..], 1);
+    match guard.run_if_held(&cross) {
+        Err(Error::InvalidInput(msg)) => assert!(msg.contains("hash tag"), "{msg}"),
+        other => panic!("expected InvalidInput, got {other:?}"),
+    }
+    let mut same = redis::pipe();
+    same.set(&fitting[..], 1).get(&fitting[..]);
+    assert_eq!(
+        guard.run_if_held(&same).unwrap(),
+        vec![Value::Okay, Value::BulkString(b"1".to_vec())]
+    );
 }
