@@ -345,8 +345,9 @@ fn fits(entry: &[Value], argc: usize) -> bool {
 /// On a Cluster: every key of the commands must be in `slot`, the lock's.
 pub(crate) fn check_slot(keys: &[Vec<u8>], slot: u16, lock_key: &str) -> Result<(), Error> {
     for k in keys {
-        let text = String::from_utf8_lossy(k);
-        if slots::slot(&text) != slot {
+        // Slotted by its bytes: a key need not be UTF-8.
+        if slots::slot_of_bytes(k) != slot {
+            let text = String::from_utf8_lossy(k);
             return Err(Error::InvalidInput(format!(
                 "key {text:?} is not in the hash slot of lock key {lock_key:?}: on a Redis \
                  Cluster a guarded write's keys must share the lock's slot; give them the same \
