@@ -219,3 +219,40 @@ fn cluster_binary_keys_are_slotted_by_their_bytes() {
         vec![Value::Okay, Value::BulkString(b"1".to_vec())]
     );
 }
+
+/// An ACL user allowed `COMMAND GETKEYS` but not `COMMAND INFO` (as the
+/// docs first asked only the former) still writes guarded: the arity
+/// check of keyless commands is skipped for it, the server refuses those
+/// when their turn comes.
+#[test]
+fn an_acl_user_without_command_info_still_writes_guarded() {
+    let server = Server::start();
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "app",
+            "on",
+            ">pw",
+            "~*",
+            "&*",
+            "+@all",
+            "-command|info",
+        ])
+        .query(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://app:pw@127.0.0.1:{}/", server.port());
+    let locker = Locker::open(&url).unwrap();
+    let (k, a) = (key("o-acl"), key("o-acl-a"));
+    let guard = locker.lock(&k).unwrap();
+    let mut p = redis::pipe();
+    p.set(&a, "1").cmd("PING").get(&a);
+    assert_eq!(
+        guard.run_if_held(&p).unwrap(),
+        vec![
+            Value::Okay,
+            Value::SimpleString("PONG".into()),
+            Value::BulkString(b"1".to_vec())
+        ]
+    );
+    guard.unlock().unwrap();
+}
