@@ -429,7 +429,9 @@ impl Guard {
     ///   wants, so Cluster routing and ACL key rules apply to them: a key an
     ///   ACL user may not touch refuses the whole script (`NOPERM`, as
     ///   [`Error::Redis`]) before any command runs. An ACL user needs
-    ///   `+command|getkeys` and `+command|info`. The question of the keys
+    ///   `+command|getkeys`, and `+command|info` for the arity check of
+    ///   keyless commands below (without it that check is skipped, and
+    ///   the server refuses such a command when its turn comes). The question of the keys
     ///   refuses, before anything runs too, an unknown command or one with
     ///   the wrong number of arguments; of a command that names no key
     ///   (`PING`, `PUBLISH`), the arity `COMMAND INFO` gives (asked in the

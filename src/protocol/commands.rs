@@ -138,18 +138,27 @@ impl Commands {
             info.arg(&n[..]);
         }
         // A Cluster connection takes no pipeline: one command at a time.
-        let (replies, info): (Vec<RedisResult<Value>>, Value) = if c.supports_pipelining() {
-            let mut pipe = redis::pipe();
-            for &i in &asked {
-                pipe.add_command(getkeys(i));
-            }
-            pipe.add_command(info);
-            let mut replies: Vec<RedisResult<Value>> = pipe.ignore_errors().query(c)?;
-            let info = replies.pop().unwrap_or(Ok(Value::Nil))?;
-            (replies, info)
-        } else {
-            let replies = asked.iter().map(|&i| getkeys(i).query(c)).collect();
-            (replies, info.query(c)?)
+        let (replies, info): (Vec<RedisResult<Value>>, RedisResult<Value>) =
+            if c.supports_pipelining() {
+                let mut pipe = redis::pipe();
+                for &i in &asked {
+                    pipe.add_command(getkeys(i));
+                }
+                pipe.add_command(info);
+                let mut replies: Vec<RedisResult<Value>> = pipe.ignore_errors().query(c)?;
+                let info = replies.pop().unwrap_or(Ok(Value::Nil));
+                (replies, info)
+            } else {
+                let replies = asked.iter().map(|&i| getkeys(i).query(c)).collect();
+                (replies, info.query(c))
+            };
+        // An ACL user may be refused COMMAND INFO (NOPERM): the arity check
+        // of keyless commands is then skipped, and the server refuses them
+        // when their turn comes, as before.
+        let info = match info {
+            Ok(info) => info,
+            Err(e) if e.is_io_error() || e.is_timeout() => return Err(e.into()),
+            Err(_) => Value::Array(Vec::new()),
         };
         let infos: Vec<Value> = match info {
             Value::Array(items) => items,
