@@ -428,18 +428,17 @@ impl Guard {
     ///   round trip for all of them) and declared to the script, as Redis
     ///   wants, so Cluster routing and ACL key rules apply to them: a key an
     ///   ACL user may not touch refuses the whole script (`NOPERM`, as
-    ///   [`Error::Redis`]) before any command runs. An ACL user needs
-    ///   `+command|getkeys`, and `+command|info` for the arity check of
-    ///   keyless commands below (without it that check is skipped, and
-    ///   the server refuses such a command when its turn comes). The question of the keys
-    ///   refuses, before anything runs too, an unknown command or one with
-    ///   the wrong number of arguments; of a command that names no key
-    ///   (`PING`, `PUBLISH`), the arity `COMMAND INFO` gives (asked in the
-    ///   same round trip) tells (a subcommand's too, on Redis 7 and
-    ///   later). The keys may not be the
-    ///   lock's own (its key, its counter, its queue), and no command may
-    ///   touch every key (`FLUSHDB`, `FLUSHALL`, `SWAPDB`): those are
-    ///   refused before anything runs.
+    ///   [`Error::Redis`]) before any command runs. The question of the
+    ///   keys refuses, before anything runs too, an unknown command or one
+    ///   with the wrong number of arguments; of a command that names no key
+    ///   (`PING`, `PUBLISH`), the arity that `COMMAND INFO` gives, asked in
+    ///   the same round trip, tells (a subcommand's too, on Redis 7 and
+    ///   later). An ACL user needs `+command|getkeys`, and `+command|info`
+    ///   for that arity check (without it the check is skipped, and the
+    ///   server refuses such a command when its turn comes). The keys may
+    ///   not be the lock's own (its key, its counter, its queue), and no
+    ///   command may touch every key (`FLUSHDB`, `FLUSHALL`, `SWAPDB`):
+    ///   those are refused before anything runs.
     /// - **Errors of a command.** The commands run in order with
     ///   `redis.pcall`; the first one that replies with an error (a
     ///   `WRONGTYPE`, an `OOM`) stops the run and is the call's error.
