@@ -256,3 +256,50 @@ fn an_acl_user_without_command_info_still_writes_guarded() {
     );
     guard.unlock().unwrap();
 }
+
+/// A Cluster connection of redis-rs sends a request again when its reply
+/// does not come within the read timeout (up to 16 times by default): a
+/// guarded write whose script outlasts the locker's I/O timeout must still
+/// run once, at most, as a plain connection's would.
+#[test]
+fn a_slow_guarded_write_on_a_cluster_runs_once() {
+    let cluster = Cluster::start();
+    let pool = cluster.pool();
+    let locker = Locker::builder(pool.clone())
+        .io_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let tag = key("slow");
+    let big = format!("{{{tag}}}:big");
+    let mut c = pool.get().unwrap();
+    for chunk in 0..30u64 {
+        let mut push = redis::cmd("RPUSH");
+        push.arg(&big);
+        for i in 0..10_000u64 {
+            push.arg((chunk * 10_000 + i) * 7919 % 1_000_003);
+        }
+        let _: () = push.query(&mut *c).unwrap();
+    }
+    let guard = locker.lock(format!("{{{tag}}}:lock")).unwrap();
+    let count = format!("{{{tag}}}:count");
+    let mut p = redis::pipe();
+    // Sorting 300,000 strings four times outlasts 50 ms by far.
+    for _ in 0..4 {
+        p.cmd("SORT")
+            .arg(&big)
+            .arg("ALPHA")
+            .arg("STORE")
+            .arg(format!("{{{tag}}}:sorted"))
+            .ignore();
+    }
+    p.incr(&count, 1);
+    match guard.run_if_held(&p) {
+        Ok(replies) => assert_eq!(replies, vec![Value::Int(1)]),
+        Err(Error::Redis(e)) => assert!(e.is_timeout(), "{e}"),
+        Err(e) => panic!("{e}"),
+    }
+    // The resent requests were all written before the call returned; the
+    // server runs them one after the other once the first script is done.
+    let total: Option<i64> = redis::cmd("GET").arg(&count).query(&mut *c).unwrap();
+    assert_eq!(total, Some(1), "the guarded write ran more than once");
+}
