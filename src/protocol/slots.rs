@@ -38,7 +38,7 @@ pub(crate) fn hash_tag(key: &str) -> &str {
 
 /// The hash slot of `key`.
 pub(crate) fn slot(key: &str) -> u16 {
-    slot_of_bytes(key.as_bytes())
+    crc16(hash_tag(key).as_bytes()) % SLOTS
 }
 
 /// The hash slot of a key given as bytes, as the server computes it: a
