@@ -460,6 +460,11 @@ impl Guard {
     ///   (`{order42}:balance` under a lock named `{order42}`; a
     ///   semaphore's permits and a read-write lock's holds are in their
     ///   name's slot). Else [`Error::InvalidInput`], and nothing runs.
+    ///   A Cluster connection sends a request again when its reply is late
+    ///   (redis-rs does, after each read timeout): the script marks its run
+    ///   (a key beside the slot's fencing counter, for a few seconds), so
+    ///   a resend runs nothing, and the commands run once at most, as on
+    ///   one server.
     /// - **Redlock**: [`Error::Unsupported`]: no single master holds the
     ///   truth, and no script can run on a majority at once.
     /// - With [`Builder::min_replicas`](crate::Builder::min_replicas), the

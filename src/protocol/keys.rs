@@ -32,6 +32,9 @@
 //!   `<prefix>:__redmutex__:marks` (on a cluster `...:marks:{<tag>}`, one
 //!   per slot as the counter) until the broken key's TTL has passed and 5 s
 //!   more, for the holder's next renewal to read.
+//! - A guarded write on a Cluster marks its run, for a few seconds, at
+//!   `<counter>:run:<id>` (beside the slot's fencing counter, `<id>` drawn
+//!   for the call), so that a request redis-rs sends again runs nothing.
 //! - The audit trail of a prefix is the stream `<prefix>:__redmutex__:audit`
 //!   (one key: on a cluster, in that name's slot).
 //! - An election `name` keeps its leader as a lock key,
@@ -180,6 +183,14 @@ impl KeySpace {
             }
             _ => concat(&[&self.reserved, what]),
         }
+    }
+
+    /// The run marker of one guarded write on a Cluster (see
+    /// `lua/guarded.lua`): `<counter>:run:<id>`, beside the fencing counter
+    /// `fence_key` of the lock's keys, so in their slot; `id` is drawn for
+    /// the call (never an owner token). It lives a few seconds.
+    pub(crate) fn run_marker(fence_key: &str, id: &str) -> String {
+        concat(&[fence_key, ":run:", id])
     }
 
     /// The audit stream of this prefix, `<prefix>:__redmutex__:audit`: one

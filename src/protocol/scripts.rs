@@ -525,10 +525,13 @@ pub(crate) fn observe(keys: &LockKeys, after: Option<&str>) -> Call {
 }
 
 /// [`GUARDED`]: `commands` (packed, see `Commands::packed`), naming
-/// `command_keys`, run if every key of `keys` is `token`'s.
+/// `command_keys`, run if every key of `keys` is `token`'s; with `once`,
+/// a run marker key and its TTL in ms, run at most once however many times
+/// the call is sent.
 pub(crate) fn guarded(
     keys: &LockKeys,
     token: &str,
+    once: Option<(&str, u64)>,
     command_keys: &[Vec<u8>],
     commands: &[Vec<u8>],
 ) -> Call {
@@ -538,6 +541,14 @@ pub(crate) fn guarded(
         call.key(readers).arg("r");
     } else {
         call.arg("");
+    }
+    match once {
+        Some((marker, ttl_ms)) => {
+            call.key(marker).arg(ttl_ms);
+        }
+        None => {
+            call.arg("");
+        }
     }
     call.key(command_keys).arg(commands);
     call
