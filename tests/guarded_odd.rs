@@ -303,3 +303,44 @@ fn a_slow_guarded_write_on_a_cluster_runs_once() {
     let total: Option<i64> = redis::cmd("GET").arg(&count).query(&mut *c).unwrap();
     assert_eq!(total, Some(1), "the guarded write ran more than once");
 }
+
+/// As `a_slow_guarded_write_on_a_cluster_runs_once`, for a fenced run on a
+/// Cluster connection of the caller's own whose read timeout is short.
+#[test]
+fn a_slow_fenced_run_on_a_cluster_runs_once() {
+    let cluster = Cluster::start();
+    let client = redis::cluster::ClusterClient::builder(cluster.urls())
+        .response_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let mut c = client.get_connection().unwrap();
+    let tag = key("slowfence");
+    let big = format!("{{{tag}}}:big");
+    for chunk in 0..30u64 {
+        let mut push = redis::cmd("RPUSH");
+        push.arg(&big);
+        for i in 0..10_000u64 {
+            push.arg((chunk * 10_000 + i) * 7919 % 1_000_003);
+        }
+        let _: () = push.query(&mut c).unwrap();
+    }
+    let count = format!("{{{tag}}}:count");
+    let mut p = redis::pipe();
+    for _ in 0..4 {
+        p.cmd("SORT")
+            .arg(&big)
+            .arg("ALPHA")
+            .arg("STORE")
+            .arg(format!("{{{tag}}}:sorted"))
+            .ignore();
+    }
+    p.incr(&count, 1);
+    match fence::admit_and_run(&mut c, &format!("{{{tag}}}:fence"), 7, &p) {
+        Ok(replies) => assert_eq!(replies, vec![Value::Int(1)]),
+        Err(Error::Redis(e)) => assert!(e.is_timeout(), "{e}"),
+        Err(e) => panic!("{e}"),
+    }
+    let mut after = client.get_connection().unwrap();
+    let total: Option<i64> = redis::cmd("GET").arg(&count).query(&mut after).unwrap();
+    assert_eq!(total, Some(1), "the fenced run ran more than once");
+}
