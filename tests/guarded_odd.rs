@@ -236,7 +236,8 @@ fn an_acl_user_without_command_info_still_writes_guarded() {
             "~*",
             "&*",
             "+@all",
-            "-command|info",
+            "-command",
+            "+command|getkeys",
         ])
         .query(&mut server.conn())
         .unwrap();
