@@ -272,7 +272,7 @@ fn a_slow_guarded_write_on_a_cluster_runs_once() {
         .unwrap();
     let tag = key("slow");
     let big = format!("{{{tag}}}:big");
-    let mut c = pool.get().unwrap();
+    let mut c = pool.get_timeout(Duration::from_secs(10)).unwrap();
     for chunk in 0..30u64 {
         let mut push = redis::cmd("RPUSH");
         push.arg(&big);
