@@ -420,9 +420,9 @@ impl Guard {
     /// that wakes up and writes is refused, where a write after
     /// [`ensure_held`](Guard::ensure_held) would land. Returns every
     /// command's reply, in order. Blocks for two round trips: one to learn
-    /// the commands' keys (`COMMAND GETKEYS`; on a Cluster, one per
-    /// command), then the script, each within the I/O timeout, after a
-    /// checkout within its timeout.
+    /// the commands' keys (`COMMAND GETKEYS` and `COMMAND INFO`; on a
+    /// Cluster, one per command and one more), then the script, each
+    /// within the I/O timeout, after a checkout within its timeout.
     ///
     /// - **Keys.** The commands' keys are asked of the server first (one
     ///   round trip for all of them) and declared to the script, as Redis

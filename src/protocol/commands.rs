@@ -110,7 +110,8 @@ impl Commands {
     }
 
     /// Every key the commands name, in order, asked of the server in one
-    /// round trip (one per command where `c` takes no pipeline). An
+    /// round trip (one per command and one more where `c` takes no
+    /// pipeline). An
     /// unknown command or one with the wrong number of arguments is
     /// [`Error::InvalidInput`], and nothing has run: `COMMAND GETKEYS`
     /// tells so of a command that names keys; of one that names none (it
