@@ -45,9 +45,13 @@ impl RawLock {
         } else {
             None
         };
+        // Every resend is sent within the call, at most 16 read timeouts
+        // after it started (redis-rs's default retries), and runs as soon
+        // as it arrives or the run before it ends: the marker lives that
+        // long, and 10 s more for retries that wait (TRYAGAIN and such).
         let marker_ttl = u64::try_from(self.config.io_timeout.as_millis())
-            .unwrap_or(u64::MAX / 64)
-            .saturating_mul(64)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(20)
             .saturating_add(10_000);
         let mut ran = None;
         self.run_on(0, &mut |c: &mut dyn ConnectionLike| {
