@@ -448,6 +448,21 @@ mod tests {
     }
 
     #[test]
+    fn arities_are_read_as_command_info_gives_them() {
+        let entry = |arity| vec![Value::BulkString(b"x".to_vec()), Value::Int(arity)];
+        assert!(fits(&entry(2), 2));
+        assert!(!fits(&entry(2), 1));
+        assert!(!fits(&entry(2), 3));
+        assert!(fits(&entry(-2), 2));
+        assert!(fits(&entry(-2), 9));
+        assert!(!fits(&entry(-2), 1));
+        // An entry it cannot read refuses nothing.
+        assert!(fits(&[Value::Nil], 1));
+        assert!(touches_every_key(b"flushdb") && touches_every_key(b"SwapDB"));
+        assert!(!touches_every_key(b"FLUSH"));
+    }
+
+    #[test]
     fn a_run_reply_is_read() {
         let ok = Value::Array(vec![Value::Int(1), Value::Okay, Value::Nil]);
         assert_eq!(read_run(ok).unwrap().unwrap(), [Value::Okay, Value::Nil]);
