@@ -38,8 +38,15 @@
 use redis::{ConnectionLike, Pipeline, Value};
 
 use crate::protocol::commands::{self, Commands};
+use crate::protocol::keys::KeySpace;
 use crate::protocol::scripts;
+use crate::token::Token;
 use crate::Error;
+
+/// How long a fenced run's marker lives on a Cluster: past the resends of a
+/// redis-rs Cluster connection (16 by default, each after a read timeout
+/// of the caller's choosing, which this cannot see).
+const RUN_MARKER_TTL_MS: u64 = 60_000;
 
 /// Admits `token` to the resource fenced by `resource_key`, on any Redis
 /// connection (the resource's own server, not necessarily the lock's):
@@ -101,7 +108,11 @@ pub fn admit(
 /// marked `ignore()` are left out. On a Redis Cluster the
 /// commands' keys and `resource_key` must share a hash slot (hash tags:
 /// `{exports}:fence`, `{exports}:rows`), else the server refuses the
-/// script (`CROSSSLOT`) and nothing runs.
+/// script (`CROSSSLOT`) and nothing runs. A Cluster connection sends the
+/// script again when its reply is late (after each read timeout): the
+/// script then marks its run (a key `__redmutex__:run:{..}:..` in that
+/// slot, for a minute), so a resend runs nothing and the commands run once
+/// at most; such a call returns a timeout error.
 ///
 /// # Errors
 ///
@@ -109,8 +120,11 @@ pub fn admit(
 ///   a newer holder was admitted, nothing ran;
 /// - [`Error::Redis`] with the server's error when a command replied with
 ///   one (the commands before it ran), or when the server fails;
-/// - [`Error::InvalidInput`] as [`admit`], and for an unknown command or a
-///   wrong number of arguments: nothing ran.
+/// - [`Error::InvalidInput`] as [`admit`], and for an unknown command, a
+///   wrong number of arguments, a command that names `resource_key`
+///   (deleting or lowering the fence would let stale tokens in) or one
+///   that touches every key (`FLUSHDB`, `FLUSHALL`, `SWAPDB`): nothing
+///   ran.
 ///
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -149,9 +163,33 @@ fn fenced(
     } else {
         commands.keys(conn)?
     };
-    let call = scripts::fence(resource_key, token, &keys, &commands.packed());
+    // A command that deleted or lowered the fence would let a stale token
+    // in again.
+    if keys.iter().any(|k| k[..] == *resource_key.as_bytes()) {
+        return Err(Error::InvalidInput(format!(
+            "a fenced command names the fence key {resource_key:?}: it may not touch it"
+        )));
+    }
+    // A Cluster connection (the one kind that takes no pipeline) sends the
+    // script again when its reply is late: a run marker makes a resend run
+    // nothing. Admitting alone is idempotent, and needs none.
+    let marker = if conn.supports_pipelining() || commands.is_empty() {
+        None
+    } else {
+        Some(KeySpace::fence_run_marker(resource_key, &Token::key_id()?))
+    };
+    let once = marker.as_deref().map(|m| (m, RUN_MARKER_TTL_MS));
+    let call = scripts::fence(resource_key, token, once, &keys, &commands.packed());
     match commands::read_run(call.invoke::<Value>(conn)?)? {
         Ok(replies) => Ok(commands.kept_replies(replies)),
+        Err(3) => Err(Error::Redis(
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the fenced run's reply timed out: its commands ran once, \
+                 the request sent again ran nothing",
+            )
+            .into(),
+        )),
         Err(0) => Err(Error::Lost {
             key: resource_key.to_owned(),
         }),

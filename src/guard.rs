@@ -225,20 +225,25 @@ impl Guard {
     /// that wakes up and writes is refused, where a write after
     /// [`ensure_held`](Guard::ensure_held) would land. Returns every
     /// command's reply, in order. Blocks for two round trips: one to learn
-    /// the commands' keys (`COMMAND GETKEYS`; on a Cluster, one per
-    /// command), then the script, each within the I/O timeout, after a
-    /// checkout within its timeout.
+    /// the commands' keys (`COMMAND GETKEYS` and `COMMAND INFO`; on a
+    /// Cluster, one per command and one more), then the script, each
+    /// within the I/O timeout, after a checkout within its timeout.
     ///
     /// - **Keys.** The commands' keys are asked of the server first (one
     ///   round trip for all of them) and declared to the script, as Redis
     ///   wants, so Cluster routing and ACL key rules apply to them: a key an
     ///   ACL user may not touch refuses the whole script (`NOPERM`, as
-    ///   [`Error::Redis`]) before any command runs. An ACL user needs
-    ///   `+command|getkeys`. The question of the keys refuses, before
-    ///   anything runs too, an unknown command or one with the wrong
-    ///   number of arguments. A command of one word
-    ///   (`PING`, `TIME`) is taken as keyless. The keys may not be the
-    ///   lock's own (its key, its counter, its queue).
+    ///   [`Error::Redis`]) before any command runs. The question of the
+    ///   keys refuses, before anything runs too, an unknown command or one
+    ///   with the wrong number of arguments; of a command that names no key
+    ///   (`PING`, `PUBLISH`), the arity that `COMMAND INFO` gives, asked in
+    ///   the same round trip, tells (a subcommand's too, on Redis 7 and
+    ///   later). An ACL user needs `+command|getkeys`, and `+command|info`
+    ///   for that arity check (without it the check is skipped, and the
+    ///   server refuses such a command when its turn comes). The keys may
+    ///   not be the lock's own (its key, its counter, its queue), and no
+    ///   command may touch every key (`FLUSHDB`, `FLUSHALL`, `SWAPDB`):
+    ///   those are refused before anything runs.
     /// - **Errors of a command.** The commands run in order with
     ///   `redis.pcall`; the first one that replies with an error (a
     ///   `WRONGTYPE`, an `OOM`) stops the run and is the call's error.
@@ -260,6 +265,11 @@ impl Guard {
     ///   (`{order42}:balance` under a lock named `{order42}`; a
     ///   semaphore's permits and a read-write lock's holds are in their
     ///   name's slot). Else [`Error::InvalidInput`], and nothing runs.
+    ///   A Cluster connection sends a request again when its reply is late
+    ///   (redis-rs does, after each read timeout): the script marks its run
+    ///   (a key beside the slot's fencing counter, for a few seconds), so
+    ///   a resend runs nothing, and the commands run once at most, as on
+    ///   one server.
     /// - **Redlock**: [`Error::Unsupported`]: no single master holds the
     ///   truth, and no script can run on a majority at once.
     /// - With [`Builder::min_replicas`](crate::Builder::min_replicas), the
@@ -274,8 +284,8 @@ impl Guard {
     /// - [`Error::Redis`] with the server's error when a command replied
     ///   with one: the commands before it ran;
     /// - [`Error::InvalidInput`] for an unknown command, a wrong number of
-    ///   arguments, a key of the lock's own or, on a Cluster, a key in
-    ///   another hash slot: nothing ran;
+    ///   arguments, a key of the lock's own, a command that touches every
+    ///   key or, on a Cluster, a key in another hash slot: nothing ran;
     /// - [`Error::Unsupported`] in Redlock mode;
     /// - [`Error::NotReplicated`] when too few replicas acknowledged (the
     ///   writes ran on the master);

@@ -9,7 +9,9 @@
 //! of modules too), where a table of our own would go stale. The same
 //! reply refuses an unknown command or a wrong number of arguments before
 //! anything runs. A command of one word (`PING`, `TIME`) names no key and
-//! is not asked about (`COMMAND GETKEYS` takes none such).
+//! is not asked about (`COMMAND GETKEYS` takes none such); its arity, as
+//! that of any command that names no key, is checked against what
+//! `COMMAND INFO` says, asked in the same round trip.
 
 use redis::{Arg, ConnectionLike, Pipeline, RedisResult, Value};
 
@@ -31,7 +33,8 @@ pub(crate) struct Commands {
 
 impl Commands {
     /// The commands of `pipe`, checked: none empty, none with a cursor
-    /// argument, none longer than [`MAX_ARGS`]. The pipeline's `atomic`
+    /// argument, none longer than [`MAX_ARGS`], none that touches every key
+    /// ([`touches_every_key`]). The pipeline's `atomic`
     /// flag is not looked at: the script that runs them is atomic anyway.
     pub(crate) fn of(pipe: &Pipeline) -> Result<Commands, Error> {
         let mut cmds = Vec::with_capacity(pipe.len());
@@ -55,6 +58,14 @@ impl Commands {
                     args.len()
                 )));
             }
+            if let Some(name) = args.first().filter(|n| touches_every_key(n)) {
+                return Err(Error::InvalidInput(format!(
+                    "command {} ({}) touches every key, the lock's (or the fence's) among \
+                     them: it cannot run guarded",
+                    i + 1,
+                    String::from_utf8_lossy(name).to_uppercase()
+                )));
+            }
             cmds.push(args);
         }
         Ok(Commands {
@@ -69,11 +80,18 @@ impl Commands {
         if self.kept.len() == replies.len() {
             return replies;
         }
+        // A mask, not `kept.contains` per reply: that was quadratic in the
+        // commands (a pipeline of 150,000 took minutes).
+        let mut keep = vec![false; replies.len()];
+        for &i in &self.kept {
+            if let Some(k) = keep.get_mut(i) {
+                *k = true;
+            }
+        }
         replies
             .into_iter()
-            .enumerate()
-            .filter(|(i, _)| self.kept.contains(i))
-            .map(|(_, v)| v)
+            .zip(keep)
+            .filter_map(|(v, k)| k.then_some(v))
             .collect()
     }
 
@@ -92,13 +110,19 @@ impl Commands {
     }
 
     /// Every key the commands name, in order, asked of the server in one
-    /// round trip (one per command where `c` takes no pipeline). An unknown command or one with the wrong number of
-    /// arguments is [`Error::InvalidInput`], and nothing has run.
+    /// round trip (one per command and one more where `c` takes no
+    /// pipeline). An
+    /// unknown command or one with the wrong number of arguments is
+    /// [`Error::InvalidInput`], and nothing has run: `COMMAND GETKEYS`
+    /// tells so of a command that names keys; of one that names none (it
+    /// says only "no key arguments") or has one word (it is not asked), the
+    /// arity that `COMMAND INFO` gives, asked in the same round trip, tells.
     pub(crate) fn keys(&self, c: &mut dyn ConnectionLike) -> Result<Vec<Vec<u8>>, Error> {
         let asked: Vec<usize> = (0..self.cmds.len())
             .filter(|&i| self.cmds.get(i).is_some_and(|a| a.len() > 1))
             .collect();
-        if asked.is_empty() {
+        let names = self.names();
+        if names.is_empty() {
             return Ok(Vec::new());
         }
         let getkeys = |i: usize| {
@@ -109,34 +133,137 @@ impl Commands {
             }
             cmd
         };
+        let mut info = redis::cmd("COMMAND");
+        info.arg("INFO");
+        for n in &names {
+            info.arg(&n[..]);
+        }
         // A Cluster connection takes no pipeline: one command at a time.
-        let replies: Vec<RedisResult<Vec<Vec<u8>>>> = if c.supports_pipelining() {
-            let mut pipe = redis::pipe();
-            for &i in &asked {
-                pipe.add_command(getkeys(i));
-            }
-            pipe.ignore_errors().query(c)?
-        } else {
-            asked.iter().map(|&i| getkeys(i).query(c)).collect()
+        let (replies, info): (Vec<RedisResult<Value>>, RedisResult<Value>) =
+            if c.supports_pipelining() {
+                let mut pipe = redis::pipe();
+                for &i in &asked {
+                    pipe.add_command(getkeys(i));
+                }
+                pipe.add_command(info);
+                let mut replies: Vec<RedisResult<Value>> = pipe.ignore_errors().query(c)?;
+                let info = replies.pop().unwrap_or(Ok(Value::Nil));
+                (replies, info)
+            } else {
+                let replies = asked.iter().map(|&i| getkeys(i).query(c)).collect();
+                (replies, info.query(c))
+            };
+        // An ACL user may be refused COMMAND INFO (NOPERM): the arity check
+        // of keyless commands is then skipped, and the server refuses them
+        // when their turn comes, as before.
+        let info = match info {
+            Ok(info) => info,
+            Err(e) if e.is_io_error() || e.is_timeout() => return Err(e.into()),
+            Err(_) => Value::Array(Vec::new()),
+        };
+        let infos: Vec<Value> = match info {
+            Value::Array(items) => items,
+            _ => Vec::new(),
         };
         let mut keys = Vec::new();
-        for (&i, reply) in asked.iter().zip(replies) {
+        let mut replies = asked.iter().zip(replies).peekable();
+        for i in 0..self.cmds.len() {
+            let reply = match replies.peek() {
+                Some((&j, _)) if j == i => replies.next().map(|(_, r)| r),
+                _ => None,
+            };
+            let refused = |why: &str| {
+                Error::InvalidInput(format!(
+                    "command {} ({}) refused before anything ran: {why}",
+                    i + 1,
+                    self.name(i),
+                ))
+            };
             match reply {
-                Ok(k) => keys.extend(k),
-                // Redis 7 says so of a command that takes no key (PUBLISH).
-                Err(e) if e.to_string().contains("no key arguments") => {}
-                Err(e) if e.is_io_error() || e.is_timeout() => return Err(e.into()),
-                Err(e) => {
-                    return Err(Error::InvalidInput(format!(
-                        "command {} ({}) refused before anything ran: {}",
-                        i + 1,
-                        self.name(i),
-                        e.detail().unwrap_or("")
-                    )))
+                Some(Ok(k)) => keys.extend(
+                    redis::from_redis_value::<Vec<Vec<u8>>>(k)
+                        .map_err(|e| Error::Redis(e.into()))?,
+                ),
+                // Redis 7 says so of a command that takes no key (PUBLISH);
+                // a command of one word is not asked. Its arity tells.
+                Some(Err(e)) if e.to_string().contains("no key arguments") => {
+                    self.check_arity(i, &names, &infos).map_err(refused)?;
                 }
+                None => self.check_arity(i, &names, &infos).map_err(refused)?,
+                Some(Err(e)) if e.is_io_error() || e.is_timeout() => return Err(e.into()),
+                Some(Err(e)) => return Err(refused(e.detail().unwrap_or(""))),
             }
         }
         Ok(keys)
+    }
+
+    /// The commands' names, in lower case, each once.
+    fn names(&self) -> Vec<Vec<u8>> {
+        let mut names: Vec<Vec<u8>> = self
+            .cmds
+            .iter()
+            .filter_map(|c| c.first())
+            .map(|n| n.to_ascii_lowercase())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Whether command `i`'s number of arguments fits the arity
+    /// `COMMAND INFO` gave (`infos`, in the order of `names`), or its
+    /// subcommand's (Redis 7 lists them); `Err` says why not. A reply it
+    /// cannot read refuses nothing: the server still refuses the command
+    /// when its turn comes.
+    fn check_arity(
+        &self,
+        i: usize,
+        names: &[Vec<u8>],
+        infos: &[Value],
+    ) -> Result<(), &'static str> {
+        let Some(args) = self.cmds.get(i) else {
+            return Ok(());
+        };
+        let Some(name) = args.first().map(|n| n.to_ascii_lowercase()) else {
+            return Ok(());
+        };
+        let Some(info) = names.binary_search(&name).ok().and_then(|at| infos.get(at)) else {
+            return Ok(());
+        };
+        let Value::Array(entry) = info else {
+            return if matches!(info, Value::Nil) {
+                Err("unknown command")
+            } else {
+                Ok(())
+            };
+        };
+        if !fits(entry, args.len()) {
+            return Err("wrong number of arguments");
+        }
+        let subs = match entry.get(9) {
+            Some(Value::Array(subs)) if !subs.is_empty() && args.len() > 1 => subs,
+            _ => return Ok(()),
+        };
+        let mut full = name;
+        full.push(b'|');
+        full.extend(
+            args.get(1)
+                .map(|a| a.to_ascii_lowercase())
+                .unwrap_or_default(),
+        );
+        let sub = subs.iter().find_map(|s| match s {
+            Value::Array(e) => match e.first() {
+                Some(Value::BulkString(n)) => (n[..] == full[..]).then_some(e),
+                Some(Value::SimpleString(n)) => (n.as_bytes() == &full[..]).then_some(e),
+                _ => None,
+            },
+            _ => None,
+        });
+        match sub {
+            Some(e) if !fits(e, args.len()) => Err("wrong number of arguments"),
+            Some(_) => Ok(()),
+            None => Err("unknown subcommand"),
+        }
     }
 
     /// The commands packed as `run` of `lua/lib/run.lua` takes them: per
@@ -149,6 +276,15 @@ impl Commands {
         }
         out
     }
+}
+
+/// Whether command `name` deletes or moves every key of a database while
+/// naming none (`FLUSHDB`, `FLUSHALL`, `SWAPDB`): it would take the lock's
+/// own keys with the rest, which `COMMAND GETKEYS` cannot tell.
+fn touches_every_key(name: &[u8]) -> bool {
+    [&b"FLUSHDB"[..], b"FLUSHALL", b"SWAPDB"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 /// The indices of `pipe`'s commands whose replies its `query` returns
@@ -201,11 +337,27 @@ fn kept(pipe: &Pipeline) -> Vec<usize> {
     }
 }
 
+/// Whether `argc` arguments (the name included) fit the arity of a
+/// `COMMAND INFO` entry: exactly `n` for `n > 0`, at least `-n` for
+/// `n < 0`. An entry it cannot read fits.
+fn fits(entry: &[Value], argc: usize) -> bool {
+    let Some(Value::Int(arity)) = entry.get(1) else {
+        return true;
+    };
+    let argc = i64::try_from(argc).unwrap_or(i64::MAX);
+    if *arity >= 0 {
+        *arity == 0 || argc == *arity
+    } else {
+        argc >= -*arity
+    }
+}
+
 /// On a Cluster: every key of the commands must be in `slot`, the lock's.
 pub(crate) fn check_slot(keys: &[Vec<u8>], slot: u16, lock_key: &str) -> Result<(), Error> {
     for k in keys {
-        let text = String::from_utf8_lossy(k);
-        if slots::slot(&text) != slot {
+        // Slotted by its bytes: a key need not be UTF-8.
+        if slots::slot_of_bytes(k) != slot {
+            let text = String::from_utf8_lossy(k);
             return Err(Error::InvalidInput(format!(
                 "key {text:?} is not in the hash slot of lock key {lock_key:?}: on a Redis \
                  Cluster a guarded write's keys must share the lock's slot; give them the same \
@@ -293,6 +445,21 @@ mod tests {
             Err(Error::InvalidInput(msg)) => assert!(msg.contains("hash tag"), "{msg}"),
             r => panic!("expected InvalidInput, got {r:?}"),
         }
+    }
+
+    #[test]
+    fn arities_are_read_as_command_info_gives_them() {
+        let entry = |arity| vec![Value::BulkString(b"x".to_vec()), Value::Int(arity)];
+        assert!(fits(&entry(2), 2));
+        assert!(!fits(&entry(2), 1));
+        assert!(!fits(&entry(2), 3));
+        assert!(fits(&entry(-2), 2));
+        assert!(fits(&entry(-2), 9));
+        assert!(!fits(&entry(-2), 1));
+        // An entry it cannot read refuses nothing.
+        assert!(fits(&[Value::Nil], 1));
+        assert!(touches_every_key(b"flushdb") && touches_every_key(b"SwapDB"));
+        assert!(!touches_every_key(b"FLUSH"));
     }
 
     #[test]

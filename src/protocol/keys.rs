@@ -32,6 +32,12 @@
 //!   `<prefix>:__redmutex__:marks` (on a cluster `...:marks:{<tag>}`, one
 //!   per slot as the counter) until the broken key's TTL has passed and 5 s
 //!   more, for the holder's next renewal to read.
+//! - A guarded write on a Cluster marks its run, for a few seconds, at
+//!   `<counter>:run:<id>` (beside the slot's fencing counter, `<id>` drawn
+//!   for the call), so that a request redis-rs sends again runs nothing.
+//! - A fenced run (`fence::admit_and_run`) on a Cluster connection marks
+//!   its run the same way on the resource's server, at
+//!   `__redmutex__:run:{<tag>}:<id>` in the fence key's slot, for a minute.
 //! - The audit trail of a prefix is the stream `<prefix>:__redmutex__:audit`
 //!   (one key: on a cluster, in that name's slot).
 //! - An election `name` keeps its leader as a lock key,
@@ -199,6 +205,22 @@ impl KeySpace {
             }
             _ => concat(&[&self.reserved, what]),
         }
+    }
+
+    /// The run marker of one guarded write on a Cluster (see
+    /// `lua/guarded.lua`): `<counter>:run:<id>`, beside the fencing counter
+    /// `fence_key` of the lock's keys, so in their slot; `id` is drawn for
+    /// the call (never an owner token). It lives a few seconds.
+    pub(crate) fn run_marker(fence_key: &str, id: &str) -> String {
+        concat(&[fence_key, ":run:", id])
+    }
+
+    /// The run marker of one fenced run on a Cluster (see `lua/fence.lua`),
+    /// on the resource's server: `__redmutex__:run:{<tag>}:<id>`, in the
+    /// slot of `resource_key`; `id` is drawn for the call.
+    pub(crate) fn fence_run_marker(resource_key: &str, id: &str) -> String {
+        let tag = slots::tag_for(slots::slot_of_bytes(resource_key.as_bytes()));
+        concat(&[RESERVED, ":run:{", tag, "}:", id])
     }
 
     /// The audit stream of this prefix, `<prefix>:__redmutex__:audit`: one

@@ -41,6 +41,23 @@ pub(crate) fn slot(key: &str) -> u16 {
     crc16(hash_tag(key).as_bytes()) % SLOTS
 }
 
+/// The hash slot of a key given as bytes, as the server computes it: a
+/// caller's key need not be UTF-8, and a lossy reading of it (U+FFFD for
+/// each bad byte) hashes elsewhere. The tag is found as [`hash_tag`] finds
+/// it, byte by byte.
+pub(crate) fn slot_of_bytes(key: &[u8]) -> u16 {
+    let mut tag = key;
+    if let Some(open) = key.iter().position(|&b| b == b'{') {
+        let rest = key.get(open + 1..).unwrap_or_default();
+        if let Some(close) = rest.iter().position(|&b| b == b'}') {
+            if close > 0 {
+                tag = rest.get(..close).unwrap_or(key);
+            }
+        }
+    }
+    crc16(tag) % SLOTS
+}
+
 /// A short hash tag for every slot: `tag_for(s)` hashes to slot `s`. Built
 /// once, on first use in cluster mode, by trying short strings in order.
 pub(crate) fn tag_for(slot: u16) -> &'static str {
@@ -97,6 +114,24 @@ mod tests {
         assert_eq!(hash_tag("foo{bar}{zap}"), "bar");
         assert_eq!(hash_tag("no tag"), "no tag");
         assert_eq!(hash_tag("open{only"), "open{only");
+    }
+
+    #[test]
+    fn keys_as_bytes_are_slotted_as_the_server_slots_them() {
+        for k in [
+            "{user1000}.following",
+            "foo{}{bar}",
+            "foo{{bar}}zap",
+            "foo{bar}{zap}",
+            "no tag",
+            "open{only",
+        ] {
+            assert_eq!(slot_of_bytes(k.as_bytes()), slot(k), "{k}");
+        }
+        // 0xff is no UTF-8: hashed as the byte it is, not as U+FFFD.
+        assert_eq!(slot_of_bytes(b"\xff"), crc16(b"\xff") % SLOTS);
+        assert_ne!(slot_of_bytes(b"\xff"), slot("\u{fffd}"));
+        assert_eq!(slot_of_bytes(b"\xff{t}\xfe"), slot("t"));
     }
 
     #[test]

@@ -4,8 +4,10 @@
 use redis::{ConnectionLike, Pipeline, Value};
 
 use crate::protocol::commands::{self, Commands};
+use crate::protocol::keys::KeySpace;
 use crate::protocol::scripts;
 use crate::protocol::slots;
+use crate::token::Token;
 use crate::Error;
 
 use super::{acknowledged, Acquisition, RawLock};
@@ -34,6 +36,23 @@ impl RawLock {
         let packed = commands.packed();
         let cluster = self.config.topology.is_cluster();
         let owner = a.owner();
+        // On a Cluster, redis-rs sends the script again when its reply is
+        // late (after each read timeout, up to its retry count): a marker
+        // makes any resend run nothing. It outlives the resends: each
+        // comes after an I/O timeout.
+        let marker = if cluster {
+            Some(KeySpace::run_marker(&a.keys.fence, &Token::key_id()?))
+        } else {
+            None
+        };
+        // Every resend is sent within the call, at most 16 read timeouts
+        // after it started (redis-rs's default retries), and runs as soon
+        // as it arrives or the run before it ends: the marker lives that
+        // long, and 10 s more for retries that wait (TRYAGAIN and such).
+        let marker_ttl = u64::try_from(self.config.io_timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .saturating_mul(20)
+            .saturating_add(10_000);
         let mut ran = None;
         self.run_on(0, &mut |c: &mut dyn ConnectionLike| {
             let keys = if commands.is_empty() {
@@ -42,7 +61,8 @@ impl RawLock {
                 commands.keys(c)?
             };
             check_keys(a, &keys, cluster)?;
-            let call = scripts::guarded(&a.keys, owner.as_str(), &keys, &packed);
+            let once = marker.as_deref().map(|m| (m, marker_ttl));
+            let call = scripts::guarded(&a.keys, owner.as_str(), once, &keys, &packed);
             let reply = call.invoke::<Value>(c)?;
             let outcome = commands::read_run(reply)?;
             if outcome.is_ok() && !keys.is_empty() {
@@ -53,6 +73,16 @@ impl RawLock {
         })?;
         match ran {
             Some(Ok(replies)) => Ok(Some(commands.kept_replies(replies))),
+            // A resend found the marker: the first send ran, and its reply
+            // was lost to a timeout, as a plain connection's would be.
+            Some(Err(3)) => Err(Error::Redis(
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the guarded write's reply timed out: its commands ran once, \
+                     the request sent again ran nothing",
+                )
+                .into(),
+            )),
             Some(Err(_)) => Ok(None),
             None => Err(crate::protocol::replies::unexpected("guarded", &Value::Nil)),
         }

@@ -16,10 +16,13 @@ pub(crate) static GUARDED: LazyLock<Lua> = LazyLock::new(|| script!("guarded"; "
 pub(crate) static FENCE: LazyLock<Lua> = LazyLock::new(|| script!("fence"; "run"));
 
 /// [`GUARDED`]: `commands` (packed, see `Commands::packed`), naming
-/// `command_keys`, run if every key of `keys` is `token`'s.
+/// `command_keys`, run if every key of `keys` is `token`'s; with `once`,
+/// a run marker key and its TTL in ms, run at most once however many times
+/// the call is sent.
 pub(crate) fn guarded(
     keys: &LockKeys,
     token: &str,
+    once: Option<(&str, u64)>,
     command_keys: &[Vec<u8>],
     commands: &[Vec<u8>],
 ) -> Call {
@@ -30,22 +33,38 @@ pub(crate) fn guarded(
     } else {
         call.arg("");
     }
+    match once {
+        Some((marker, ttl_ms)) => {
+            call.key(marker).arg(ttl_ms);
+        }
+        None => {
+            call.arg("");
+        }
+    }
     call.key(command_keys).arg(commands);
     call
 }
 
 /// [`FENCE`] of `resource_key` for `token`, then `commands` (packed, see
-/// `Commands::packed`), naming `command_keys`.
+/// `Commands::packed`), naming `command_keys`; with `once`, a run marker
+/// key and its TTL in ms, run at most once however many times it is sent.
 pub(crate) fn fence(
     resource_key: &str,
     token: u64,
+    once: Option<(&str, u64)>,
     command_keys: &[Vec<u8>],
     commands: &[Vec<u8>],
 ) -> Call {
     let mut call = FENCE.call();
-    call.key(resource_key)
-        .key(command_keys)
-        .arg(token.to_string())
-        .arg(commands);
+    call.key(resource_key).arg(token.to_string());
+    match once {
+        Some((marker, ttl_ms)) => {
+            call.key(marker).arg(ttl_ms);
+        }
+        None => {
+            call.arg("");
+        }
+    }
+    call.key(command_keys).arg(commands);
     call
 }
