@@ -1,8 +1,9 @@
 //! Lock-delay (`Builder::lock_delay`): after a lease ends without a release
 //! (its key expired, or was deleted), nobody is granted that key until the
 //! delay has passed after the moment the lease was due to end, measured by
-//! the server's clock (the key's `PEXPIRETIME` before, the grant's key
-//! written after); a clean release frees it at once; waiters keep their
+//! the server's clock (the key's expiry time before, the grant's key
+//! written after, both read as `TIME` plus `PTTL` in one script: Redis 6.2,
+//! which CI runs too, has no `PEXPIRETIME`); a clean release frees it at once; waiters keep their
 //! order through the delay; a permit, a writer, several keys, a Cluster,
 //! Sentinel and Redlock too.
 #![allow(clippy::disallowed_methods, clippy::unwrap_used)] // test helpers fail loudly: that is the point
@@ -47,11 +48,35 @@ fn waiter(server: &Server) -> Locker {
         .unwrap()
 }
 
+/// When `KEYS[1]` is due to expire, in ms by the server's clock: `PTTL`
+/// read between two `TIME`s of the same millisecond (retried until they
+/// are), so the sum is exact whatever the millisecond boundaries; a
+/// negative `PTTL` (no key, no expiry) is returned as it is. Works on Redis
+/// 6.2, which has no `PEXPIRETIME`.
+const EXPIRES_AT: &str = r"
+local function ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+for _ = 1, 1000 do
+  local before = ms()
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl < 0 then return ttl end
+  if ms() == before then return before + ttl end
+end
+return redis.error_reply('TIME kept crossing a millisecond')
+";
+
 /// When `key` is due to expire, in ms by the server's clock.
 fn expires_at(server: &Server, key: &str) -> i64 {
-    redis::cmd("PEXPIRETIME")
-        .arg(key)
-        .query(&mut server.conn())
+    expires_at_on(&mut server.conn(), key)
+}
+
+/// [`expires_at`] on any connection (a Cluster's routes by the key).
+fn expires_at_on(conn: &mut impl redis::ConnectionLike, key: &str) -> i64 {
+    redis::Script::new(EXPIRES_AT)
+        .key(key)
+        .invoke(conn)
         .unwrap()
 }
 
@@ -355,7 +380,7 @@ fn a_cluster_delays_in_the_lock_keys_slot() {
     let k = key("delay-cluster");
     let expires = |k: &str| -> i64 {
         let mut c = cluster.pool().get_timeout(Duration::from_secs(10)).unwrap();
-        redis::cmd("PEXPIRETIME").arg(k).query(&mut *c).unwrap()
+        expires_at_on(&mut *c, k)
     };
     let holder = Locker::builder(cluster.pool())
         .ttl(TTL)
