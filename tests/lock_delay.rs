@@ -458,3 +458,37 @@ fn sentinel_delays_on_the_master_and_replicates_the_mark() {
     assert!(at >= ended + ms(DELAY), "granted {} ms after", at - ended);
     next.unlock().unwrap();
 }
+
+#[test]
+fn a_lock_on_several_keys_is_freed_at_once_by_its_release() {
+    let server = Server::start();
+    let locker = server
+        .builder()
+        .lock_delay(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let other = server.locker();
+    for n in [2, 3] {
+        let keys: Vec<String> = (0..n)
+            .map(|i| key(&format!("delay-multi-{n}-{i}")))
+            .collect();
+        locker.lock_all(&keys).unwrap().unlock().unwrap();
+        for k in &keys {
+            other
+                .try_lock(k)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{k} of {n} not free after unlock"))
+                .unlock()
+                .unwrap();
+        }
+        drop(locker.lock_all(&keys).unwrap());
+        for k in &keys {
+            other
+                .try_lock(k)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{k} of {n} not free after drop"))
+                .unlock()
+                .unwrap();
+        }
+    }
+}
