@@ -492,3 +492,48 @@ fn a_lock_on_several_keys_is_freed_at_once_by_its_release() {
         }
     }
 }
+
+/// A reader that vanished delays the writer even when another reader's
+/// release, not the writer's own attempt, would let it in: that release
+/// hands the writer key to the queued writer, which must not come before
+/// the vanished reader's delay ends.
+#[test]
+fn a_readers_release_hands_no_writer_the_lock_inside_another_readers_delay() {
+    let server = Server::start();
+    let name = key("delay-rw-hand");
+    let queue = format!("__redmutex__:rw-queue:{name}");
+    let vanished = delaying(&server).rwlock(&name).unwrap().read().unwrap();
+    let read_keys: Vec<String> = server
+        .conn()
+        .keys(format!("__redmutex__:rw-read:*:{name}"))
+        .unwrap();
+    assert_eq!(read_keys.len(), 1);
+    let ended = expires_at(&server, &read_keys[0]);
+    vanish(vanished);
+    // Another reader, which releases cleanly, and a writer queued behind both.
+    let staying = server.locker().rwlock(&name).unwrap().read().unwrap();
+    let rw = waiter(&server).rwlock(&name).unwrap();
+    let writer = std::thread::spawn(move || {
+        let w = rw.write_timeout(Duration::from_secs(30)).unwrap();
+        let fence = w.fencing_token();
+        w.unlock().unwrap();
+        fence
+    });
+    wait_until("the writer to queue", Duration::from_secs(10), || {
+        server.conn().zcard::<_, usize>(&queue).unwrap() == 1
+    });
+    wait_until(
+        "the vanished read hold to expire",
+        Duration::from_secs(10),
+        || !server.conn().exists::<_, bool>(&read_keys[0]).unwrap(),
+    );
+    staying.unlock().unwrap();
+    // The fencing token is minted from the server's clock (µs) at the
+    // grant, or at the hand-over.
+    let at = i64::try_from(writer.join().unwrap() / 1000).unwrap();
+    assert!(
+        at >= ended + ms(DELAY),
+        "write handed over {} ms after the vanished reader's lease ended (delay {DELAY:?})",
+        at - ended
+    );
+}
