@@ -537,3 +537,51 @@ fn a_readers_release_hands_no_writer_the_lock_inside_another_readers_delay() {
         at - ended
     );
 }
+
+/// The server's clock, in ms.
+fn server_ms(server: &Server) -> i64 {
+    let (s, us): (i64, i64) = redis::cmd("TIME").query(&mut server.conn()).unwrap();
+    s * 1000 + us / 1000
+}
+
+/// A mark outlives no delay: a read hold that vanished leaves its mark,
+/// and other read holds that keep renewing theirs (each read hold has a
+/// key, and a mark, of its own) must not keep it past its delay.
+#[test]
+fn a_vanished_readers_mark_goes_with_its_delay_while_others_renew() {
+    let server = Server::start();
+    let name = key("delay-rw-memory");
+    let marks = format!("__redmutex__:rw-delay:{name}");
+    let pattern = format!("__redmutex__:rw-read:*:{name}");
+    let rw = delaying(&server).rwlock(&name).unwrap();
+    let vanished = rw.read().unwrap();
+    let read_keys: Vec<String> = server.conn().keys(&pattern).unwrap();
+    let gone = read_keys[0].clone();
+    let ended = expires_at(&server, &gone);
+    vanish(vanished);
+    // A reader that stays, renewing its own mark every third of its TTL.
+    let staying = server
+        .builder()
+        .ttl(TTL)
+        .lock_delay(DELAY)
+        .build()
+        .unwrap()
+        .rwlock(&name)
+        .unwrap()
+        .read()
+        .unwrap();
+    let past = ended + ms(DELAY) + 3 * ms(TTL);
+    wait_until(
+        "the delay to pass, and renewals after",
+        Duration::from_secs(30),
+        || server_ms(&server) >= past,
+    );
+    assert!(!staying.is_lost());
+    let left: bool = server.conn().hexists(&marks, &gone).unwrap();
+    assert!(
+        !left,
+        "the vanished read hold's mark is still kept, {} ms after its delay ended",
+        server_ms(&server) - ended - ms(DELAY)
+    );
+    staying.unlock().unwrap();
+}
