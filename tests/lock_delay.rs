@@ -585,3 +585,55 @@ fn a_vanished_readers_mark_goes_with_its_delay_while_others_renew() {
     );
     staying.unlock().unwrap();
 }
+
+/// An acquire timeout shorter than the delay left: `Timeout` at the
+/// timeout (not at the delay's end), its place in the queue left, and the
+/// next waiter still granted at the delay's end.
+#[test]
+fn a_timeout_shorter_than_the_delay_gives_up_at_the_timeout() {
+    let server = Server::start();
+    let k = key("delay-timeout");
+    let (queue, _) = queue_keys(None, &k);
+    let holder = delaying(&server).lock(&k).unwrap();
+    let ended = expires_at(&server, &k);
+    vanish(holder);
+    wait_until("the key to expire", Duration::from_secs(10), || {
+        !server.conn().exists::<_, bool>(&k).unwrap()
+    });
+    let started = std::time::Instant::now();
+    let short = waiter(&server).lock_timeout(&k, Duration::from_millis(100));
+    let took = started.elapsed();
+    assert!(matches!(short, Err(Error::Timeout { .. })), "{short:?}");
+    // Well before the delay's end (1.5 s after the expiry).
+    assert!(took < Duration::from_millis(1000), "gave up after {took:?}");
+    let queued: usize = server.conn().zcard(&queue).unwrap();
+    assert_eq!(queued, 0, "the timed-out waiter stayed queued");
+    let g = waiter(&server)
+        .lock_timeout(&k, Duration::from_secs(30))
+        .unwrap();
+    let at = granted_at(&server, &k);
+    assert!(at >= ended + ms(DELAY));
+    assert!(at - (ended + ms(DELAY)) < LATE_MS);
+    g.unlock().unwrap();
+}
+
+/// Redlock's release of a lock on several keys with a lock-delay frees
+/// every key on every master at once, too.
+#[test]
+fn redlock_frees_a_lock_on_several_keys_at_once() {
+    let servers = servers(3);
+    let locker = redlock_builder(&servers)
+        .lock_delay(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let other = redlock_builder(&servers).build().unwrap();
+    let keys = [key("delay-redlock-multi-a"), key("delay-redlock-multi-b")];
+    locker.lock_all(&keys).unwrap().unlock().unwrap();
+    drop(locker.lock_all(&keys).unwrap());
+    other
+        .try_lock_all(&keys)
+        .unwrap()
+        .expect("free at once after the release")
+        .unlock()
+        .unwrap();
+}
