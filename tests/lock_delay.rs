@@ -637,3 +637,48 @@ fn redlock_frees_a_lock_on_several_keys_at_once() {
         .unlock()
         .unwrap();
 }
+
+/// An operator's break of one read hold frees the writer key as that
+/// hold's release would: not to a writer while another, vanished read
+/// hold's delay lasts.
+#[test]
+fn breaking_a_read_hold_hands_no_writer_the_lock_inside_another_readers_delay() {
+    let server = Server::start();
+    let name = key("delay-rw-break");
+    let queue = format!("__redmutex__:rw-queue:{name}");
+    let pattern = format!("__redmutex__:rw-read:*:{name}");
+    let vanished = delaying(&server).rwlock(&name).unwrap().read().unwrap();
+    let first: Vec<String> = server.conn().keys(&pattern).unwrap();
+    let ended = expires_at(&server, &first[0]);
+    vanish(vanished);
+    let staying = server.locker().rwlock(&name).unwrap().read().unwrap();
+    let all: Vec<String> = server.conn().keys(&pattern).unwrap();
+    let other = all.into_iter().find(|k| *k != first[0]).unwrap();
+    let rw = waiter(&server).rwlock(&name).unwrap();
+    let writer = std::thread::spawn(move || {
+        let w = rw.write_timeout(Duration::from_secs(30)).unwrap();
+        let fence = w.fencing_token();
+        w.unlock().unwrap();
+        fence
+    });
+    wait_until("the writer to queue", Duration::from_secs(10), || {
+        server.conn().zcard::<_, usize>(&queue).unwrap() == 1
+    });
+    wait_until(
+        "the vanished read hold to expire",
+        Duration::from_secs(10),
+        || !server.conn().exists::<_, bool>(&first[0]).unwrap(),
+    );
+    server
+        .locker()
+        .break_lock(&other, "review: the staying reader is stuck")
+        .unwrap()
+        .expect("the staying reader's hold");
+    let at = i64::try_from(writer.join().unwrap() / 1000).unwrap();
+    assert!(
+        at >= ended + ms(DELAY),
+        "write handed over {} ms after the vanished reader's lease ended (delay {DELAY:?})",
+        at - ended
+    );
+    drop(staying);
+}
