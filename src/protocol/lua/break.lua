@@ -13,8 +13,9 @@
 --   read-write lock, `KEYS[6]`: the writer key, `KEYS[7]`: the set of read
 --   holds; for a read hold, `KEYS[8]`: the lock-delay marks (see
 --   `lib/delay.lua`): while another hold's delay lasts (a reader that
---   vanished), the writer key is freed and announced, not handed over. `ARGV[1]`: the reason, `ARGV[2]`: the release channel (`""`:
---   none), `ARGV[3]`: `lock` (a lock or a permit), `read` or `write`,
+--   vanished), the writer key is freed and announced, not handed over.
+--   `ARGV[1]`: the reason, `ARGV[2]`: the release channel (`""`: none),
+--   `ARGV[3]`: `lock` (a lock or a permit), `read` or `write`,
 --   `ARGV[4]`: how long a mark outlives the broken key's TTL, in ms.
 --
 -- Replies: an empty array when the key does not exist; `["", PTTL]` for a
