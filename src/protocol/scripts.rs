@@ -423,11 +423,10 @@ pub(crate) fn release(
                 .key(&keys.fence)
                 .key(&keys.queue)
                 .key(&keys.waiters)
+                .key(&*keys.delays)
                 .arg(token)
-                .arg(channel);
-            if unmark {
-                call.key(&*keys.delays).arg("1");
-            }
+                .arg(channel)
+                .arg(if unmark { "1" } else { "" });
             return call;
         }
         Hold::Write { .. } => {

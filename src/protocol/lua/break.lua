@@ -11,8 +11,11 @@
 -- - `KEYS[1]`: the hold's key, `KEYS[2]`: the fencing counter, `KEYS[3]`,
 --   `KEYS[4]`: the queue and its waiters, `KEYS[5]`: the marks; for a
 --   read-write lock, `KEYS[6]`: the writer key, `KEYS[7]`: the set of read
---   holds. `ARGV[1]`: the reason, `ARGV[2]`: the release channel (`""`:
---   none), `ARGV[3]`: `lock` (a lock or a permit), `read` or `write`,
+--   holds; for a read hold, `KEYS[8]`: the lock-delay marks (see
+--   `lib/delay.lua`): while another hold's delay lasts (a reader that
+--   vanished), the writer key is freed and announced, not handed over.
+--   `ARGV[1]`: the reason, `ARGV[2]`: the release channel (`""`: none),
+--   `ARGV[3]`: `lock` (a lock or a permit), `read` or `write`,
 --   `ARGV[4]`: how long a mark outlives the broken key's TTL, in ms.
 --
 -- Replies: an empty array when the key does not exist; `["", PTTL]` for a
@@ -50,7 +53,20 @@ if ARGV[3] == 'read' then
   redis.call('SREM', KEYS[7], KEYS[1])
   redis.call('DEL', KEYS[1])
   if live_readers(KEYS[7]) == 0 and redis.call('EXISTS', KEYS[6]) == 0 then
-    head, handed = hand_to_writer(KEYS[6], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
+    -- Another hold's lock-delay (not the broken one's: a break frees as
+    -- its release would) keeps the writer out until it ends.
+    local delays = KEYS[8] and redis.call('HGETALL', KEYS[8]) or {}
+    local delayed = false
+    for i = 1, #delays, 2 do
+      if delays[i] ~= KEYS[1] and (tonumber(delays[i + 1]) or 0) > now then
+        delayed = true
+      end
+    end
+    if delayed then
+      drop_free(KEYS[6], ARGV[2])
+    else
+      head, handed = hand_to_writer(KEYS[6], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
+    end
   end
 elseif ARGV[3] == 'write' then
   head, handed = hand_to_writer(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])

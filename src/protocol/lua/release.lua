@@ -17,13 +17,17 @@
 local n_keys = tonumber(ARGV[3] or #KEYS)
 local marked = ARGV[4] == '1'
 local channel = ARGV[2] or ''
+-- The queue's three keys, when given: not the marks that may follow the
+-- lock keys instead (a lock on several keys has no queue).
+local queued = #KEYS - n_keys - (marked and n_keys or 0) == 3
+local counter, queue, waiters = nil, nil, nil
+if queued then counter, queue, waiters = KEYS[n_keys + 1], KEYS[n_keys + 2], KEYS[n_keys + 3] end
 local n, head, fence = 0, nil, nil
 for i = 1, n_keys do
   if owned(KEYS[i], ARGV[1]) then
     n = n + 1
     if marked then unmark(KEYS[#KEYS - n_keys + i], KEYS[i]) end
-    -- Without a queue, the three keys after the lock keys are nil.
-    head, fence = free(KEYS[i], KEYS[n_keys + 1], KEYS[n_keys + 2], KEYS[n_keys + 3], channel)
+    head, fence = free(KEYS[i], counter, queue, waiters, channel)
   end
 end
 if head then return {n, head, fence} end

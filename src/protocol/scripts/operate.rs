@@ -53,7 +53,7 @@ pub(crate) fn break_hold(keys: &LockKeys, reason: &str, channel: &str, keep_ms: 
         .key(&keys.marks);
     let how = match &keys.hold {
         Hold::Read { writer, readers } => {
-            call.key(&**writer).key(readers);
+            call.key(&**writer).key(readers).key(&*keys.delays);
             "read"
         }
         Hold::Write { readers } => {

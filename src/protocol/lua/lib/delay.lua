@@ -6,7 +6,9 @@
 -- renewal by a holder with a delay writes its mark; its clean release
 -- deletes it; so a mark that remains is a lease that ended without a
 -- release (its key expired, or was deleted or taken). The hash lives as
--- long as its latest mark, so no mark outlives its delay.
+-- long as its latest mark, and each mark written drops two others at
+-- random that have passed, so passed marks do not pile up in a hash that
+-- others keep alive.
 --
 -- `delayed(marks, key, now)` gives the ms left of `key`'s delay (nil: none,
 -- and a mark that has passed is dropped); `latest(marks, now)` the most
@@ -36,6 +38,16 @@ local function latest(marks, now)
 end
 local function mark(marks, key, now, ttl, delay)
   local hold = tonumber(ttl) + delay
+  -- Two other marks at random, dropped if passed: the hash of a read-write
+  -- lock takes a mark per read hold, and while any of them renews it lives
+  -- on, so the marks of holds that vanished go this way (at a cost that
+  -- does not grow with the hash).
+  local some = redis.call('HRANDFIELD', marks, 2, 'WITHVALUES')
+  for i = 1, #some, 2 do
+    if some[i] ~= key and (tonumber(some[i + 1]) or 0) <= now then
+      redis.call('HDEL', marks, some[i])
+    end
+  end
   redis.call('HSET', marks, key, string.format('%.0f', now + hold))
   if redis.call('PTTL', marks) < hold then
     redis.call('PEXPIRE', marks, string.format('%.0f', hold))
