@@ -419,7 +419,8 @@ impl Leadership {
     ///
     /// # Errors
     ///
-    /// [`Error::Lost`] when the leadership is lost (nothing was changed);
+    /// [`Error::Lost`] when the leadership is lost (nothing was changed;
+    /// from then on [`is_lost`](Leadership::is_lost) is true);
     /// [`Error::InvalidInput`] for a value above 64 KiB; [`Error::Redis`]
     /// and [`Error::Pool`] when Redis fails or cannot be reached.
     ///
@@ -441,6 +442,9 @@ impl Leadership {
         if shared.proclaim(a, value.as_ref())? {
             Ok(())
         } else {
+            // Redis said the lead is someone else's: the leadership is
+            // lost now, not at its next renewal.
+            self.guard.note_lost();
             Err(lost())
         }
     }
