@@ -51,3 +51,97 @@ fn a_proclaim_that_finds_the_lead_gone_tells_the_leadership_it_is_lost() {
     ));
     new.resign().unwrap();
 }
+
+/// `(term, value)` of each state an observer yields, or `None`.
+type Seen = Option<(u64, String)>;
+
+fn seen(l: &Option<redmutex::Leader>) -> Seen {
+    l.as_ref().map(|l| (l.term(), l.value().to_owned()))
+}
+
+/// What a candidate killed while queued for the election `name` leaves
+/// behind: its entry at the head of the queue (as `join.lua` writes it,
+/// arrived now by the server's clock, staying `stay_ms`), its owner token
+/// 32 hex digits as the library's are.
+fn plant_killed_candidate(server: &Server, name: &str, stay_ms: u64) {
+    let mut c = server.conn();
+    let (secs, micros): (String, String) = redis::cmd("TIME").query(&mut c).unwrap();
+    let now_ms = secs.parse::<u64>().unwrap() * 1000 + micros.parse::<u64>().unwrap() / 1000;
+    let token = "0123456789abcdef0123456789abcdef";
+    let _: () = redis::cmd("ZADD")
+        .arg(format!("__redmutex__:election-queue:{name}"))
+        .arg(1)
+        .arg(token)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(format!("__redmutex__:election-waiters:{name}"))
+        .arg(token)
+        .arg(format!("{now_ms}:{stay_ms}:30000:ghost"))
+        .query(&mut c)
+        .unwrap();
+}
+
+/// Follows `observer` on a thread of its own: each state it yields comes
+/// down the returned channel, so a test waits for one with a bound.
+fn follow(mut observer: redmutex::Observer) -> std::sync::mpsc::Receiver<Seen> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .spawn(move || {
+            for change in observer.by_ref() {
+                if tx.send(seen(&change.unwrap())).is_err() {
+                    break;
+                }
+            }
+        })
+        .unwrap();
+    rx
+}
+
+#[test]
+fn observers_agree_when_a_candidate_handed_the_lead_never_takes_it_up() {
+    use std::time::Duration;
+    let server = Server::start();
+    let name = key("ghost");
+    let locker = server.locker();
+    let election = locker.election(&name).unwrap();
+    // A live observer, which follows each change as it comes, and one made
+    // at the same time but read only at the end, from the log.
+    let live = follow(election.observe().unwrap());
+    let late = election.observe().unwrap();
+    let long = Duration::from_secs(20);
+    assert_eq!(live.recv_timeout(long).unwrap(), None);
+    let a = election.campaign("a").unwrap();
+    let term_a = a.term();
+    assert_eq!(live.recv_timeout(long).unwrap(), Some((term_a, "a".into())));
+    // A candidate that was killed while queued is first in line: the
+    // resignation hands it the lead, which it never takes up; its claim
+    // runs out within its stay.
+    plant_killed_candidate(&server, &name, 500);
+    a.resign().unwrap();
+    // The live observer sees the election without a leader.
+    assert_eq!(live.recv_timeout(long).unwrap(), None);
+    // Then another candidate leads, and resigns.
+    let c = election.campaign("c").unwrap();
+    let term_c = c.term();
+    assert_eq!(live.recv_timeout(long).unwrap(), Some((term_c, "c".into())));
+    c.resign().unwrap();
+    assert_eq!(live.recv_timeout(long).unwrap(), None);
+    // The observer that reads the log afterwards must yield the same
+    // changes, in the same order: "every observer yields the same changes
+    // in the same order" (the Observer docs).
+    let late = follow(late);
+    let read_late: Vec<Seen> = (0..5)
+        .map_while(|_| late.recv_timeout(Duration::from_secs(5)).ok())
+        .collect();
+    assert_eq!(
+        read_late,
+        vec![
+            None,
+            Some((term_a, "a".into())),
+            None,
+            Some((term_c, "c".into())),
+            None,
+        ]
+    );
+}
