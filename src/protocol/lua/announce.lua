@@ -3,7 +3,11 @@
 -- told it leads. When the latest entry is another leader's, that leader
 -- left without resigning (its lease ran out, or was lost): "no leader" is
 -- logged first, so the log holds every change in order. After a
--- hand-over, nothing is logged before it: the lead passed without a gap.
+-- hand-over to this candidate, nothing is logged before it: the lead
+-- passed without a gap. After a hand-over to another candidate, that one
+-- never took the lead up (killed while queued: its claim ran out), so the
+-- election was without a leader meanwhile: "no leader" is logged first,
+-- after the resigned term, as live observers saw it.
 --
 -- - `KEYS[1]`: the election key, `KEYS[2]`: the log (see `lib/log.lua`).
 -- - `ARGV[1]`: owner token, `ARGV[2]`: the log's cap in entries,
@@ -17,9 +21,13 @@ local v = redis.pcall('GET', KEYS[1])
 if not ours(v, ARGV[1]) then return 0 end
 local term, value = leader_of(v)
 if not term then return 0 end
-local last = last_term(KEYS[2])
+local last, resigned, to = last_entry(KEYS[2])
 if last == term then return 1 end
-if last and last ~= '' and last ~= '>' then
+if last == '>' then
+  if to and to ~= redis.sha1hex(ARGV[1]) then
+    record(KEYS[2], '', resigned, ARGV[2], ARGV[3])
+  end
+elseif last and last ~= '' then
   record(KEYS[2], '', last, ARGV[2], ARGV[3])
 end
 record(KEYS[2], term, value, ARGV[2], ARGV[3])

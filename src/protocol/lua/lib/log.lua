@@ -5,25 +5,33 @@
 -- "no leader", `term` is `''` and `value` the term of the leader whose
 -- leadership ended (so an observer that already saw a later leader knows
 -- the entry is older news); for a resignation that handed the lead to a
--- queued candidate, `term` is `>` and `value` the resigned term (the
--- candidate logs itself when it takes the lead up, with the term its
--- take-up mints).
+-- queued candidate, `term` is `>`, `value` the resigned term, and a third
+-- field `to` the SHA-1 of the candidate's owner token (never the token:
+-- anyone who reads the log may see it), so that the next announcement
+-- knows whether the leader it logs is that candidate taking the lead up
+-- (it logs itself then, with the term its take-up mints) or another one,
+-- after a candidate that never took it up (killed while queued).
 --
--- `record` appends one change, `last_term` reads the term of the latest
--- entry (nil for an empty or missing log), and `leader_of` splits a lock
--- value `<token>:<fence>:<value>` into its term and value.
+-- `record` appends one change (`to`: nil but for a hand-over),
+-- `last_entry` reads the term, value and `to` of the latest entry (nil for
+-- an empty or missing log), and `leader_of` splits a lock value
+-- `<token>:<fence>:<value>` into its term and value.
 --
 -- Expects in scope: nothing but Redis's `redis`.
 -- What this file defines, a script may leave unused (luacheck is told so):
--- luacheck: push ignore 211/record 211/last_term 211/leader_of
-local function record(log, term, value, cap, keep)
-  redis.call('XADD', log, 'MAXLEN', cap, '*', 'term', term, 'value', value)
+-- luacheck: push ignore 211/record 211/last_entry 211/leader_of
+local function record(log, term, value, cap, keep, to)
+  if to then
+    redis.call('XADD', log, 'MAXLEN', cap, '*', 'term', term, 'value', value, 'to', to)
+  else
+    redis.call('XADD', log, 'MAXLEN', cap, '*', 'term', term, 'value', value)
+  end
   redis.call('PEXPIRE', log, keep)
 end
-local function last_term(log)
+local function last_entry(log)
   local last = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)[1]
   if not last then return nil end
-  return last[2][2]
+  return last[2][2], last[2][4], last[2][6]
 end
 local function leader_of(v)
   return string.match(v, '^[^:]*:(%d+):(.*)$')
