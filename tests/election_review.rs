@@ -145,3 +145,53 @@ fn observers_agree_when_a_candidate_handed_the_lead_never_takes_it_up() {
         ]
     );
 }
+
+/// Every event logged in this test binary: (target, level, message).
+static EVENTS: std::sync::Mutex<Vec<(String, log::Level, String)>> =
+    std::sync::Mutex::new(Vec::new());
+
+struct Catch;
+
+impl log::Log for Catch {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        EVENTS.lock().unwrap().push((
+            record.target().to_owned(),
+            record.level(),
+            record.args().to_string(),
+        ));
+    }
+    fn flush(&self) {}
+}
+
+static LOGGER: Catch = Catch;
+
+#[test]
+fn an_observer_that_began_on_an_empty_log_and_fell_behind_says_so() {
+    // Several tests run in one binary: the first one installs the logger.
+    let _ = log::set_logger(&LOGGER);
+    log::set_max_level(log::LevelFilter::Trace);
+    let server = Server::start();
+    let name = key("behind-from-the-start");
+    let election = server.locker().election(&name).unwrap();
+    // Made before any change: the election's log does not exist yet.
+    let mut observer = election.observe().unwrap();
+    assert_eq!(seen(&observer.next().unwrap().unwrap()), None);
+    // 201 changes while it reads nothing: the log keeps the latest 128.
+    let leadership = election.campaign("v0").unwrap();
+    for i in 1..=200 {
+        leadership.proclaim(format!("v{i}")).unwrap();
+    }
+    let first = seen(&observer.next().unwrap().unwrap());
+    assert_eq!(first, Some((leadership.term(), "v73".into())), "the oldest kept");
+    // It skipped 73 changes: the Observer docs promise a `warn` (target
+    // `redmutex::observe`) when an observer more than 128 changes behind
+    // skips some.
+    let warned = EVENTS.lock().unwrap().iter().any(|(target, level, message)| {
+        target == "redmutex::observe" && *level == log::Level::Warn && message.contains(&name)
+    });
+    assert!(warned, "73 changes skipped without a warning");
+    leadership.resign().unwrap();
+}
