@@ -6,7 +6,8 @@
 //! The leader holds the election key as a lock (its fencing token is the
 //! term); every change is appended to a capped stream beside it by the
 //! script that makes it: `announce.lua` for a new leader (with a "no
-//! leader" before it when the previous one left without resigning),
+//! leader" before it when the previous one left without resigning, or a
+//! candidate handed the lead never took it up),
 //! `proclaim.lua` for a new value, `resign.lua` for a resignation (what
 //! follows it: the candidate handed the lead, or no leader). A lease that
 //! runs out has no script: observers see it by reading the key when its
