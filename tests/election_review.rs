@@ -185,13 +185,21 @@ fn an_observer_that_began_on_an_empty_log_and_fell_behind_says_so() {
         leadership.proclaim(format!("v{i}")).unwrap();
     }
     let first = seen(&observer.next().unwrap().unwrap());
-    assert_eq!(first, Some((leadership.term(), "v73".into())), "the oldest kept");
+    assert_eq!(
+        first,
+        Some((leadership.term(), "v73".into())),
+        "the oldest kept"
+    );
     // It skipped 73 changes: the Observer docs promise a `warn` (target
     // `redmutex::observe`) when an observer more than 128 changes behind
     // skips some.
-    let warned = EVENTS.lock().unwrap().iter().any(|(target, level, message)| {
-        target == "redmutex::observe" && *level == log::Level::Warn && message.contains(&name)
-    });
+    let warned = EVENTS
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|(target, level, message)| {
+            target == "redmutex::observe" && *level == log::Level::Warn && message.contains(&name)
+        });
     assert!(warned, "73 changes skipped without a warning");
     leadership.resign().unwrap();
 }

@@ -6,7 +6,12 @@
 //! `wait_state_change` returns on a change and at its timeout;
 //! `ensure_confirmed` refuses while in doubt. Every primitive's guard has
 //! the same lease API.
-#![allow(clippy::disallowed_methods)] // tests spawn threads directly: a failed spawn should panic
+#![allow(
+    clippy::disallowed_methods,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::type_complexity
+)] // tests spawn threads directly and fail loudly: that is the point
 
 mod common;
 

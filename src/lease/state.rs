@@ -405,6 +405,7 @@ impl Lease {
 }
 
 #[cfg(all(test, not(loom)))]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::time::Duration;
