@@ -203,3 +203,55 @@ fn an_observer_that_began_on_an_empty_log_and_fell_behind_says_so() {
     assert!(warned, "73 changes skipped without a warning");
     leadership.resign().unwrap();
 }
+
+#[test]
+fn a_leader_that_outlived_the_log_and_died_is_followed_by_no_leader_in_the_log() {
+    use std::time::Duration;
+    const TTL: Duration = Duration::from_secs(1);
+    let server = Server::start();
+    let name = key("outlived");
+    // A leader that dies: no watchdog renews it, and it never resigns.
+    let dead = server.builder().ttl(TTL).watchdog(false).build().unwrap();
+    let leadership = dead.election(&name).unwrap().campaign("dead").unwrap();
+    let term_dead = leadership.term();
+    std::mem::forget(leadership);
+    // An observer made while it leads, read later (it yields the leader
+    // first, from the election's key).
+    let next = server.locker();
+    let late = next.election(&name).unwrap().observe().unwrap();
+    // A leader commonly leads longer than the log is kept (a day after its
+    // last change): the log is gone, as its expiry leaves it.
+    let _: () = redis::cmd("DEL")
+        .arg(format!("__redmutex__:election-log:{name}"))
+        .query(&mut server.conn())
+        .unwrap();
+    // It dies: its lease runs out, and another candidate leads.
+    common::wait_until(
+        "the dead leader's lease runs out",
+        Duration::from_secs(20),
+        || {
+            !redis::cmd("EXISTS")
+                .arg(election_key(&name))
+                .query::<bool>(&mut server.conn())
+                .unwrap()
+        },
+    );
+    let took = next.election(&name).unwrap().campaign("next").unwrap();
+    let term_next = took.term();
+    // "A lease that runs out ... is logged before the next leader by that
+    // leader's announcement" (RELIABILITY.md): the observer that reads the
+    // log now yields "no leader" between the two, as a live one did.
+    let late = follow(late);
+    let read: Vec<Seen> = (0..3)
+        .map_while(|_| late.recv_timeout(Duration::from_secs(5)).ok())
+        .collect();
+    assert_eq!(
+        read,
+        vec![
+            Some((term_dead, "dead".into())),
+            None,
+            Some((term_next, "next".into())),
+        ]
+    );
+    took.resign().unwrap();
+}
