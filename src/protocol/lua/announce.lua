@@ -7,7 +7,11 @@
 -- passed without a gap. After a hand-over to another candidate, that one
 -- never took the lead up (killed while queued: its claim ran out), so the
 -- election was without a leader meanwhile: "no leader" is logged first,
--- after the resigned term, as live observers saw it.
+-- after the resigned term, as live observers saw it. An empty or missing
+-- log (the first leader, or a log that expired a day after its last
+-- change while a leader led on) says nothing of the leader before: "no
+-- leader" after every term below this one is logged first, which an
+-- observer that yielded no earlier leader skips.
 --
 -- - `KEYS[1]`: the election key, `KEYS[2]`: the log (see `lib/log.lua`).
 -- - `ARGV[1]`: owner token, `ARGV[2]`: the log's cap in entries,
@@ -27,7 +31,10 @@ if last == '>' then
   if to and to ~= redis.sha1hex(ARGV[1]) then
     record(KEYS[2], '', resigned, ARGV[2], ARGV[3])
   end
-elseif last and last ~= '' then
+elseif last == nil then
+  -- Exact while terms stay below 2^53 (microseconds: until the year 2255).
+  record(KEYS[2], '', string.format('%d', tonumber(term) - 1), ARGV[2], ARGV[3])
+elseif last ~= '' then
   record(KEYS[2], '', last, ARGV[2], ARGV[3])
 end
 record(KEYS[2], term, value, ARGV[2], ARGV[3])
