@@ -255,3 +255,33 @@ fn a_leader_that_outlived_the_log_and_died_is_followed_by_no_leader_in_the_log()
     );
     took.resign().unwrap();
 }
+
+#[test]
+fn with_min_replicas_a_proclaim_the_replicas_miss_fails_not_replicated() {
+    use std::time::Duration;
+    let master = Server::start();
+    let replica = Server::replica_of(&master);
+    let locker = master
+        .builder()
+        .min_replicas(1)
+        .replica_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let name = key("replicated");
+    let election = locker.election(&name).unwrap();
+    // The grant is acknowledged by the replica (min_replicas).
+    let leadership = election.campaign("a").unwrap();
+    replica.pause(); // it can no longer acknowledge anything
+    let proclaimed = leadership.proclaim("b");
+    replica.resume();
+    // The lock survives a failover to the replica; the value proclaimed
+    // (and its log entry, which observers follow) would not: the leader
+    // must not be told it was proclaimed, as a guarded write is not
+    // (`Guard::run_if_held`: `NotReplicated`, the writes ran on the
+    // master).
+    match proclaimed {
+        Err(Error::NotReplicated { acked, needed }) => assert_eq!((acked, needed), (0, 1)),
+        other => panic!("expected NotReplicated, got {other:?}"),
+    }
+    leadership.resign().unwrap();
+}
