@@ -421,8 +421,12 @@ impl Leadership {
     ///
     /// [`Error::Lost`] when the leadership is lost (nothing was changed;
     /// from then on [`is_lost`](Leadership::is_lost) is true);
-    /// [`Error::InvalidInput`] for a value above 64 KiB; [`Error::Redis`]
-    /// and [`Error::Pool`] when Redis fails or cannot be reached.
+    /// [`Error::InvalidInput`] for a value above 64 KiB;
+    /// [`Error::NotReplicated`] with
+    /// [`Builder::min_replicas`](crate::Builder::min_replicas) when too few
+    /// replicas acknowledged it (the value is set on the master);
+    /// [`Error::Redis`] and [`Error::Pool`] when Redis fails or cannot be
+    /// reached.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
