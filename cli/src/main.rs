@@ -26,8 +26,9 @@ mod app;
 #[cfg(unix)]
 mod holder;
 #[cfg(unix)]
-mod ops;
 mod leader;
+#[cfg(unix)]
+mod ops;
 #[cfg(unix)]
 mod run;
 #[cfg(unix)]
