@@ -285,3 +285,71 @@ fn with_min_replicas_a_proclaim_the_replicas_miss_fails_not_replicated() {
     }
     leadership.resign().unwrap();
 }
+
+#[test]
+fn observers_agree_when_the_candidate_handed_the_lead_takes_it_after_its_claim() {
+    use redmutex_testkit::proxy::{Mode, Proxy};
+    use std::time::Duration;
+    let server = Server::start();
+    let name = key("late-take-up");
+    let direct = server.locker();
+    let election = direct.election(&name).unwrap();
+    let live = follow(election.observe().unwrap());
+    let late = election.observe().unwrap();
+    let long = Duration::from_secs(20);
+    assert_eq!(live.recv_timeout(long).unwrap(), None);
+    let a = election.campaign("a").unwrap();
+    let term_a = a.term();
+    assert_eq!(live.recv_timeout(long).unwrap(), Some((term_a, "a".into())));
+    // A candidate behind a proxy, with a 1 s lease (its claim, once handed
+    // the lead) and a backoff of 10 s: only the hand-over makes it try.
+    let proxy = Proxy::start(server.port());
+    let b_locker = redmutex::Locker::builder(redmutex::pool(&proxy.url()).unwrap())
+        .ttl(Duration::from_secs(1))
+        .backoff(redmutex::Backoff::fixed(Duration::from_secs(10)))
+        .build()
+        .unwrap();
+    let b_election = b_locker.election(&name).unwrap();
+    let b = std::thread::Builder::new()
+        .spawn(move || {
+            let l = b_election
+                .campaign_timeout("b", Duration::from_secs(60))
+                .unwrap();
+            let term = l.term();
+            l.resign().unwrap();
+            term
+        })
+        .unwrap();
+    common::wait_until("b is queued", long, || {
+        redis::cmd("ZCARD")
+            .arg(format!("__redmutex__:election-queue:{name}"))
+            .query::<u64>(&mut server.conn())
+            .unwrap()
+            == 1
+    });
+    // The candidate stalls (a paused process, a slow network): the
+    // resignation hands it the lead, and its claim runs out before it hears.
+    proxy.set(Mode::StallExisting);
+    a.resign().unwrap();
+    assert_eq!(live.recv_timeout(long).unwrap(), None, "the claim ran out");
+    // It comes back, and leads.
+    proxy.set(Mode::Pass);
+    let term_b = b.join().unwrap();
+    assert_eq!(live.recv_timeout(long).unwrap(), Some((term_b, "b".into())));
+    assert_eq!(live.recv_timeout(long).unwrap(), None);
+    // The observer that reads the log afterwards yields the same changes.
+    let late = follow(late);
+    let read_late: Vec<Seen> = (0..5)
+        .map_while(|_| late.recv_timeout(Duration::from_secs(5)).ok())
+        .collect();
+    assert_eq!(
+        read_late,
+        vec![
+            None,
+            Some((term_a, "a".into())),
+            None,
+            Some((term_b, "b".into())),
+            None,
+        ]
+    );
+}
