@@ -66,7 +66,8 @@ impl RawLock {
     /// With `min_replicas`, the entry is acknowledged as the grant was
     /// (else [`Error::NotReplicated`]; it stands on the master).
     pub(crate) fn announce(&self, a: &Acquisition) -> Result<bool, Error> {
-        let call = scripts::announce(&a.keys, a.owner().as_str());
+        let ttl = time::millis_ceil(self.config.ttl);
+        let call = scripts::announce(&a.keys, a.owner().as_str(), ttl);
         self.acknowledged_script(&call, "announce")
     }
 

@@ -10,26 +10,28 @@
 -- the entry is older news); for a resignation that handed the lead to a
 -- queued candidate, `term` is `>`, `value` the resigned term, and a fourth
 -- field `to` the SHA-1 of the candidate's owner token (never the token:
--- anyone who reads the log may see it), so that the next announcement
--- knows whether the leader it logs is that candidate taking the lead up
--- (it logs itself then, with the term its take-up mints) or another one,
--- after a candidate that never took it up (killed while queued).
+-- anyone who reads the log may see it) and a fifth, `until`, when its
+-- claim runs out (server clock, ms), so that the next announcement knows
+-- whether the leader it logs is that candidate, granted or taking the
+-- lead up before its claim ran out (no gap: the lead passed at once), or
+-- another one, after a candidate that never took it up (killed while
+-- queued), or the same one, stalled past its claim.
 --
--- `record` appends one change (`to`: nil but for a hand-over),
--- `last_entry` reads the term, value and `to` of the latest entry (nil for
--- an empty or missing log), and `leader_of` splits a lock value
+-- `record` appends one change (`to`, `till`: nil but for a hand-over),
+-- `last_entry` reads the term, value, `to` and `until` of the latest entry
+-- (nil for an empty or missing log), and `leader_of` splits a lock value
 -- `<token>:<fence>:<value>` into its term and value.
 --
 -- Expects in scope: nothing but Redis's `redis`.
 -- What this file defines, a script may leave unused (luacheck is told so):
 -- luacheck: push ignore 211/record 211/last_entry 211/leader_of
-local function record(log, term, value, cap, keep, to)
+local function record(log, term, value, cap, keep, to, till)
   local last = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)[1]
   local n = 1
   if last then n = (tonumber(last[2][6]) or 0) + 1 end
   if to then
     redis.call('XADD', log, 'MAXLEN', cap, '*', 'term', term, 'value', value,
-      'n', n, 'to', to)
+      'n', n, 'to', to, 'until', till)
   else
     redis.call('XADD', log, 'MAXLEN', cap, '*', 'term', term, 'value', value, 'n', n)
   end
@@ -38,7 +40,7 @@ end
 local function last_entry(log)
   local last = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)[1]
   if not last then return nil end
-  return last[2][2], last[2][4], last[2][8]
+  return last[2][2], last[2][4], last[2][8], last[2][10]
 end
 local function leader_of(v)
   return string.match(v, '^[^:]*:(%d+):(.*)$')
