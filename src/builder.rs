@@ -466,7 +466,9 @@ impl Builder {
     ///
     /// Renewals (and [`Guard::extend`](crate::Guard::extend)) wait the same
     /// way, and count only once acknowledged: a lease is never longer than
-    /// the replicas' copy of the lock. A stalled replica therefore costs the
+    /// the replicas' copy of the lock. So do an election's announcement of
+    /// a new leader and [`Leadership::proclaim`](crate::Leadership::proclaim):
+    /// a failover that keeps the lead keeps its value and log too. A stalled replica therefore costs the
     /// holder its lease (told as any loss is), rather than leaving a copy
     /// that a failover would find expired.
     ///

@@ -419,9 +419,14 @@ impl Leadership {
     ///
     /// # Errors
     ///
-    /// [`Error::Lost`] when the leadership is lost (nothing was changed);
-    /// [`Error::InvalidInput`] for a value above 64 KiB; [`Error::Redis`]
-    /// and [`Error::Pool`] when Redis fails or cannot be reached.
+    /// [`Error::Lost`] when the leadership is lost (nothing was changed;
+    /// from then on [`is_lost`](Leadership::is_lost) is true);
+    /// [`Error::InvalidInput`] for a value above 64 KiB;
+    /// [`Error::NotReplicated`] with
+    /// [`Builder::min_replicas`](crate::Builder::min_replicas) when too few
+    /// replicas acknowledged it (the value is set on the master);
+    /// [`Error::Redis`] and [`Error::Pool`] when Redis fails or cannot be
+    /// reached.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -441,6 +446,9 @@ impl Leadership {
         if shared.proclaim(a, value.as_ref())? {
             Ok(())
         } else {
+            // Redis said the lead is someone else's: the leadership is
+            // lost now, not at its next renewal.
+            self.guard.note_lost();
             Err(lost())
         }
     }

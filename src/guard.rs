@@ -312,9 +312,7 @@ impl Guard {
         match held.shared.run_if_held(&held.acquisition, commands)? {
             Some(replies) => Ok(replies),
             None => {
-                self.lease.mark_lost();
-                self.lease
-                    .log_lost(self.keys.first().map_or("", String::as_str));
+                self.note_lost();
                 Err(self.lost())
             }
         }
@@ -459,6 +457,18 @@ impl Guard {
     /// (`None` once released), for an election's leadership.
     pub(crate) fn held_parts(&self) -> Option<(&Arc<RawLock>, &Arc<Acquisition>)> {
         self.held.as_ref().map(|h| (&h.shared, &h.acquisition))
+    }
+
+    /// Redis said a key is no longer ours (an owner-checked script found
+    /// it gone or someone else's): the lease is lost for good, at once,
+    /// logged as the watchdog logs a loss.
+    pub(crate) fn note_lost(&self) {
+        if self.lease.is_lost() {
+            return; // told already
+        }
+        self.lease.mark_lost();
+        self.lease
+            .log_lost(self.keys.first().map_or("", String::as_str));
     }
 
     fn lost(&self) -> Error {

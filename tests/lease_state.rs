@@ -6,7 +6,12 @@
 //! `wait_state_change` returns on a change and at its timeout;
 //! `ensure_confirmed` refuses while in doubt. Every primitive's guard has
 //! the same lease API.
-#![allow(clippy::disallowed_methods)] // tests spawn threads directly: a failed spawn should panic
+#![allow(
+    clippy::disallowed_methods,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::type_complexity
+)] // tests spawn threads directly and fail loudly: that is the point
 
 mod common;
 
@@ -282,9 +287,22 @@ fn every_primitive_has_the_lease_states() {
         assert_eq!(guard.state(), Held, "{name}");
         guard.ensure_confirmed().unwrap();
         let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
-        assert_eq!(guard.wait_state_change(Held, LONG), Lost, "{name}");
-        let c = next(&rx);
-        assert_eq!((c.from(), c.to(), c.key()), (Held, Lost, name), "{c:?}");
+        // On a loaded machine the renewal that finds the key gone may come
+        // after it is overdue: Held -> InDoubt -> Lost is as right as
+        // Held -> Lost, never Held again.
+        let mut state = Held;
+        while state != Lost {
+            let now = guard.wait_state_change(state, LONG);
+            assert_ne!(now, state, "{name}: no change within {LONG:?}");
+            assert_ne!(now, Held, "{name}: held again after its key was deleted");
+            state = now;
+        }
+        let mut told = vec![next(&rx)];
+        while told.last().unwrap().to() != Lost {
+            told.push(next(&rx));
+        }
+        assert_chain(&told);
+        assert!(told.iter().all(|c| c.key() == name), "{told:?}");
         drop(guard);
     }
 }

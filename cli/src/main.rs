@@ -25,6 +25,7 @@ macro_rules! say {
 mod app;
 #[cfg(unix)]
 mod holder;
+#[cfg(unix)]
 mod leader;
 #[cfg(unix)]
 mod ops;

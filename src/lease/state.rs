@@ -406,6 +406,7 @@ impl Lease {
 }
 
 #[cfg(all(test, not(loom)))]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::time::Duration;

@@ -6,7 +6,8 @@
 //! The leader holds the election key as a lock (its fencing token is the
 //! term); every change is appended to a capped stream beside it by the
 //! script that makes it: `announce.lua` for a new leader (with a "no
-//! leader" before it when the previous one left without resigning),
+//! leader" before it when the previous one left without resigning, or a
+//! candidate handed the lead never took it up),
 //! `proclaim.lua` for a new value, `resign.lua` for a resignation (what
 //! follows it: the candidate handed the lead, or no leader). A lease that
 //! runs out has no script: observers see it by reading the key when its
@@ -22,7 +23,7 @@ use crate::protocol::scripts;
 use crate::time;
 use crate::Error;
 
-use super::{Acquisition, RawLock};
+use super::{acknowledged, Acquisition, RawLock};
 
 /// The longest value a candidate may campaign with or proclaim.
 pub(crate) const MAX_VALUE: usize = 64 * 1024;
@@ -62,19 +63,39 @@ impl RawLock {
 
     /// Logs the leader `a` was granted as (see `lua/announce.lua`): true
     /// when the key is still ours, false when it was lost meanwhile.
+    /// With `min_replicas`, the entry is acknowledged as the grant was
+    /// (else [`Error::NotReplicated`]; it stands on the master).
     pub(crate) fn announce(&self, a: &Acquisition) -> Result<bool, Error> {
-        let call = scripts::announce(&a.keys, a.owner().as_str());
-        let reply = self.run_on(0, &mut |c| Ok(call.invoke::<Value>(c)?))?;
-        Ok(replies::int_reply(&reply, "announce")? == 1)
+        let ttl = time::millis_ceil(self.config.ttl);
+        let call = scripts::announce(&a.keys, a.owner().as_str(), ttl);
+        self.acknowledged_script(&call, "announce")
     }
 
     /// Sets the value of the leader `a` (see `lua/proclaim.lua`): true when
     /// the key was still ours, false when not (nothing changed).
+    /// With `min_replicas`, acknowledged as a grant is (else
+    /// [`Error::NotReplicated`]; the value stands on the master).
     pub(crate) fn proclaim(&self, a: &Acquisition, value: &str) -> Result<bool, Error> {
         check_value(value)?;
         let call = scripts::proclaim(&a.keys, a.owner().as_str(), value);
-        let reply = self.run_on(0, &mut |c| Ok(call.invoke::<Value>(c)?))?;
-        Ok(replies::int_reply(&reply, "proclaim")? == 1)
+        self.acknowledged_script(&call, "proclaim")
+    }
+
+    /// Runs the owner-checked `call` (replying 1 when the key was ours, 0
+    /// when not) and, when it changed something, waits for `min_replicas`
+    /// acknowledgements on the same connection: a failover then keeps the
+    /// change as it keeps the lead.
+    fn acknowledged_script(&self, call: &scripts::Call, what: &str) -> Result<bool, Error> {
+        let mut ours = false;
+        self.run_on(0, &mut |c| {
+            let reply = call.invoke::<Value>(c)?;
+            ours = replies::int_reply(&reply, what)? == 1;
+            if ours {
+                acknowledged(&self.config, c)?;
+            }
+            Ok(reply)
+        })?;
+        Ok(ours)
     }
 
     /// The log's entries after `after` (`None`: none, a first look) and

@@ -12,7 +12,10 @@
 -- 4. its PTTL in ms;
 -- 5. 1 when the entry `ARGV[1]` is no longer in a log that has entries
 --    (trimmed by the cap, or the log expired and began again): entries
---    between it and the first returned may be gone; else 0.
+--    between it and the first returned may be gone; for `0-0` (the log
+--    did not exist when the observer began, so every entry is news), 1
+--    when the first entry returned is not the log's first (its `n` above
+--    1, see `lib/log.lua`); else 0.
 --
 -- Helpers: (none)
 local log, after = KEYS[2], ARGV[1]
@@ -21,12 +24,15 @@ local newest = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)[1]
 if newest then
   latest = newest[1]
   if after ~= '' then
-    for _, e in ipairs(redis.call('XRANGE', log, '(' .. after, '+')) do
+    local read = redis.call('XRANGE', log, '(' .. after, '+')
+    for _, e in ipairs(read) do
       entries[#entries + 1] = e[1]
       entries[#entries + 1] = e[2][2]
       entries[#entries + 1] = e[2][4]
     end
-    if after ~= '0-0' and #redis.call('XRANGE', log, after, after) == 0 then
+    if after ~= '0-0' then
+      if #redis.call('XRANGE', log, after, after) == 0 then behind = 1 end
+    elseif read[1] and (tonumber(read[1][2][6]) or 1) > 1 then
       behind = 1
     end
   end

@@ -1,7 +1,8 @@
 -- Resigns an election's leadership: deletes the election key if it is
 -- ours and hands it to the first live candidate queued (as `release.lua`
 -- does a lock's), then logs what follows: a hand-over (the candidate
--- logs itself as leader when it takes the lead up), or no leader.
+-- logs itself as leader when it takes the lead up; the entry names it by
+-- the SHA-1 of its token, and says when its claim runs out), or no leader.
 --
 -- - `KEYS[1]`: the election key, `KEYS[2]`: the fencing counter,
 --   `KEYS[3]`, `KEYS[4]`: the candidates' queue and their entries,
@@ -20,7 +21,9 @@ if not ours(v, ARGV[1]) then return 0 end
 local ours_term = leader_of(v)
 local head, fence = free(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
 if head then
-  record(KEYS[5], '>', ours_term or '', ARGV[3], ARGV[4])
+  -- The claim runs out its PTTL from now.
+  local till = clock() + redis.call('PTTL', KEYS[1])
+  record(KEYS[5], '>', ours_term or '', ARGV[3], ARGV[4], redis.sha1hex(head), till)
   return {1, head, fence}
 end
 record(KEYS[5], '', ours_term or '', ARGV[3], ARGV[4])

@@ -15,7 +15,8 @@ pub(crate) static RESIGN: LazyLock<Lua> =
 
 /// Logs an election's new leader. Its KEYS/ARGV contract and replies open
 /// `lua/announce.lua`.
-pub(crate) static ANNOUNCE: LazyLock<Lua> = LazyLock::new(|| script!("announce"; "owned", "log"));
+pub(crate) static ANNOUNCE: LazyLock<Lua> =
+    LazyLock::new(|| script!("announce"; "owned", "mint", "log"));
 
 /// Sets an election leader's value. Its KEYS/ARGV contract and replies
 /// open `lua/proclaim.lua`.
@@ -33,14 +34,16 @@ fn log_of(keys: &LockKeys) -> &str {
     }
 }
 
-/// [`ANNOUNCE`] of the leader of the election `keys`, by `token`.
-pub(crate) fn announce(keys: &LockKeys, token: &str) -> Call {
+/// [`ANNOUNCE`] of the leader of the election `keys`, by `token`, whose
+/// grant or take-up set the key's TTL to `ttl_ms`.
+pub(crate) fn announce(keys: &LockKeys, token: &str, ttl_ms: u64) -> Call {
     let mut call = ANNOUNCE.call();
     call.key(&*keys.locks)
         .key(log_of(keys))
         .arg(token)
         .arg(ELECTION_LOG_CAP)
-        .arg(time::millis_ceil(ELECTION_LOG_KEEP));
+        .arg(time::millis_ceil(ELECTION_LOG_KEEP))
+        .arg(ttl_ms);
     call
 }
 
