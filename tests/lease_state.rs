@@ -322,3 +322,51 @@ fn a_slow_renewal_is_overdue_then_confirmed() {
     assert_eq!((second.from(), second.to()), (InDoubt, Held));
     guard.unlock().unwrap();
 }
+
+/// A loss found by the caller (here `extend`, as `run_if_held` would) is
+/// told at once, not at the watchdog's next renewal: with a 30 s lease that
+/// renewal is 10 s away.
+#[test]
+fn a_loss_found_by_extend_is_told_at_once() {
+    let server = Server::start();
+    let (builder, rx) = recorded(&server.url(), Duration::from_secs(30));
+    let locker = builder.build().unwrap();
+    let k = key("found-by-extend");
+    let guard = locker.lock(&k).unwrap();
+    let _: () = redis::cmd("DEL").arg(&k).query(&mut server.conn()).unwrap();
+    assert!(matches!(
+        guard.extend(Duration::from_secs(30)),
+        Err(Error::Lost { .. })
+    ));
+    assert_eq!(guard.state(), Lost);
+    let c = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the loss told well before the next renewal, 10 s away");
+    assert_eq!((c.from(), c.to(), c.key()), (Held, Lost, k.as_str()));
+    assert_eq!(c.reason(), LeaseChangeReason::NotOurs);
+    drop(guard);
+}
+
+/// A change made while the guard lived is told even when the guard goes
+/// before its watchdog's first renewal: here `run_if_held` finds the lock
+/// gone and the caller drops the guard at once (the usual reaction).
+#[test]
+fn a_loss_found_just_before_the_drop_is_still_told() {
+    let server = Server::start();
+    let (builder, rx) = recorded(&server.url(), Duration::from_secs(30));
+    let locker = builder.build().unwrap();
+    let k = key("found-then-dropped");
+    let guard = locker.lock(&k).unwrap();
+    let _: () = redis::cmd("DEL").arg(&k).query(&mut server.conn()).unwrap();
+    let mut writes = redis::pipe();
+    writes.set(key("found-then-dropped-data"), 1);
+    assert!(matches!(
+        guard.run_if_held(&writes),
+        Err(Error::Lost { .. })
+    ));
+    drop(guard);
+    let c = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the loss told, though the guard went before its first renewal");
+    assert_eq!((c.from(), c.to(), c.key()), (Held, Lost, k.as_str()));
+}
