@@ -305,6 +305,7 @@ impl Guard {
                 self.lease.mark_lost();
                 self.lease
                     .log_lost(self.keys.first().map_or("", String::as_str));
+                self.tell_changes();
                 Err(self.lost())
             }
         }
@@ -332,10 +333,12 @@ impl Guard {
             return Err(self.lost());
         };
         validate_ttl(ttl, held.shared.config.drift)?;
-        match held
+        let renewal = held
             .shared
-            .renew(&self.lease, &held.acquisition, self.fence, Some(ttl))?
-        {
+            .renew(&self.lease, &held.acquisition, self.fence, Some(ttl));
+        // A failure or a loss it found is told now, not at the next renewal.
+        self.tell_changes();
+        match renewal? {
             Renewal::Confirmed => {
                 if let Some(dog) = &held.watchdog {
                     dog.reschedule();
@@ -449,6 +452,15 @@ impl Guard {
     /// (`None` once released), for an election's leadership.
     pub(crate) fn held_parts(&self) -> Option<(&Arc<RawLock>, &Arc<Acquisition>)> {
         self.held.as_ref().map(|h| (&h.shared, &h.acquisition))
+    }
+
+    /// Has the watchdog tell the callback, now, the changes this guard's
+    /// caller made to the lease (rather than at its next renewal, or never
+    /// if the guard goes first).
+    pub(crate) fn tell_changes(&self) {
+        if let Some(dog) = self.held.as_ref().and_then(|h| h.watchdog.as_ref()) {
+            dog.poke();
+        }
     }
 
     fn lost(&self) -> Error {

@@ -396,6 +396,11 @@ impl Lease {
         (s.phase, changes)
     }
 
+    /// Whether changes wait to be given to the callback.
+    pub(crate) fn has_untold(&self) -> bool {
+        !self.state.lock().pending.is_empty()
+    }
+
     /// The next moment time alone changes the state (overdue, deadline),
     /// or `None` once lost.
     pub(crate) fn next_change_at(&self) -> Option<Instant> {

@@ -46,6 +46,10 @@ pub(crate) enum Renewal {
 enum Msg {
     /// The TTL changed (`extend`): recompute the next renewal time.
     Reschedule,
+    /// The guard's caller changed the lease's state (a loss or a failure
+    /// found by `extend`, `run_if_held`...): tell the callback now, not at
+    /// the next renewal.
+    Tell,
 }
 
 /// The guard's handle on its watchdog thread.
@@ -87,14 +91,36 @@ impl Watchdog {
             let _ = tx.send(Msg::Reschedule);
         }
     }
+
+    /// Tells the callback the lease's changes not told yet, on the
+    /// watchdog's thread, now rather than at its next wake-up (starting
+    /// the thread if it has not started yet and there is something to
+    /// tell). For a change the guard's caller made.
+    pub(crate) fn poke(&self) {
+        if !self.lease.has_untold() {
+            return;
+        }
+        workers::advance(self.job, Instant::now());
+        if let Some(tx) = &self.tx {
+            // A send fails only when the thread has ended; nothing to do then.
+            let _ = tx.send(Msg::Tell);
+        }
+    }
 }
 
 /// Dropping the handle stops renewing: no renewal starts after the drop
 /// returns (one in flight is waited for), and the thread is told to end.
+/// Changes made before the drop and not told yet are told by the thread
+/// as it ends (started now if it had not started: a loss found just
+/// before the drop is not left untold).
 impl Drop for Watchdog {
     fn drop(&mut self) {
-        workers::cancel(self.job);
         self.lease.stop();
+        if self.lease.has_untold() {
+            workers::advance(self.job, Instant::now());
+        } else {
+            workers::cancel(self.job);
+        }
         self.tx = None;
     }
 }
@@ -119,7 +145,8 @@ where
                 tell(lease);
                 return;
             }
-            Err(RecvTimeoutError::Timeout) => {}
+            // Told below, as after any wake-up.
+            Ok(Msg::Tell) | Err(RecvTimeoutError::Timeout) => {}
         }
         if tell(lease) == LeaseState::Lost {
             if lease.valid_until() <= Instant::now() {
