@@ -370,3 +370,28 @@ fn a_loss_found_just_before_the_drop_is_still_told() {
         .expect("the loss told, though the guard went before its first renewal");
     assert_eq!((c.from(), c.to(), c.key()), (Held, Lost, k.as_str()));
 }
+
+/// A leader whose `proclaim` finds the election's key no longer its own
+/// knows it has lost the lead: its state says so at once (as a guard's
+/// `run_if_held` marks the lease), not only at the next renewal.
+#[test]
+fn a_proclaim_that_finds_the_lead_gone_marks_the_leadership_lost() {
+    let server = Server::start();
+    let (builder, rx) = recorded(&server.url(), Duration::from_secs(30));
+    let locker = builder.build().unwrap();
+    let name = key("leads");
+    let leadership = locker.election(&name).unwrap().campaign("a").unwrap();
+    assert_eq!(leadership.state(), Held);
+    let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    assert!(matches!(
+        leadership.proclaim("b"),
+        Err(Error::Lost { .. })
+    ));
+    assert_eq!(leadership.state(), Lost);
+    assert!(leadership.is_lost());
+    assert!(leadership.guard().ensure_confirmed().is_err());
+    let c = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the loss told well before the next renewal, 10 s away");
+    assert_eq!((c.from(), c.to()), (Held, Lost));
+}
