@@ -419,7 +419,10 @@ impl Leadership {
     ///
     /// # Errors
     ///
-    /// [`Error::Lost`] when the leadership is lost (nothing was changed);
+    /// [`Error::Lost`] when the leadership is lost (nothing was changed;
+    /// when it is Redis that showed the key gone or someone else's, the
+    /// leadership is lost from then on, as [`state`](Leadership::state)
+    /// says at once);
     /// [`Error::InvalidInput`] for a value above 64 KiB; [`Error::Redis`]
     /// and [`Error::Pool`] when Redis fails or cannot be reached.
     ///
@@ -441,6 +444,9 @@ impl Leadership {
         if shared.proclaim(a, value.as_ref())? {
             Ok(())
         } else {
+            // Redis showed the key gone or someone else's: lost from now
+            // on, as `run_if_held` marks it.
+            self.guard.mark_lost_found();
             Err(lost())
         }
     }

@@ -302,10 +302,7 @@ impl Guard {
         match held.shared.run_if_held(&held.acquisition, commands)? {
             Some(replies) => Ok(replies),
             None => {
-                self.lease.mark_lost();
-                self.lease
-                    .log_lost(self.keys.first().map_or("", String::as_str));
-                self.tell_changes();
+                self.mark_lost_found();
                 Err(self.lost())
             }
         }
@@ -452,6 +449,15 @@ impl Guard {
     /// (`None` once released), for an election's leadership.
     pub(crate) fn held_parts(&self) -> Option<(&Arc<RawLock>, &Arc<Acquisition>)> {
         self.held.as_ref().map(|h| (&h.shared, &h.acquisition))
+    }
+
+    /// A call of the caller's found in Redis that the keys are no longer
+    /// ours: the lease is lost for good, logged, and told.
+    pub(crate) fn mark_lost_found(&self) {
+        self.lease.mark_lost();
+        self.lease
+            .log_lost(self.keys.first().map_or("", String::as_str));
+        self.tell_changes();
     }
 
     /// Has the watchdog tell the callback, now, the changes this guard's
