@@ -395,3 +395,59 @@ fn a_proclaim_that_finds_the_lead_gone_marks_the_leadership_lost() {
         .expect("the loss told well before the next renewal, 10 s away");
     assert_eq!((c.from(), c.to()), (Held, Lost));
 }
+
+/// A lock handed over to a waiter is not in doubt: the waiter's claim
+/// (its stay, counted from its last attempt) is taken up with one renewal
+/// before the guard reaches it, and no renewal of the guard was ever late.
+/// Here every chunk to the waiter's server takes 420 ms each way (a slow
+/// link or a loaded host): the claim of 3 s is handed over 0.84 s after
+/// the attempt, under a third of it, so it is taken up, and that take-up
+/// is confirmed 1.7 s after the attempt, past half the claim. The guard
+/// must neither be nor have been in doubt: no callback, no warning.
+#[test]
+fn a_handed_over_lock_is_never_in_doubt() {
+    let server = Server::start();
+    let proxy = Proxy::with_delay(server.port(), Duration::from_millis(420));
+    proxy.set(Mode::Pass);
+    let (builder, rx) = recorded(&proxy.url(), Duration::from_secs(6));
+    // A stay of 1 s of backoff plus 2 s of timeouts: a claim of 3 s.
+    let waiting = builder
+        .io_timeout(Duration::from_secs(1))
+        .checkout_timeout(Duration::from_secs(1))
+        .backoff(redmutex::Backoff::fixed(Duration::from_secs(1)))
+        .build()
+        .unwrap();
+    let holding = server.locker_with_ttl(Duration::from_secs(6));
+    let k = key("handed");
+    let queued = || -> u64 {
+        redis::cmd("ZCARD")
+            .arg(common::queue_keys(None, &k).0)
+            .query(&mut server.conn())
+            .unwrap()
+    };
+    // Once without delay, so that the waiter's locker has its connections
+    // and its subscription to the releases.
+    for delayed in [false, true] {
+        let holder = holding.lock(&k).unwrap();
+        let guard = std::thread::scope(|s| {
+            let waiter = s.spawn(|| waiting.lock(&k).unwrap());
+            common::wait_until("the waiter queued", LONG, || queued() == 1);
+            holder.unlock().unwrap();
+            waiter.join().unwrap()
+        });
+        if !delayed {
+            guard.unlock().unwrap();
+            assert!(rx.try_recv().is_err());
+            proxy.set(Mode::Delay);
+            continue;
+        }
+        assert!(waiting.stats().hand_overs() >= 1, "taken by hand-over");
+        assert_eq!(guard.state(), Held);
+        // Its watchdog starts at the first renewal (2 s): anything recorded
+        // would be told by then.
+        let told = rx.recv_timeout(Duration::from_secs(3));
+        assert!(told.is_err(), "a fresh hand-over told a change: {told:?}");
+        proxy.set(Mode::Pass);
+        guard.unlock().unwrap();
+    }
+}
