@@ -451,3 +451,52 @@ fn a_handed_over_lock_is_never_in_doubt() {
         guard.unlock().unwrap();
     }
 }
+
+/// A callback that blocks (against the advice to keep it quick) holds up
+/// its guard's renewals, but never hides what follows: the holder sees
+/// the lease in doubt and then lost at its deadline while the callback
+/// still blocks (time alone makes those changes, whoever looks), and
+/// dropping the guard does not wait for the callback.
+#[test]
+fn a_blocking_callback_costs_the_lease_but_never_hides_it() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = std::sync::Mutex::new(release_rx);
+    let (tx, rx) = mpsc::channel();
+    let locker = Locker::builder(redmutex::pool(&proxy.url()).unwrap())
+        .ttl(Duration::from_secs(2))
+        .io_timeout(IO)
+        .checkout_timeout(IO)
+        .on_lease_change(move |c| {
+            let _ = tx.send(c.clone());
+            // Blocks on the first change until the test lets it go.
+            if c.from() == Held {
+                let _ = release_rx.lock().unwrap().recv_timeout(LONG);
+            }
+        })
+        .build()
+        .unwrap();
+    let guard = locker.lock(&key("blocking")).unwrap();
+    proxy.set(Mode::Blackhole);
+    assert_eq!(guard.wait_state_change(Held, LONG), InDoubt);
+    // The callback is now blocked with the first change; the link heals
+    // at once, but no renewal is made while it blocks.
+    let first = next(&rx);
+    assert_eq!((first.from(), first.to()), (Held, InDoubt));
+    proxy.set(Mode::Pass);
+    assert!(guard.wait_lost(LONG), "lost at its deadline");
+    assert_eq!(guard.state(), Lost);
+    assert!(guard.valid_until() <= Instant::now());
+    let start = Instant::now();
+    drop(guard);
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "the drop waited for the callback: {:?}",
+        start.elapsed()
+    );
+    release_tx.send(()).unwrap();
+    // Then told, in order.
+    let second = next(&rx);
+    assert_eq!((second.from(), second.to()), (InDoubt, Lost));
+}
