@@ -383,10 +383,7 @@ fn a_proclaim_that_finds_the_lead_gone_marks_the_leadership_lost() {
     let leadership = locker.election(&name).unwrap().campaign("a").unwrap();
     assert_eq!(leadership.state(), Held);
     let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
-    assert!(matches!(
-        leadership.proclaim("b"),
-        Err(Error::Lost { .. })
-    ));
+    assert!(matches!(leadership.proclaim("b"), Err(Error::Lost { .. })));
     assert_eq!(leadership.state(), Lost);
     assert!(leadership.is_lost());
     assert!(leadership.guard().ensure_confirmed().is_err());
