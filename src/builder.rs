@@ -288,7 +288,8 @@ impl Builder {
     /// Calls `f` with each change of state of every guard's lease (see
     /// [`LeaseState`](crate::LeaseState)), once each, in order, on the
     /// guard's watchdog thread. Keep it quick (set a flag, send on a
-    /// channel): while it runs, that guard's lease is not renewed. A panic
+    /// channel): while it runs, that guard's lease is not renewed (a call
+    /// of a tenth of the TTL or more is logged at `warn`). A panic
     /// in it is caught and logged at `error`; the watchdog goes on. It may
     /// be told a little late: while a renewal is in flight the thread waits
     /// for it (within the checkout and I/O timeouts) before it tells what

@@ -182,12 +182,28 @@ where
 
 /// Gives the builder's callback, if any, the lease's changes it has not
 /// had yet, in order, on this thread; returns the state they end in. A
-/// panic in the callback is caught (see `OnChange::call`).
+/// panic in the callback is caught (see `OnChange::call`). A call that
+/// takes a tenth of the TTL or more is logged at `warn`: the lease is not
+/// renewed while it runs, and a loss it causes would otherwise read only
+/// as a renewal not confirmed in time.
 fn tell(lease: &Lease) -> LeaseState {
     let (state, changes) = lease.take_changes();
     if let Some((on_change, changes)) = changes {
+        let slow = lease.schedule().0 / 10;
         for change in &changes {
+            let start = Instant::now();
             on_change.call(change);
+            let took = start.elapsed();
+            if took >= slow {
+                log::warn!(
+                    target: "redmutex::lease",
+                    "lock {:?}: the lease-change callback ran for {took:?} on {} -> {}; \
+                     the lease is not renewed while it runs (keep it quick)",
+                    change.key(),
+                    change.from(),
+                    change.to()
+                );
+            }
         }
     }
     state
