@@ -216,6 +216,7 @@ fn expire_at_in_the_past_is_an_unlock_and_a_lost_lease_is_reported() {
 /// so at `warn`, naming the lock: else a lease lost for it reads only
 /// "no renewal confirmed in time", with the server answering all along.
 #[test]
+#[allow(clippy::disallowed_methods)] // the slow callback sleeps: that is what is tested
 fn a_slow_lease_change_callback_is_logged() {
     use redmutex::LeaseState;
     use redmutex_testkit::proxy::{Mode, Proxy};
