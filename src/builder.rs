@@ -292,13 +292,18 @@ impl Builder {
     /// Calls `f` with each change of state of every guard's lease (see
     /// [`LeaseState`](crate::LeaseState)), once each, in order, on the
     /// guard's watchdog thread. Keep it quick (set a flag, send on a
-    /// channel): while it runs, that guard's lease is not renewed. A panic
+    /// channel): while it runs, that guard's lease is not renewed (a call
+    /// of a tenth of the TTL or more is logged at `warn`). A panic
     /// in it is caught and logged at `error`; the watchdog goes on. It may
     /// be told a little late: while a renewal is in flight the thread waits
     /// for it (within the checkout and I/O timeouts) before it tells what
     /// happened meanwhile; [`Guard::state`](crate::Guard::state) knows at
-    /// once. Nothing is told with [`watchdog`](Builder::watchdog) off, nor
-    /// after the guard is released or dropped. Defaults to none.
+    /// once. A change the caller's own call made (a loss found by
+    /// [`extend`](crate::Guard::extend) or
+    /// [`run_if_held`](crate::Guard::run_if_held)) is told at once, even
+    /// when the guard is dropped just after. Nothing is told with
+    /// [`watchdog`](Builder::watchdog) off, nor any change after the guard
+    /// is released or dropped. Defaults to none.
     ///
     /// ```no_run
     /// # let pool = redmutex::pool("redis://127.0.0.1/")?;

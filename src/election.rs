@@ -420,7 +420,9 @@ impl Leadership {
     /// # Errors
     ///
     /// [`Error::Lost`] when the leadership is lost (nothing was changed;
-    /// from then on [`is_lost`](Leadership::is_lost) is true);
+    /// when it is Redis that showed the key gone or someone else's, the
+    /// leadership is lost from then on, as [`state`](Leadership::state)
+    /// says at once);
     /// [`Error::InvalidInput`] for a value above 64 KiB;
     /// [`Error::NotReplicated`] with
     /// [`Builder::min_replicas`](crate::Builder::min_replicas) when too few

@@ -340,10 +340,12 @@ impl Guard {
             return Err(self.lost());
         };
         validate_ttl(ttl, held.shared.config.drift)?;
-        match held
+        let renewal = held
             .shared
-            .renew(&self.lease, &held.acquisition, self.fence, Some(ttl))?
-        {
+            .renew(&self.lease, &held.acquisition, self.fence, Some(ttl));
+        // A failure or a loss it found is told now, not at the next renewal.
+        self.tell_changes();
+        match renewal? {
             Renewal::Confirmed => {
                 if let Some(dog) = &held.watchdog {
                     dog.reschedule();
@@ -459,9 +461,9 @@ impl Guard {
         self.held.as_ref().map(|h| (&h.shared, &h.acquisition))
     }
 
-    /// Redis said a key is no longer ours (an owner-checked script found
-    /// it gone or someone else's): the lease is lost for good, at once,
-    /// logged as the watchdog logs a loss.
+    /// Redis said a key is no longer ours (an owner-checked script of the
+    /// caller's found it gone or someone else's): the lease is lost for
+    /// good, at once, logged as the watchdog logs a loss, and told.
     pub(crate) fn note_lost(&self) {
         if self.lease.is_lost() {
             return; // told already
@@ -469,6 +471,16 @@ impl Guard {
         self.lease.mark_lost();
         self.lease
             .log_lost(self.keys.first().map_or("", String::as_str));
+        self.tell_changes();
+    }
+
+    /// Has the watchdog tell the callback, now, the changes this guard's
+    /// caller made to the lease (rather than at its next renewal, or never
+    /// if the guard goes first).
+    pub(crate) fn tell_changes(&self) {
+        if let Some(dog) = self.held.as_ref().and_then(|h| h.watchdog.as_ref()) {
+            dog.poke();
+        }
     }
 
     fn lost(&self) -> Error {

@@ -154,3 +154,54 @@ fn dropping_an_inherited_guard_in_a_child_leaves_the_parents_lock() {
     assert!(pttl > 0, "the parent's key has {pttl} ms to live");
     guard.unlock().unwrap();
 }
+
+/// In a forked child, a guard's lease changes are told to the callback on
+/// the child's own watchdog thread, after the parent used watchdogs before
+/// the fork: a loss found by `extend` is told at once (its watchdog's job,
+/// scheduled 10 s later, is started then by the child's own starter).
+#[test]
+fn a_forked_childs_lease_changes_are_told() {
+    let server = Server::start();
+    let parent = parent_locker(&server);
+    let g = parent.lock(&key("fork-told-parent")).unwrap();
+    wait_until("the parent's watchdog ran", Duration::from_secs(10), || {
+        redmutex::watchdog_threads().running > 0
+    });
+    drop(g);
+    drop(parent);
+    wait_until("the pool's threads ended", Duration::from_secs(10), || {
+        threads_named("r2d2") == 0
+    });
+    let (url, k) = (server.url(), key("fork-told-child"));
+    let code = fork::in_child(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let Ok(pool) = redmutex::pool(&url) else {
+            return 10;
+        };
+        let Ok(locker) = Locker::builder(pool)
+            .ttl(Duration::from_secs(30))
+            .on_lease_change(move |c| {
+                let _ = tx.send((c.from(), c.to()));
+            })
+            .build()
+        else {
+            return 11;
+        };
+        let Ok(guard) = locker.lock(&k) else {
+            return 12;
+        };
+        let Ok(mut c) = redis::Client::open(url.as_str()).and_then(|c| c.get_connection()) else {
+            return 13;
+        };
+        let _: Result<(), _> = redis::cmd("DEL").arg(&k).query(&mut c);
+        if guard.extend(Duration::from_secs(30)).is_ok() {
+            return 14;
+        }
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            Ok((redmutex::LeaseState::Held, redmutex::LeaseState::Lost)) => 0,
+            Ok(_) => 15,
+            Err(_) => 16,
+        }
+    });
+    assert_eq!(code, Some(0), "the child's callback (16: never told)");
+}

@@ -340,3 +340,178 @@ fn a_slow_renewal_is_overdue_then_confirmed() {
     assert_eq!((second.from(), second.to()), (InDoubt, Held));
     guard.unlock().unwrap();
 }
+
+/// A loss found by the caller (here `extend`, as `run_if_held` would) is
+/// told at once, not at the watchdog's next renewal: with a 30 s lease that
+/// renewal is 10 s away.
+#[test]
+fn a_loss_found_by_extend_is_told_at_once() {
+    let server = Server::start();
+    let (builder, rx) = recorded(&server.url(), Duration::from_secs(30));
+    let locker = builder.build().unwrap();
+    let k = key("found-by-extend");
+    let guard = locker.lock(&k).unwrap();
+    let _: () = redis::cmd("DEL").arg(&k).query(&mut server.conn()).unwrap();
+    assert!(matches!(
+        guard.extend(Duration::from_secs(30)),
+        Err(Error::Lost { .. })
+    ));
+    assert_eq!(guard.state(), Lost);
+    let c = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the loss told well before the next renewal, 10 s away");
+    assert_eq!((c.from(), c.to(), c.key()), (Held, Lost, k.as_str()));
+    assert_eq!(c.reason(), LeaseChangeReason::NotOurs);
+    drop(guard);
+}
+
+/// A change made while the guard lived is told even when the guard goes
+/// before its watchdog's first renewal: here `run_if_held` finds the lock
+/// gone and the caller drops the guard at once (the usual reaction).
+#[test]
+fn a_loss_found_just_before_the_drop_is_still_told() {
+    let server = Server::start();
+    let (builder, rx) = recorded(&server.url(), Duration::from_secs(30));
+    let locker = builder.build().unwrap();
+    let k = key("found-then-dropped");
+    let guard = locker.lock(&k).unwrap();
+    let _: () = redis::cmd("DEL").arg(&k).query(&mut server.conn()).unwrap();
+    let mut writes = redis::pipe();
+    writes.set(key("found-then-dropped-data"), 1);
+    assert!(matches!(
+        guard.run_if_held(&writes),
+        Err(Error::Lost { .. })
+    ));
+    drop(guard);
+    let c = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the loss told, though the guard went before its first renewal");
+    assert_eq!((c.from(), c.to(), c.key()), (Held, Lost, k.as_str()));
+}
+
+/// A leader whose `proclaim` finds the election's key no longer its own
+/// knows it has lost the lead: its state says so at once (as a guard's
+/// `run_if_held` marks the lease), not only at the next renewal.
+#[test]
+fn a_proclaim_that_finds_the_lead_gone_marks_the_leadership_lost() {
+    let server = Server::start();
+    let (builder, rx) = recorded(&server.url(), Duration::from_secs(30));
+    let locker = builder.build().unwrap();
+    let name = key("leads");
+    let leadership = locker.election(&name).unwrap().campaign("a").unwrap();
+    assert_eq!(leadership.state(), Held);
+    let _: () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    assert!(matches!(leadership.proclaim("b"), Err(Error::Lost { .. })));
+    assert_eq!(leadership.state(), Lost);
+    assert!(leadership.is_lost());
+    assert!(leadership.guard().ensure_confirmed().is_err());
+    let c = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the loss told well before the next renewal, 10 s away");
+    assert_eq!((c.from(), c.to()), (Held, Lost));
+}
+
+/// A lock handed over to a waiter is not in doubt: the waiter's claim
+/// (its stay, counted from its last attempt) is taken up with one renewal
+/// before the guard reaches it, and no renewal of the guard was ever late.
+/// Here every chunk to the waiter's server takes 420 ms each way (a slow
+/// link or a loaded host): the claim of 3 s is handed over 0.84 s after
+/// the attempt, under a third of it, so it is taken up, and that take-up
+/// is confirmed 1.7 s after the attempt, past half the claim. The guard
+/// must neither be nor have been in doubt: no callback, no warning.
+#[test]
+fn a_handed_over_lock_is_never_in_doubt() {
+    let server = Server::start();
+    let proxy = Proxy::with_delay(server.port(), Duration::from_millis(420));
+    proxy.set(Mode::Pass);
+    let (builder, rx) = recorded(&proxy.url(), Duration::from_secs(6));
+    // A stay of 1 s of backoff plus 2 s of timeouts: a claim of 3 s.
+    let waiting = builder
+        .io_timeout(Duration::from_secs(1))
+        .checkout_timeout(Duration::from_secs(1))
+        .backoff(redmutex::Backoff::fixed(Duration::from_secs(1)))
+        .build()
+        .unwrap();
+    let holding = server.locker_with_ttl(Duration::from_secs(6));
+    let k = key("handed");
+    let queued = || -> u64 {
+        redis::cmd("ZCARD")
+            .arg(common::queue_keys(None, &k).0)
+            .query(&mut server.conn())
+            .unwrap()
+    };
+    // Once without delay, so that the waiter's locker has its connections
+    // and its subscription to the releases.
+    for delayed in [false, true] {
+        let holder = holding.lock(&k).unwrap();
+        let guard = std::thread::scope(|s| {
+            let waiter = s.spawn(|| waiting.lock(&k).unwrap());
+            common::wait_until("the waiter queued", LONG, || queued() == 1);
+            holder.unlock().unwrap();
+            waiter.join().unwrap()
+        });
+        if !delayed {
+            guard.unlock().unwrap();
+            assert!(rx.try_recv().is_err());
+            proxy.set(Mode::Delay);
+            continue;
+        }
+        assert!(waiting.stats().hand_overs() >= 1, "taken by hand-over");
+        assert_eq!(guard.state(), Held);
+        // Its watchdog starts at the first renewal (2 s): anything recorded
+        // would be told by then.
+        let told = rx.recv_timeout(Duration::from_secs(3));
+        assert!(told.is_err(), "a fresh hand-over told a change: {told:?}");
+        proxy.set(Mode::Pass);
+        guard.unlock().unwrap();
+    }
+}
+
+/// A callback that blocks (against the advice to keep it quick) holds up
+/// its guard's renewals, but never hides what follows: the holder sees
+/// the lease in doubt and then lost at its deadline while the callback
+/// still blocks (time alone makes those changes, whoever looks), and
+/// dropping the guard does not wait for the callback.
+#[test]
+fn a_blocking_callback_costs_the_lease_but_never_hides_it() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = std::sync::Mutex::new(release_rx);
+    let (tx, rx) = mpsc::channel();
+    let locker = Locker::builder(redmutex::pool(&proxy.url()).unwrap())
+        .ttl(Duration::from_secs(2))
+        .io_timeout(IO)
+        .checkout_timeout(IO)
+        .on_lease_change(move |c| {
+            let _ = tx.send(c.clone());
+            // Blocks on the first change until the test lets it go.
+            if c.from() == Held {
+                let _ = release_rx.lock().unwrap().recv_timeout(LONG);
+            }
+        })
+        .build()
+        .unwrap();
+    let guard = locker.lock(&key("blocking")).unwrap();
+    proxy.set(Mode::Blackhole);
+    assert_eq!(guard.wait_state_change(Held, LONG), InDoubt);
+    // The callback is now blocked with the first change; the link heals
+    // at once, but no renewal is made while it blocks.
+    let first = next(&rx);
+    assert_eq!((first.from(), first.to()), (Held, InDoubt));
+    proxy.set(Mode::Pass);
+    assert!(guard.wait_lost(LONG), "lost at its deadline");
+    assert_eq!(guard.state(), Lost);
+    assert!(guard.valid_until() <= Instant::now());
+    let start = Instant::now();
+    drop(guard);
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "the drop waited for the callback: {:?}",
+        start.elapsed()
+    );
+    release_tx.send(()).unwrap();
+    // Then told, in order.
+    let second = next(&rx);
+    assert_eq!((second.from(), second.to()), (InDoubt, Lost));
+}

@@ -210,3 +210,48 @@ fn expire_at_in_the_past_is_an_unlock_and_a_lost_lease_is_reported() {
     assert!(matches!(e, redmutex::Error::Lost { .. }), "{e:?}");
     assert!(owner_of(&server, &k).is_none(), "nothing written back");
 }
+
+/// A lease-change callback slow enough to hold up its guard's renewals
+/// (here 1.5 s, on a 3 s lease: a renewal is due every second) is said
+/// so at `warn`, naming the lock: else a lease lost for it reads only
+/// "no renewal confirmed in time", with the server answering all along.
+#[test]
+#[allow(clippy::disallowed_methods)] // the slow callback sleeps: that is what is tested
+fn a_slow_lease_change_callback_is_logged() {
+    use redmutex::LeaseState;
+    use redmutex_testkit::proxy::{Mode, Proxy};
+    catch_events();
+    let server = Server::start();
+    let proxy = Proxy::start(server.port());
+    let io = Duration::from_millis(500);
+    let locker = redmutex::Locker::builder(redmutex::pool(&proxy.url()).unwrap())
+        .ttl(Duration::from_secs(3))
+        .io_timeout(io)
+        .checkout_timeout(io)
+        .on_lease_change(|c| {
+            if c.to() == LeaseState::InDoubt {
+                std::thread::sleep(Duration::from_millis(1500));
+            }
+        })
+        .build()
+        .unwrap();
+    let k = key("slow-callback");
+    let guard = locker.lock(&k).unwrap();
+    let token = owner_of(&server, &k).unwrap();
+    proxy.set(Mode::Blackhole);
+    let long = Duration::from_secs(30);
+    assert_eq!(
+        guard.wait_state_change(LeaseState::Held, long),
+        LeaseState::InDoubt
+    );
+    proxy.set(Mode::Pass);
+    let slow = |events: &[(String, log::Level, String)]| {
+        events.iter().any(|(t, l, m)| {
+            t == "redmutex::lease" && *l == log::Level::Warn && m.contains("callback ran for")
+        })
+    };
+    wait_until("the slow callback logged", long, || {
+        slow(&events_about(&k, &token))
+    });
+    drop(guard);
+}

@@ -55,6 +55,10 @@ struct State {
     stopped: bool,
     /// A watchdog renews this lease: a renewal can be overdue.
     renewed: bool,
+    /// A hand-over's claim, not taken up yet (see [`Lease::claimed`]): no
+    /// renewal of the guard is due, so none is overdue, and no change is
+    /// told of a guard its user has not seen. The first confirmation ends it.
+    taking_up: bool,
     /// The lock's key as the caller gave it, for log events and changes.
     key: Arc<str>,
     /// The builder's callback, if any, and the changes it has not been
@@ -66,7 +70,7 @@ struct State {
 impl Lease {
     /// A lease granted by a request sent at `sent` for `ttl`.
     pub(crate) fn new(sent: Instant, ttl: Duration, drift: Option<Duration>) -> Self {
-        Lease::claimed(sent, ttl, ttl, drift)
+        Lease::with(sent, ttl, ttl, drift, false)
     }
 
     /// A lease that a hand-over granted by a request sent at `sent`, for a
@@ -79,6 +83,16 @@ impl Lease {
         ttl: Duration,
         drift: Option<Duration>,
     ) -> Self {
+        Lease::with(sent, claim, ttl, drift, true)
+    }
+
+    fn with(
+        sent: Instant,
+        claim: Duration,
+        ttl: Duration,
+        drift: Option<Duration>,
+        taking_up: bool,
+    ) -> Self {
         Lease {
             drift,
             state: Mutex::new(State {
@@ -90,6 +104,7 @@ impl Lease {
                 phase: LeaseState::Held,
                 stopped: false,
                 renewed: false,
+                taking_up,
                 key: Arc::from(""),
                 on_change: None,
                 pending: Vec::new(),
@@ -152,6 +167,7 @@ impl Lease {
         s.confirmed_at = sent;
         s.granted = ttl;
         s.ttl = ttl;
+        s.taking_up = false;
         // Held again, unless the next renewal is overdue already (the
         // confirmation took longer than the renewal's whole term).
         if now < s.overdue_at() || !s.renewed {

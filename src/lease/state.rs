@@ -231,7 +231,7 @@ impl State {
     /// The next moment time alone changes the state, if any.
     fn next_change_at(&self) -> Option<Instant> {
         match self.phase {
-            LeaseState::Held if self.renewed => Some(self.overdue_at()),
+            LeaseState::Held if self.renewed && !self.taking_up => Some(self.overdue_at()),
             LeaseState::Held | LeaseState::InDoubt => Some(self.valid_until),
             LeaseState::Lost => None,
         }
@@ -322,7 +322,7 @@ impl Lease {
     /// became true, in order: overdue (only with a watchdog), then the
     /// deadline.
     pub(super) fn refresh(&self, s: &mut State, now: Instant) {
-        if s.phase == LeaseState::Held && s.renewed {
+        if s.phase == LeaseState::Held && s.renewed && !s.taking_up {
             let at = s.overdue_at();
             if now >= at {
                 self.move_to(
@@ -340,7 +340,8 @@ impl Lease {
     }
 
     /// One change of state (none out of `Lost`, which is final): recorded
-    /// for the callback (unless the guard is gone), logged, and waiters
+    /// for the callback (unless the guard is gone, or is a hand-over not
+    /// taken up yet, which its user has not seen), logged, and waiters
     /// woken.
     pub(super) fn move_to(
         &self,
@@ -371,7 +372,7 @@ impl Lease {
             // `log_lost` tells a loss, at `error`.
             LeaseState::Lost => {}
         }
-        if s.on_change.is_some() && !s.stopped {
+        if s.on_change.is_some() && !s.stopped && !s.taking_up {
             s.pending.push(LeaseChange {
                 key: Arc::clone(&s.key),
                 from,
@@ -394,6 +395,11 @@ impl Lease {
             .clone()
             .map(|f| (f, std::mem::take(&mut s.pending)));
         (s.phase, changes)
+    }
+
+    /// Whether changes wait to be given to the callback.
+    pub(crate) fn has_untold(&self) -> bool {
+        !self.state.lock().pending.is_empty()
     }
 
     /// The next moment time alone changes the state (overdue, deadline),
@@ -501,6 +507,27 @@ mod tests {
         // Sent just now: held again.
         assert!(lease.confirm(Instant::now(), ttl));
         assert_eq!(lease.state(), Held);
+    }
+
+    #[test]
+    fn a_claim_is_not_overdue_before_its_take_up() {
+        let claim = Duration::from_secs(2);
+        let lease = Lease::claimed(
+            Instant::now() - Duration::from_millis(1500),
+            claim,
+            Duration::from_secs(60),
+            None,
+        );
+        lease.watch("k", Some(OnChange::new(|_| {})), true);
+        // Past half the claim, before its deadline: no renewal was due.
+        assert_eq!(lease.state(), Held);
+        assert!(lease.confirm(Instant::now(), Duration::from_secs(60)));
+        assert_eq!(lease.state(), Held);
+        assert!(told(&lease).is_empty());
+        // From the take-up on, the usual rules.
+        lease.note_failed();
+        assert_eq!(lease.state(), InDoubt);
+        assert_eq!(told(&lease).len(), 1);
     }
 
     #[test]

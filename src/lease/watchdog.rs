@@ -46,6 +46,10 @@ pub(crate) enum Renewal {
 enum Msg {
     /// The TTL changed (`extend`): recompute the next renewal time.
     Reschedule,
+    /// The guard's caller changed the lease's state (a loss or a failure
+    /// found by `extend`, `run_if_held`...): tell the callback now, not at
+    /// the next renewal.
+    Tell,
 }
 
 /// The guard's handle on its watchdog thread.
@@ -87,14 +91,36 @@ impl Watchdog {
             let _ = tx.send(Msg::Reschedule);
         }
     }
+
+    /// Tells the callback the lease's changes not told yet, on the
+    /// watchdog's thread, now rather than at its next wake-up (starting
+    /// the thread if it has not started yet and there is something to
+    /// tell). For a change the guard's caller made.
+    pub(crate) fn poke(&self) {
+        if !self.lease.has_untold() {
+            return;
+        }
+        workers::advance(self.job, Instant::now());
+        if let Some(tx) = &self.tx {
+            // A send fails only when the thread has ended; nothing to do then.
+            let _ = tx.send(Msg::Tell);
+        }
+    }
 }
 
 /// Dropping the handle stops renewing: no renewal starts after the drop
 /// returns (one in flight is waited for), and the thread is told to end.
+/// Changes made before the drop and not told yet are told by the thread
+/// as it ends (started now if it had not started: a loss found just
+/// before the drop is not left untold).
 impl Drop for Watchdog {
     fn drop(&mut self) {
-        workers::cancel(self.job);
         self.lease.stop();
+        if self.lease.has_untold() {
+            workers::advance(self.job, Instant::now());
+        } else {
+            workers::cancel(self.job);
+        }
         self.tx = None;
     }
 }
@@ -119,7 +145,8 @@ where
                 tell(lease);
                 return;
             }
-            Err(RecvTimeoutError::Timeout) => {}
+            // Told below, as after any wake-up.
+            Ok(Msg::Tell) | Err(RecvTimeoutError::Timeout) => {}
         }
         if tell(lease) == LeaseState::Lost {
             if lease.valid_until() <= Instant::now() {
@@ -155,12 +182,28 @@ where
 
 /// Gives the builder's callback, if any, the lease's changes it has not
 /// had yet, in order, on this thread; returns the state they end in. A
-/// panic in the callback is caught (see `OnChange::call`).
+/// panic in the callback is caught (see `OnChange::call`). A call that
+/// takes a tenth of the TTL or more is logged at `warn`: the lease is not
+/// renewed while it runs, and a loss it causes would otherwise read only
+/// as a renewal not confirmed in time.
 fn tell(lease: &Lease) -> LeaseState {
     let (state, changes) = lease.take_changes();
     if let Some((on_change, changes)) = changes {
+        let slow = lease.schedule().0 / 10;
         for change in &changes {
+            let start = Instant::now();
             on_change.call(change);
+            let took = start.elapsed();
+            if took >= slow {
+                log::warn!(
+                    target: "redmutex::lease",
+                    "lock {:?}: the lease-change callback ran for {took:?} on {} -> {}; \
+                     the lease is not renewed while it runs (keep it quick)",
+                    change.key(),
+                    change.from(),
+                    change.to()
+                );
+            }
         }
     }
     state
