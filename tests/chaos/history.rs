@@ -357,6 +357,16 @@ pub enum Kind {
     /// `Locker::locks` (a lock, a permit, a read or the write hold): its
     /// holder must be told within a renewal, and is fenced off.
     Break,
+    /// Cluster: a master failed over to its replica (`CLUSTER FAILOVER`, a
+    /// coordinated failover: no write is lost).
+    ClusterFailover,
+    /// Cluster: a master killed (`SIGKILL`) and its replica promoted at once
+    /// (`CLUSTER FAILOVER TAKEOVER`): writes not yet replicated are lost,
+    /// as with Sentinel without `min_replicas`.
+    ClusterKill,
+    /// Cluster: the slot of a lock moved to another master (`SETSLOT
+    /// MIGRATING/IMPORTING`, `MIGRATE`, `SETSLOT NODE`) under its waiters.
+    SlotMigrate,
 }
 
 impl Kind {
@@ -417,6 +427,9 @@ impl Kind {
             Kind::KillAll => "Redlock: every master killed, restarted empty",
             Kind::HangMaster => "Redlock: one master hung across unlocks",
             Kind::Break => "an operator's break of a hold picked at random",
+            Kind::ClusterFailover => "Cluster: a master failed over (CLUSTER FAILOVER)",
+            Kind::ClusterKill => "Cluster: a master killed, its replica takes over",
+            Kind::SlotMigrate => "Cluster: a lock's slot migrated under waiters",
         }
     }
 
@@ -476,6 +489,9 @@ impl Kind {
                 | Kind::RestartEmpty
                 | Kind::KillTwo
                 | Kind::KillAll
+                | Kind::ClusterFailover
+                | Kind::ClusterKill
+                | Kind::SlotMigrate
         )
     }
 }
@@ -813,7 +829,7 @@ pub fn check(
             .iter()
             .find(|e| {
                 lossy_failover
-                    && e.kind == Kind::Failover
+                    && matches!(e.kind, Kind::Failover | Kind::ClusterKill)
                     && e.start <= since
                     && since <= e.end + limits.ttl
             })

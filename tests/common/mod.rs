@@ -549,7 +549,7 @@ impl Cluster {
                 .arg("KEYS")
                 .arg(&keys)
                 .query(&mut src)
-                .unwrap();
+                .unwrap_or_else(|e| panic!("{e}: {}", self.both_sides(&keys, to)));
         }
         setslot(&mut dst, "NODE", &to_id);
         setslot(&mut src, "NODE", &to_id);
@@ -569,6 +569,31 @@ impl Cluster {
             }
         }
         self.await_ok();
+    }
+
+    /// Where each of `keys` is, over every node (`ASKING`, so that an
+    /// importing node answers): what a failed `MIGRATE` left.
+    fn both_sides(&self, keys: &[String], to: usize) -> String {
+        let mut out = String::new();
+        for k in keys {
+            let mut seen = Vec::new();
+            for i in 0..self.nodes.len() {
+                let Ok(mut c) = redis::Client::open(self.nodes[i].url())
+                    .unwrap()
+                    .get_connection()
+                else {
+                    continue;
+                };
+                let _: redis::RedisResult<()> = redis::cmd("ASKING").query(&mut c);
+                let kind: String = redis::cmd("TYPE").arg(k).query(&mut c).unwrap_or_default();
+                let pttl: i64 = redis::cmd("PTTL").arg(k).query(&mut c).unwrap_or(-3);
+                if kind != "none" {
+                    seen.push(format!("node {i}: {kind}, PTTL {pttl}"));
+                }
+            }
+            out += &format!("{k} (target node {to}): {seen:?}; ");
+        }
+        out
     }
 
     /// The shard channels with subscribers, over every node.
