@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 
 use crate::common::{self, Cluster, Server, TempDir};
 use crate::history::{
-    check, explain, lock_of, ms, now_ns, rule, summary, Event, Kind, Limits, Section, Unlock, Verdict,
-    Violation, WorkerLog, MS,
+    check, explain, lock_of, ms, now_ns, rule, summary, Event, Kind, Limits, Section, Unlock,
+    Verdict, Violation, WorkerLog, MS,
 };
 use crate::worker::{self, resource_keys, Settings, FAST_KEYS, PREFIX, SLOW_KEY};
 
@@ -277,7 +277,10 @@ impl Run {
                 // with the others queued behind.
                 let (slot, from) = self.master_of(SLOW_KEY);
                 let to = (1..=FAST_KEYS.len())
-                    .map(|i| self.master_of(FAST_KEYS[(self.turn + i) % FAST_KEYS.len()]).1)
+                    .map(|i| {
+                        self.master_of(FAST_KEYS[(self.turn + i) % FAST_KEYS.len()])
+                            .1
+                    })
                     .chain([0, 5461, 10923].map(|s| self.cluster.master_of(s)))
                     .find(|&m| m != from)
                     .expect("another master");
@@ -325,9 +328,9 @@ impl Run {
                             .arg("NODES")
                             .query(&mut self.cluster.conn(m))
                             .unwrap_or_default();
-                        nodes.lines().any(|l| {
-                            l.contains("myself") && l.contains("slave") && l.contains(&id)
-                        })
+                        nodes
+                            .lines()
+                            .any(|l| l.contains("myself") && l.contains("slave") && l.contains(&id))
                     },
                 );
                 self.cluster.await_ok();
