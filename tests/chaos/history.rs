@@ -360,9 +360,9 @@ pub enum Kind {
     /// Cluster: a master failed over to its replica (`CLUSTER FAILOVER`, a
     /// coordinated failover: no write is lost).
     ClusterFailover,
-    /// Cluster: a master killed (`SIGKILL`) and its replica promoted at once
-    /// (`CLUSTER FAILOVER TAKEOVER`): writes not yet replicated are lost,
-    /// as with Sentinel without `min_replicas`.
+    /// Cluster: a master killed (`SIGKILL`), its replica promoted by the
+    /// cluster, the killed node restarted (it rejoins as a replica): writes
+    /// not yet replicated are lost, as with Sentinel without `min_replicas`.
     ClusterKill,
     /// Cluster: the slot of a lock moved to another master (`SETSLOT
     /// MIGRATING/IMPORTING`, `MIGRATE`, `SETSLOT NODE`) under its waiters.
@@ -428,7 +428,7 @@ impl Kind {
             Kind::HangMaster => "Redlock: one master hung across unlocks",
             Kind::Break => "an operator's break of a hold picked at random",
             Kind::ClusterFailover => "Cluster: a master failed over (CLUSTER FAILOVER)",
-            Kind::ClusterKill => "Cluster: a master killed, its replica takes over",
+            Kind::ClusterKill => "Cluster: a master killed, its replica promoted",
             Kind::SlotMigrate => "Cluster: a lock's slot migrated under waiters",
         }
     }

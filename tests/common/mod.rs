@@ -390,7 +390,13 @@ impl Cluster {
 
     /// Three masters with `replicas` replicas each.
     pub fn start_with_replicas(replicas: usize) -> Cluster {
-        let (nodes, dir) = support::cluster::start_cluster(replicas, &[], START_TIMEOUT).unwrap();
+        Cluster::start_configured(replicas, &[])
+    }
+
+    /// Three masters with `replicas` replicas each, every node started
+    /// with the arguments `extra` too.
+    pub fn start_configured(replicas: usize, extra: &[&str]) -> Cluster {
+        let (nodes, dir) = support::cluster::start_cluster(replicas, extra, START_TIMEOUT).unwrap();
         let dir = TempDir(dir);
         let cluster = Cluster { nodes, _dir: dir };
         cluster.await_ok();
