@@ -36,21 +36,17 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{self, Cluster, Server, TempDir};
+// The suite's TTL, I/O bound and scheduling slack; the workers' backoff,
+// every time (only a wake-up is prompt), and the pause of a queued waiter.
 use crate::history::{
-    check, explain, lock_of, ms, now_ns, rule, summary, Event, Kind, Limits, Section, Unlock,
-    Verdict, Violation, WorkerLog, MS,
+    check, explain, lock_calls, lock_of, ms, now_ns, rule, summary, Event, Kind, Limits, Section,
+    Unlock, Verdict, Violation, WorkerLog, MS,
 };
 use crate::worker::{self, resource_keys, Settings, FAST_KEYS, PREFIX, SLOW_KEY};
+use crate::{IO, QUEUED_PAUSE, SLOW_BACKOFF as BACKOFF, TTL};
 
 /// The rule this scenario adds.
 pub const RULE: &str = "wake-up";
-const TTL: Duration = Duration::from_millis(1000);
-const IO: Duration = Duration::from_millis(200);
-/// The workers' backoff, every time: only a wake-up is prompt.
-const BACKOFF: Duration = Duration::from_secs(60);
-/// How often a queued waiter calls, whatever its backoff.
-const QUEUED_PAUSE: Duration = Duration::from_secs(1);
-const SLACK: Duration = Duration::from_millis(400);
 /// From a release to the next holder's entry, when someone waited: three
 /// quarters of the pause of a waiter that polls (a woken one takes about a
 /// millisecond; a loaded run's slowest was about 500 ms).
@@ -105,6 +101,9 @@ pub struct Wakeups {
     pub takeups: Vec<u64>,
 }
 
+/// A lock's calls as (started, ended), and the longest one's length.
+type Calls = (Vec<(u64, u64)>, u64);
+
 /// The wake-up rule over the merged history: a lock released (`unlock`
 /// said `Ok`) while another call on it was under way is entered by someone
 /// within `bound` of the release returning, unless a fault was under way
@@ -118,25 +117,34 @@ pub fn wakeups(logs: &[WorkerLog], events: &[Event], bound: u64, recovery: u64) 
     for sections in by_key.values_mut() {
         sections.sort_by_key(|s| s.enter);
     }
-    let calls: Vec<(&str, u64, u64)> = logs
-        .iter()
-        .flat_map(|l| {
-            l.sections
-                .iter()
-                .map(|s| (lock_of(&s.key), s.asked, s.enter))
-                .chain(l.failed_calls.iter().map(|(k, a, e)| (lock_of(k), *a, *e)))
-        })
-        .filter(|(_, asked, _)| *asked > 0)
-        .collect();
+    // Each lock's calls as (started, ended), by start, and the longest.
+    let mut calls: BTreeMap<&str, Calls> = BTreeMap::new();
+    for (k, asked, ended) in lock_calls(logs) {
+        let (list, longest) = calls.entry(k).or_default();
+        list.push((asked, ended));
+        *longest = (*longest).max(ended.saturating_sub(asked));
+    }
+    for (list, _) in calls.values_mut() {
+        list.sort_unstable();
+    }
     for (key, sections) in &by_key {
+        let Some((list, longest)) = calls.get(key) else {
+            continue;
+        };
         for s in sections {
             let (Some((u, Unlock::Ok)), Some(x)) = (s.unlock, s.exit.as_ref()) else {
                 continue;
             };
-            let waited: Vec<u64> = calls
+            // The calls started before the release and still under way:
+            // none started more than the longest call before it.
+            let (from, to) = (
+                list.partition_point(|(a, _)| *a < x.t.saturating_sub(*longest)),
+                list.partition_point(|(a, _)| *a < x.t),
+            );
+            let waited: Vec<u64> = list[from..to]
                 .iter()
-                .filter(|(k, asked, ended)| k == key && *asked < x.t && *ended > x.t)
-                .map(|(_, _, ended)| *ended)
+                .filter(|(_, ended)| *ended > x.t)
+                .map(|(_, ended)| *ended)
                 .collect();
             if waited.is_empty() {
                 continue;
@@ -148,7 +156,9 @@ pub fn wakeups(logs: &[WorkerLog], events: &[Event], bound: u64, recovery: u64) 
                 w.excused += 1;
                 continue;
             }
-            let next = sections.iter().find(|n| n.enter > x.t).map(|n| n.enter);
+            let next = sections
+                .get(sections.partition_point(|n| n.enter <= x.t))
+                .map(|n| n.enter);
             match next {
                 Some(n) if n <= u + bound => {
                     w.checked += 1;
@@ -456,26 +466,25 @@ impl Run {
 }
 
 fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    crate::nanos(d)
 }
 
+/// The suite's bounds, with a queued waiter's pause for the backoff (as
+/// for its slow waiters).
 fn limits() -> Limits {
-    Limits {
-        ttl: nanos(TTL),
-        renew: nanos(TTL / 3),
-        op: nanos(IO),
-        // A queued waiter calls at least this often, whatever its backoff.
-        backoff: nanos(QUEUED_PAUSE),
-        slack: nanos(SLACK),
-        kept_leases: false,
-    }
+    let mut limits = crate::limits(IO);
+    limits.backoff = nanos(QUEUED_PAUSE);
+    limits
 }
 
 /// One run: the cluster, the workers, the faults one after the other
 /// (none: `quiet` of undisturbed work), then the checks. `wake_ups`
 /// false: the default user has no channel rights on any node.
 fn run(faults: &[Kind], quiet: Duration, wake_ups: bool) -> Outcome {
-    let cluster = Cluster::start_configured(1, NODE_ARGS);
+    let started = Instant::now();
+    // Replicas only where a fault needs them (cheaper for the control).
+    let replicas = usize::from(!faults.is_empty());
+    let cluster = Cluster::start_configured(replicas, NODE_ARGS);
     if !wake_ups {
         for i in 0..cluster.nodes.len() {
             let _: () = redis::cmd("ACL")
@@ -506,12 +515,22 @@ fn run(faults: &[Kind], quiet: Duration, wake_ups: bool) -> Outcome {
             })
         },
     );
+    println!(
+        "    cluster and workers up in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     std::thread::sleep(quiet);
     for &k in faults {
         r.inject(k);
         std::thread::sleep(GAP);
     }
-    r.finish()
+    let finishing = Instant::now();
+    let out = r.finish();
+    println!(
+        "    workers stopped and history checked in {:.1} s",
+        finishing.elapsed().as_secs_f64()
+    );
+    out
 }
 
 fn percentile(sorted: &[u64], p: usize) -> f64 {
@@ -576,7 +595,7 @@ pub fn scenario_and_control(only: Option<&str>, long: bool) -> (usize, bool) {
     let name = "negative control: cluster-without-wake-ups";
     if only.is_none_or(|o| name.contains(o) || o.contains("control")) {
         runs += 1;
-        let out = run(&[], Duration::from_secs(4), false);
+        let out = run(&[], Duration::from_secs(3), false);
         let tripped = out.wake.violations.len();
         println!(
             "{name:<52} {tripped} [{RULE}] violations, {} in all (expected: some [{RULE}])",

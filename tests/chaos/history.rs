@@ -1394,16 +1394,7 @@ pub fn check(
 
     // A caller waiting for a lock gets it promptly after a clean release,
     // outside faults.
-    let calls: Vec<(&str, u64, u64)> = logs
-        .iter()
-        .flat_map(|l| {
-            l.sections
-                .iter()
-                .map(|s| (lock_of(&s.key), s.asked, s.enter))
-                .chain(l.failed_calls.iter().map(|(k, a, e)| (lock_of(k), *a, *e)))
-        })
-        .filter(|(_, asked, _)| *asked > 0)
-        .collect();
+    let calls = lock_calls(logs);
     let quiet = |from: u64, to: u64| {
         !events.iter().any(|e| {
             e.kind != Kind::ScriptFlush
@@ -1459,6 +1450,20 @@ pub fn check(
         }
     }
     v
+}
+
+/// Every recorded lock call, as (lock, when it started, when it ended: its
+/// entry or its failure).
+pub fn lock_calls(logs: &[WorkerLog]) -> Vec<(&str, u64, u64)> {
+    logs.iter()
+        .flat_map(|l| {
+            l.sections
+                .iter()
+                .map(|s| (lock_of(&s.key), s.asked, s.enter))
+                .chain(l.failed_calls.iter().map(|(k, a, e)| (lock_of(k), *a, *e)))
+        })
+        .filter(|(_, asked, _)| *asked > 0)
+        .collect()
 }
 
 pub fn ms(ns: u64) -> f64 {
