@@ -357,6 +357,16 @@ pub enum Kind {
     /// `Locker::locks` (a lock, a permit, a read or the write hold): its
     /// holder must be told within a renewal, and is fenced off.
     Break,
+    /// Cluster: a master failed over to its replica (`CLUSTER FAILOVER`, a
+    /// coordinated failover: no write is lost).
+    ClusterFailover,
+    /// Cluster: a master killed (`SIGKILL`), its replica promoted by the
+    /// cluster, the killed node restarted (it rejoins as a replica): writes
+    /// not yet replicated are lost, as with Sentinel without `min_replicas`.
+    ClusterKill,
+    /// Cluster: the slot of a lock moved to another master (`SETSLOT
+    /// MIGRATING/IMPORTING`, `MIGRATE`, `SETSLOT NODE`) under its waiters.
+    SlotMigrate,
 }
 
 impl Kind {
@@ -417,6 +427,9 @@ impl Kind {
             Kind::KillAll => "Redlock: every master killed, restarted empty",
             Kind::HangMaster => "Redlock: one master hung across unlocks",
             Kind::Break => "an operator's break of a hold picked at random",
+            Kind::ClusterFailover => "Cluster: a master failed over (CLUSTER FAILOVER)",
+            Kind::ClusterKill => "Cluster: a master killed, its replica promoted",
+            Kind::SlotMigrate => "Cluster: a lock's slot migrated under waiters",
         }
     }
 
@@ -476,6 +489,9 @@ impl Kind {
                 | Kind::RestartEmpty
                 | Kind::KillTwo
                 | Kind::KillAll
+                | Kind::ClusterFailover
+                | Kind::ClusterKill
+                | Kind::SlotMigrate
         )
     }
 }
@@ -813,7 +829,7 @@ pub fn check(
             .iter()
             .find(|e| {
                 lossy_failover
-                    && e.kind == Kind::Failover
+                    && matches!(e.kind, Kind::Failover | Kind::ClusterKill)
                     && e.start <= since
                     && since <= e.end + limits.ttl
             })
@@ -1378,16 +1394,7 @@ pub fn check(
 
     // A caller waiting for a lock gets it promptly after a clean release,
     // outside faults.
-    let calls: Vec<(&str, u64, u64)> = logs
-        .iter()
-        .flat_map(|l| {
-            l.sections
-                .iter()
-                .map(|s| (lock_of(&s.key), s.asked, s.enter))
-                .chain(l.failed_calls.iter().map(|(k, a, e)| (lock_of(k), *a, *e)))
-        })
-        .filter(|(_, asked, _)| *asked > 0)
-        .collect();
+    let calls = lock_calls(logs);
     let quiet = |from: u64, to: u64| {
         !events.iter().any(|e| {
             e.kind != Kind::ScriptFlush
@@ -1443,6 +1450,20 @@ pub fn check(
         }
     }
     v
+}
+
+/// Every recorded lock call, as (lock, when it started, when it ended: its
+/// entry or its failure).
+pub fn lock_calls(logs: &[WorkerLog]) -> Vec<(&str, u64, u64)> {
+    logs.iter()
+        .flat_map(|l| {
+            l.sections
+                .iter()
+                .map(|s| (lock_of(&s.key), s.asked, s.enter))
+                .chain(l.failed_calls.iter().map(|(k, a, e)| (lock_of(k), *a, *e)))
+        })
+        .filter(|(_, asked, _)| *asked > 0)
+        .collect()
 }
 
 pub fn ms(ns: u64) -> f64 {

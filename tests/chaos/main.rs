@@ -28,6 +28,7 @@
 )]
 
 mod broken;
+mod cluster;
 #[path = "../common/mod.rs"]
 mod common;
 mod delay;
@@ -195,6 +196,7 @@ fn main() {
     checker_times_a_loss_from_the_eviction_of_its_own_key();
     election::checker_self_checks();
     delay::checker_finds_late_writes();
+    cluster::checker_finds_late_takeups();
     let long = std::env::var("REDMUTEX_CHAOS").is_ok_and(|v| v == "long");
     let started = Instant::now();
     let mut failed = false;
@@ -470,6 +472,10 @@ fn main() {
     // Lock-delay: a paused holder's late writes to a resource that checks
     // no token, and the control without a lock-delay (see `delay.rs`).
     failed |= delay::scenario_and_control(only.as_deref());
+    // A Redis Cluster: masters failed over and killed, a slot migrated
+    // under waiters; the wake-up rule and its control (see `cluster.rs`).
+    let (cluster_runs, cluster_ok) = cluster::scenario_and_control(only.as_deref(), long);
+    failed |= !cluster_ok;
 
     let report = totals.report(&controls, started.elapsed());
     println!("\n{report}");
@@ -482,7 +488,7 @@ fn main() {
     }
     println!(
         "chaos: {} passed, 0 failed",
-        scenarios.len() + controls.len() + election_runs
+        scenarios.len() + controls.len() + election_runs + cluster_runs
     );
 }
 
@@ -855,6 +861,7 @@ impl Run<'_> {
                 Forks::ChildWithoutWatchdog => 2,
             },
             sentinel: self.scenario.sentinel,
+            cluster: false,
             clock_ahead: if self.scenario.fast_clocks && id.is_multiple_of(2) {
                 Duration::from_secs(3600)
             } else {
@@ -1348,6 +1355,9 @@ impl Run<'_> {
                 self.servers[a].pause();
                 std::thread::sleep(REDLOCK_IO * 3);
                 self.servers[a].resume();
+            }
+            Kind::ClusterFailover | Kind::ClusterKill | Kind::SlotMigrate => {
+                panic!("cluster faults are injected by cluster.rs")
             }
             Kind::SkewMaster => {
                 let a = self.rng.below(3) as usize;

@@ -66,12 +66,15 @@ pub struct Settings {
     /// (which dies with it); 2: so, and the child's lockers run without a
     /// watchdog (a negative control); 0: neither.
     pub forks: u8,
+    /// A Redis Cluster: `lock_urls` are its nodes', and the locker's
+    /// backoff is `backoff_max` every time (see `cluster.rs`).
+    pub cluster: bool,
 }
 
 impl Settings {
     pub fn encode(&self) -> String {
         format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
             self.id,
             self.lock_urls.join(","),
             self.resource_url,
@@ -82,7 +85,8 @@ impl Settings {
             self.flaw.map_or("-", Flaw::code),
             self.sentinel.map_or("-".to_owned(), |n| n.to_string()),
             self.clock_ahead.as_millis(),
-            self.forks
+            self.forks,
+            u8::from(self.cluster)
         )
     }
 
@@ -102,6 +106,7 @@ impl Settings {
             sentinel: get(8).parse().ok(),
             clock_ahead: ms(9),
             forks: get(10).parse().unwrap_or(0),
+            cluster: get(11) == "1",
         }
     }
 }
@@ -395,6 +400,27 @@ fn serve(settings: Settings) {
             .expect("a valid locker");
         let extras = extras_of(&locker);
         return work(&settings, rec, Arc::new(Real { locker }), extras, &[]);
+    }
+    if settings.cluster {
+        let client = redis::cluster::ClusterClient::builder(settings.lock_urls.clone())
+            .connection_timeout(settings.io)
+            .response_timeout(settings.io)
+            .build()
+            .expect("cluster urls");
+        let pool = r2d2::Pool::builder()
+            .max_size(POOL_SIZE)
+            .min_idle(Some(0))
+            .test_on_check_out(false)
+            .connection_timeout(Duration::from_secs(1))
+            .build_unchecked(client);
+        // A waiter has nothing but a wake-up to take a hand-over up
+        // promptly: its backoff is long every time (a queued waiter still
+        // calls once a second, whatever its backoff).
+        let locker = builder(Locker::builder(pool), &settings)
+            .backoff(Backoff::fixed(settings.backoff_max))
+            .build()
+            .expect("a valid locker");
+        return work(&settings, rec, Arc::new(Real { locker }), None, &[]);
     }
     let pools: Vec<r2d2::Pool<redis::Client>> = settings
         .lock_urls

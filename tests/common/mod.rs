@@ -390,7 +390,13 @@ impl Cluster {
 
     /// Three masters with `replicas` replicas each.
     pub fn start_with_replicas(replicas: usize) -> Cluster {
-        let (nodes, dir) = support::cluster::start_cluster(replicas, &[], START_TIMEOUT).unwrap();
+        Cluster::start_configured(replicas, &[])
+    }
+
+    /// Three masters with `replicas` replicas each, every node started
+    /// with the arguments `extra` too.
+    pub fn start_configured(replicas: usize, extra: &[&str]) -> Cluster {
+        let (nodes, dir) = support::cluster::start_cluster(replicas, extra, START_TIMEOUT).unwrap();
         let dir = TempDir(dir);
         let cluster = Cluster { nodes, _dir: dir };
         cluster.await_ok();
@@ -549,7 +555,7 @@ impl Cluster {
                 .arg("KEYS")
                 .arg(&keys)
                 .query(&mut src)
-                .unwrap();
+                .unwrap_or_else(|e| panic!("{e}: {}", self.both_sides(&keys, to)));
         }
         setslot(&mut dst, "NODE", &to_id);
         setslot(&mut src, "NODE", &to_id);
@@ -569,6 +575,31 @@ impl Cluster {
             }
         }
         self.await_ok();
+    }
+
+    /// Where each of `keys` is, over every node (`ASKING`, so that an
+    /// importing node answers): what a failed `MIGRATE` left.
+    fn both_sides(&self, keys: &[String], to: usize) -> String {
+        let mut out = String::new();
+        for k in keys {
+            let mut seen = Vec::new();
+            for i in 0..self.nodes.len() {
+                let Ok(mut c) = redis::Client::open(self.nodes[i].url())
+                    .unwrap()
+                    .get_connection()
+                else {
+                    continue;
+                };
+                let _: redis::RedisResult<()> = redis::cmd("ASKING").query(&mut c);
+                let kind: String = redis::cmd("TYPE").arg(k).query(&mut c).unwrap_or_default();
+                let pttl: i64 = redis::cmd("PTTL").arg(k).query(&mut c).unwrap_or(-3);
+                if kind != "none" {
+                    seen.push(format!("node {i}: {kind}, PTTL {pttl}"));
+                }
+            }
+            out += &format!("{k} (target node {to}): {seen:?}; ");
+        }
+        out
     }
 
     /// The shard channels with subscribers, over every node.
