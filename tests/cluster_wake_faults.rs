@@ -1,0 +1,138 @@
+//! Hostile review of the cluster wake-ups (issue 36): a master that hangs
+//! (`SIGSTOP`) instead of dying, while a waiter's shard subscription is at
+//! it and its replica takes over.
+#![allow(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    clippy::disallowed_methods
+)] // test helpers fail loudly, and tests spawn threads directly: that is the point
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{key, wait_until, Cluster};
+use redmutex::{Backoff, Locker};
+
+fn sharded() -> bool {
+    redmutex_testkit::server_version().is_none_or(|v| v >= (7, 0))
+}
+
+/// A connection to node `i` that cannot hang on a frozen node.
+fn conn_within(cluster: &Cluster, i: usize) -> Option<redis::Connection> {
+    let c = redis::Client::open(cluster.nodes[i].url())
+        .unwrap()
+        .get_connection_with_timeout(Duration::from_secs(1))
+        .ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    c.set_write_timeout(Some(Duration::from_secs(1))).ok()?;
+    Some(c)
+}
+
+/// Shard channels with subscribers at node `i` (empty if it does not answer).
+fn channels_at(cluster: &Cluster, i: usize) -> Vec<String> {
+    conn_within(cluster, i)
+        .and_then(|mut c| redis::cmd("PUBSUB").arg("SHARDCHANNELS").query(&mut c).ok())
+        .unwrap_or_default()
+}
+
+/// `SIGCONT` for a frozen node, whatever happens in the test.
+struct Frozen(u32);
+
+impl Frozen {
+    fn freeze(pid: u32) -> Frozen {
+        signal(pid, "-STOP");
+        Frozen(pid)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal(self.0, "-CONT");
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .arg(sig)
+        .arg(pid.to_string())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// The master of a slot hangs (`SIGSTOP`: a frozen machine, or a
+/// partition that drops packets) while a waiter of another locker is
+/// subscribed there, and its replica takes over (`CLUSTER FAILOVER
+/// TAKEOVER`, as an operator or the cluster's own failure detection does).
+/// The listener must follow the slot to the new master (where the release
+/// will be announced) within a few idle seconds, as it does when the master
+/// dies or is demoted. Before the fix its connection to the frozen master
+/// never fails (reads time out, and each idle second's `PING` and
+/// `SSUBSCRIBE`s go into the socket buffer), so the channel stays
+/// "subscribed" there for as long as the master is frozen (TCP gives up
+/// after about 15 minutes), and every release meanwhile goes unheard: the
+/// waiters wait their backoff.
+///
+/// (Whether the woken waiter then gets the lock depends on the user's
+/// redis-rs cluster pool, which keeps sending the slot to the frozen master
+/// after the takeover: measured here, a `try_lock` through it took 35 s,
+/// then failed, with the default 16 retries; see the report. So this test
+/// watches the subscription, not the lock.)
+#[test]
+fn the_listener_leaves_a_hung_master_whose_replica_took_over() {
+    if !sharded() {
+        return;
+    }
+    let cluster = Cluster::start_with_replicas(1);
+    let locker = || {
+        Locker::builder(cluster.pool())
+            .ttl(Duration::from_secs(60))
+            .backoff(Backoff::fixed(Duration::from_secs(60)))
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (locker(), locker());
+    let tag = key("hung-master");
+    let keys = vec![format!("{{{tag}}}:a"), format!("{{{tag}}}:b")];
+    let master = cluster.master_of(cluster.slot_of(&keys[0]));
+    let replica = cluster.replica_of(master);
+    let _held = holder.lock_all(&keys).unwrap();
+    {
+        let (waiter, keys) = (waiter.clone(), keys.clone());
+        // Not joined: its end depends on the pool (see above).
+        std::thread::spawn(move || waiter.lock_all_timeout(&keys, Duration::from_secs(60)));
+    }
+    wait_until(
+        "the waiter subscribed at the master",
+        Duration::from_secs(20),
+        || !channels_at(&cluster, master).is_empty(),
+    );
+    let frozen = Frozen::freeze(cluster.nodes[master].pid());
+    let mut r = conn_within(&cluster, replica).unwrap();
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .arg("TAKEOVER")
+        .query(&mut r)
+        .unwrap();
+    wait_until("the replica promoted", Duration::from_secs(20), || {
+        let Some(mut c) = conn_within(&cluster, replica) else {
+            return false;
+        };
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut c).unwrap();
+        matches!(role.first(), Some(redis::Value::BulkString(b)) if b == b"master")
+    });
+    let promoted = Instant::now();
+    let deadline = promoted + Duration::from_secs(30);
+    while channels_at(&cluster, replica).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let subscribed = channels_at(&cluster, replica);
+    drop(frozen);
+    assert!(
+        !subscribed.is_empty(),
+        "30 s after the takeover the waiter's channel is still not subscribed at the new \
+         master: the listener stays with the frozen one, releases go unheard"
+    );
+}
