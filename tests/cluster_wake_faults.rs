@@ -136,3 +136,86 @@ fn the_listener_leaves_a_hung_master_whose_replica_took_over() {
          master: the listener stays with the frozen one, releases go unheard"
     );
 }
+
+/// Every `redmutex::listen` event logged in this test binary.
+static LISTEN: std::sync::Mutex<Vec<(log::Level, String)>> = std::sync::Mutex::new(Vec::new());
+
+struct Catch;
+
+impl log::Log for Catch {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        if record.target() == "redmutex::listen" {
+            LISTEN
+                .lock()
+                .unwrap()
+                .push((record.level(), record.args().to_string()));
+        }
+    }
+    fn flush(&self) {}
+}
+
+static LOGGER: Catch = Catch;
+
+/// A cluster that wants a password: the listener connects to the masters
+/// by address alone (redis-rs does not show a cluster client's
+/// credentials), so its `SSUBSCRIBE` is refused. That must cost only the
+/// wake-ups: waiters poll with their backoff and get the lock, no error
+/// reaches the user, and an `info` line says why.
+#[test]
+fn a_cluster_that_wants_a_password_polls_and_says_so() {
+    if !sharded() {
+        return;
+    }
+    let _ = log::set_logger(&LOGGER);
+    log::set_max_level(log::LevelFilter::Trace);
+    let cluster = Cluster::start();
+    for i in 0..cluster.nodes.len() {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("requirepass")
+            .arg("s3cret")
+            .query(&mut cluster.conn(i))
+            .unwrap();
+    }
+    let client = redis::cluster::ClusterClient::builder(cluster.urls())
+        .password("s3cret".to_owned())
+        .connection_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let pool = r2d2::Pool::builder()
+        .max_size(4)
+        .test_on_check_out(false)
+        .build(client)
+        .unwrap();
+    let locker = || {
+        Locker::builder(pool.clone())
+            .backoff(Backoff::fixed(Duration::from_millis(200)))
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (locker(), locker());
+    let tag = key("password");
+    for keys in [
+        vec![key("password-single")],
+        vec![format!("{{{tag}}}:a"), format!("{{{tag}}}:b")],
+    ] {
+        let held = holder.lock_all(&keys).unwrap();
+        let t = {
+            let (waiter, keys) = (waiter.clone(), keys.clone());
+            std::thread::spawn(move || waiter.lock_all_timeout(&keys, Duration::from_secs(20)))
+        };
+        // Long enough for the waiter to try, start its listener and be refused.
+        std::thread::sleep(Duration::from_secs(3));
+        held.unlock().unwrap();
+        t.join().unwrap().unwrap().unlock().unwrap();
+    }
+    let events = LISTEN.lock().unwrap().clone();
+    assert!(
+        events.iter().any(|(l, _)| *l <= log::Level::Info),
+        "no info (or louder) line says why waiters poll: {events:?}"
+    );
+}
