@@ -219,3 +219,38 @@ fn a_cluster_that_wants_a_password_polls_and_says_so() {
         "no info (or louder) line says why waiters poll: {events:?}"
     );
 }
+
+/// On a cluster of servers before 7.0 (no `SSUBSCRIBE`), waiters poll and
+/// an `info` line says so (run with `REDIS_SERVER` set to a Redis 6.2; on
+/// later servers this test has nothing to check).
+#[test]
+fn older_servers_poll_and_say_so() {
+    if sharded() {
+        return;
+    }
+    let _ = log::set_logger(&LOGGER);
+    log::set_max_level(log::LevelFilter::Trace);
+    let cluster = Cluster::start();
+    let locker = || {
+        Locker::builder(cluster.pool())
+            .backoff(Backoff::fixed(Duration::from_millis(200)))
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (locker(), locker());
+    let keys = vec![key("older-say")];
+    let held = holder.lock_all(&keys).unwrap();
+    let t = {
+        let (waiter, keys) = (waiter.clone(), keys.clone());
+        std::thread::spawn(move || waiter.lock_all_timeout(&keys, Duration::from_secs(20)))
+    };
+    wait_until("an info line", Duration::from_secs(20), || {
+        LISTEN
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(l, m)| *l <= log::Level::Info && m.contains("refuses sharded pub/sub"))
+    });
+    held.unlock().unwrap();
+    t.join().unwrap().unwrap().unlock().unwrap();
+}
