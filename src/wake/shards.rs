@@ -366,6 +366,17 @@ fn run(ctx: &Ctx, node: Node) {
     }
 }
 
+/// Whether `e`, a server's answer to `SSUBSCRIBE` or `PING`, says that
+/// sharded pub/sub will never work on this connection: the command unknown
+/// (before 7.0), a password wanted, or no ACL rights.
+fn refusal(e: &redis::RedisError) -> bool {
+    match e.code() {
+        Some("NOAUTH" | "NOPERM" | "WRONGPASS") => true,
+        Some("ERR") => e.to_string().contains("unknown command"),
+        _ => false,
+    }
+}
+
 /// How a master's connection ended.
 enum Ended {
     /// No channel left, or the locker is gone.
@@ -421,7 +432,12 @@ impl NodeThread<'_> {
                     return Ended::Lost;
                 }
             }
-            let heard = conn.recv_response();
+            // redis-rs returns a server's error reply as a value: made an
+            // error here, so that `MOVED` is followed and a refusal seen.
+            let heard = conn.recv_response().and_then(|v| match v {
+                Value::ServerError(e) => Err(e.into()),
+                v => Ok(v),
+            });
             if heard.is_ok() || heard.as_ref().is_err_and(|e| e.code().is_some()) {
                 self.silent_since = None;
             }
@@ -439,15 +455,19 @@ impl NodeThread<'_> {
                         self.moved(&shards, addr, slot);
                     } else if e.is_io_error() || !conn.is_open() {
                         return Ended::Lost;
-                    } else {
+                    } else if refusal(&e) {
                         log::info!(
                             target: "redmutex::listen",
-                            "this cluster refuses sharded pub/sub ({}: Redis before 7.0, or \
-                             no ACL rights on the release channels): waiters poll with their \
-                             backoff",
+                            "this cluster refuses sharded pub/sub ({}: Redis before 7.0, a \
+                             password or TLS the listener does not have, or no ACL rights on \
+                             the release channels): waiters poll with their backoff",
                             e.code().unwrap_or("an error")
                         );
                         return Ended::Refused;
+                    } else {
+                        // Passing (CLUSTERDOWN during a failover, TRYAGAIN,
+                        // LOADING): the channels are placed again shortly.
+                        return Ended::Lost;
                     }
                 }
             }
