@@ -254,3 +254,56 @@ fn older_servers_poll_and_say_so() {
     held.unlock().unwrap();
     t.join().unwrap().unwrap().unlock().unwrap();
 }
+
+/// A `CLUSTER INFO` counter of node `i` (0 when not listed).
+fn bus_counter(cluster: &Cluster, i: usize, field: &str) -> u64 {
+    let info: String = redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query(&mut cluster.conn(i))
+        .unwrap();
+    common::info_field(&info, field).map_or(0, |v| v.parse().unwrap())
+}
+
+/// With replicas (as clusters run in production) too, no announcement
+/// crosses the cluster bus, to another shard or to the lock's own
+/// replicas (measured on Redis 7.0.15: no `publishshard` bus message at
+/// all).
+#[test]
+fn with_replicas_no_announcement_crosses_the_cluster_bus() {
+    if !sharded() {
+        return;
+    }
+    let cluster = Cluster::start_with_replicas(1);
+    let lockers: Vec<Locker> = (0..2)
+        .map(|_| {
+            Locker::builder(cluster.pool())
+                .backoff(Backoff::fixed(Duration::from_secs(60)))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let k = key("shard-replicas");
+    let fields = [
+        "cluster_stats_messages_publish_received",
+        "cluster_stats_messages_publishshard_received",
+    ];
+    let counters = || -> Vec<u64> {
+        (0..cluster.nodes.len())
+            .flat_map(|i| fields.iter().map(move |f| (i, f)))
+            .map(|(i, f)| bus_counter(&cluster, i, f))
+            .collect()
+    };
+    let before = counters();
+    std::thread::scope(|s| {
+        for w in 0..4 {
+            let (locker, k) = (&lockers[w % 2], &k);
+            s.spawn(move || {
+                for _ in 0..10 {
+                    let g = locker.lock_timeout(k, Duration::from_secs(30)).unwrap();
+                    g.unlock().unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(counters(), before, "announcements crossed the cluster bus");
+}
