@@ -14,6 +14,15 @@ use std::time::{Duration, Instant};
 use common::{key, wait_until, Cluster};
 use redmutex::{Backoff, Locker};
 
+/// The tests here count this process's threads and log events: one at a
+/// time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn sharded() -> bool {
     redmutex_testkit::server_version().is_none_or(|v| v >= (7, 0))
 }
@@ -82,6 +91,7 @@ fn signal(pid: u32, sig: &str) {
 /// watches the subscription, not the lock.)
 #[test]
 fn the_listener_leaves_a_hung_master_whose_replica_took_over() {
+    let _serial = serial();
     if !sharded() {
         return;
     }
@@ -166,6 +176,7 @@ static LOGGER: Catch = Catch;
 /// reaches the user, and an `info` line says why.
 #[test]
 fn a_cluster_that_wants_a_password_polls_and_says_so() {
+    let _serial = serial();
     if !sharded() {
         return;
     }
@@ -225,6 +236,7 @@ fn a_cluster_that_wants_a_password_polls_and_says_so() {
 /// later servers this test has nothing to check).
 #[test]
 fn older_servers_poll_and_say_so() {
+    let _serial = serial();
     if sharded() {
         return;
     }
@@ -270,6 +282,7 @@ fn bus_counter(cluster: &Cluster, i: usize, field: &str) -> u64 {
 /// all).
 #[test]
 fn with_replicas_no_announcement_crosses_the_cluster_bus() {
+    let _serial = serial();
     if !sharded() {
         return;
     }
@@ -306,4 +319,78 @@ fn with_replicas_no_announcement_crosses_the_cluster_bus() {
         }
     });
     assert_eq!(counters(), before, "announcements crossed the cluster bus");
+}
+
+/// This process's threads named as the sharded listener's.
+fn shard_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("redmutex-shard"))
+        .count()
+}
+
+/// Rounds of waiters over many keys and slots: every round's threads and
+/// connections end once nobody waits, whatever came before.
+#[test]
+fn no_thread_or_connection_is_left_after_rounds_over_many_slots() {
+    let _serial = serial();
+    if !sharded() {
+        return;
+    }
+    let cluster = Cluster::start();
+    let locker = || {
+        Locker::builder(cluster.pool())
+            .backoff(Backoff::fixed(Duration::from_secs(60)))
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (locker(), locker());
+    // Those of an earlier test here end once its waiters are gone.
+    wait_until("no listener thread before", Duration::from_secs(60), || {
+        shard_threads() == 0
+    });
+    for round in 0..3 {
+        let keys: Vec<String> = (0..40)
+            .map(|i| key(&format!("rounds-{round}-{i}")))
+            .collect();
+        let held: Vec<_> = keys.iter().map(|k| holder.lock(k).unwrap()).collect();
+        let waiting: Vec<_> = keys
+            .iter()
+            .map(|k| {
+                let (waiter, k) = (waiter.clone(), k.clone());
+                std::thread::spawn(move || waiter.lock_timeout(&k, Duration::from_secs(30)))
+            })
+            .collect();
+        wait_until("the waiters' listeners", Duration::from_secs(20), || {
+            shard_threads() > 0
+        });
+        assert!(
+            shard_threads() <= 3,
+            "one thread per master at most: {}",
+            shard_threads()
+        );
+        drop(held);
+        for t in waiting {
+            t.join().unwrap().unwrap().unlock().unwrap();
+        }
+        wait_until("no listener thread left", Duration::from_secs(15), || {
+            shard_threads() == 0
+        });
+        wait_until(
+            "no pub/sub connection left",
+            Duration::from_secs(15),
+            || {
+                (0..3).all(|i| {
+                    let list: String = redis::cmd("CLIENT")
+                        .arg("LIST")
+                        .arg("TYPE")
+                        .arg("pubsub")
+                        .query(&mut cluster.conn(i))
+                        .unwrap();
+                    list.trim().is_empty()
+                })
+            },
+        );
+    }
 }
