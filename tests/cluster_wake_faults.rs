@@ -394,3 +394,32 @@ fn no_thread_or_connection_is_left_after_rounds_over_many_slots() {
         );
     }
 }
+
+/// A call on a key whose cluster master hangs must come back within its
+/// checkout and I/O timeouts (2 s each by default), as on one server. Through
+/// a cluster pool built as a user would (`Cluster::pool`: redis-rs's
+/// defaults but for 2 s connection and response timeouts) a `try_lock`
+/// took about 35 s, then failed with a timeout: redis-rs's cluster
+/// connection retries a timed-out call itself (16 times by default, with
+/// reconnections), below the locker, which cannot bound it. The same holds
+/// for a renewal (its watchdog) and a release on drop.
+#[test]
+#[ignore = "defect: on a cluster a call to a hung master takes redis-rs's retries (about 35 s), not the locker's checkout + I/O timeouts"]
+fn a_call_to_a_hung_cluster_master_returns_within_its_timeouts() {
+    let _serial = serial();
+    let cluster = Cluster::start();
+    let locker = Locker::builder(cluster.pool()).build().unwrap();
+    let k = key("hung-call");
+    let master = cluster.master_of(cluster.slot_of(&k));
+    locker.try_lock(&k).unwrap().unwrap().unlock().unwrap();
+    let frozen = Frozen::freeze(cluster.nodes[master].pid());
+    let started = Instant::now();
+    let got = locker.try_lock(&k);
+    let took = started.elapsed();
+    drop(frozen);
+    assert!(
+        took < Duration::from_secs(8),
+        "try_lock took {took:?} against a hung master ({:?})",
+        got.map(|g| g.is_some())
+    );
+}
