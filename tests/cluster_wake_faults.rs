@@ -169,20 +169,9 @@ impl log::Log for Catch {
 
 static LOGGER: Catch = Catch;
 
-/// A cluster that wants a password: the listener connects to the masters
-/// by address alone (redis-rs does not show a cluster client's
-/// credentials), so its `SSUBSCRIBE` is refused. That must cost only the
-/// wake-ups: waiters poll with their backoff and get the lock, no error
-/// reaches the user, and an `info` line says why.
-#[test]
-fn a_cluster_that_wants_a_password_polls_and_says_so() {
-    let _serial = serial();
-    if !sharded() {
-        return;
-    }
-    let _ = log::set_logger(&LOGGER);
-    log::set_max_level(log::LevelFilter::Trace);
-    let cluster = Cluster::start();
+/// Sets a password on every node of `cluster`, and returns a pool that
+/// gives it (the sharded listener's connections do not).
+fn password_pool(cluster: &Cluster) -> r2d2::Pool<redis::cluster::ClusterClient> {
     for i in 0..cluster.nodes.len() {
         let _: () = redis::cmd("CONFIG")
             .arg("SET")
@@ -197,11 +186,28 @@ fn a_cluster_that_wants_a_password_polls_and_says_so() {
         .response_timeout(Duration::from_secs(2))
         .build()
         .unwrap();
-    let pool = r2d2::Pool::builder()
+    r2d2::Pool::builder()
         .max_size(4)
         .test_on_check_out(false)
         .build(client)
-        .unwrap();
+        .unwrap()
+}
+
+/// A cluster that wants a password: the listener connects to the masters
+/// by address alone (redis-rs does not show a cluster client's
+/// credentials), so its `SSUBSCRIBE` is refused. That must cost only the
+/// wake-ups: waiters poll with their backoff and get the lock, no error
+/// reaches the user, and an `info` line says why.
+#[test]
+fn a_cluster_that_wants_a_password_polls_and_says_so() {
+    let _serial = serial();
+    if !sharded() {
+        return;
+    }
+    let _ = log::set_logger(&LOGGER);
+    log::set_max_level(log::LevelFilter::Trace);
+    let cluster = Cluster::start();
+    let pool = password_pool(&cluster);
     let locker = || {
         Locker::builder(pool.clone())
             .backoff(Backoff::fixed(Duration::from_millis(200)))
@@ -422,4 +428,41 @@ fn a_call_to_a_hung_cluster_master_returns_within_its_timeouts() {
         "try_lock took {took:?} against a hung master ({:?})",
         got.map(|g| g.is_some())
     );
+}
+
+/// A lock handed over to a queued waiter whose announcement is never heard
+/// (here: a cluster that wants a password, so the listener cannot
+/// subscribe) is still found by the waiter, through its place's refresh
+/// every second, long before its minute of backoff and before the claim
+/// runs out: it is not lost, nor left to expire.
+#[test]
+fn a_handed_over_lock_is_found_without_its_announcement() {
+    let _serial = serial();
+    let cluster = Cluster::start();
+    let pool = password_pool(&cluster);
+    let locker = || {
+        Locker::builder(pool.clone())
+            .backoff(Backoff::fixed(Duration::from_secs(60)))
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (locker(), locker());
+    let k = key("handed-unheard");
+    for _ in 0..3 {
+        let held = holder.lock(&k).unwrap();
+        let t = {
+            let (waiter, k) = (waiter.clone(), k.clone());
+            std::thread::spawn(move || {
+                let got = waiter.lock_timeout(&k, Duration::from_secs(30));
+                (got, Instant::now())
+            })
+        };
+        std::thread::sleep(Duration::from_secs(2));
+        held.unlock().unwrap();
+        let released = Instant::now();
+        let (got, at) = t.join().unwrap();
+        let took = at.saturating_duration_since(released);
+        got.unwrap().unlock().unwrap();
+        assert!(took < Duration::from_secs(5), "found after {took:?}");
+    }
 }
