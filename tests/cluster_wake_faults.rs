@@ -181,7 +181,7 @@ fn password_pool(cluster: &Cluster) -> r2d2::Pool<redis::cluster::ClusterClient>
             .unwrap();
     }
     let client = redis::cluster::ClusterClient::builder(cluster.urls())
-        .password("s3cret".to_owned())
+        .password("s3cret")
         .connection_timeout(Duration::from_secs(2))
         .response_timeout(Duration::from_secs(2))
         .build()
