@@ -282,13 +282,13 @@ fn bus_counter(cluster: &Cluster, i: usize, field: &str) -> u64 {
     common::info_field(&info, field).map_or(0, |v| v.parse().unwrap())
 }
 
-/// With replicas (as clusters run in production) too, no announcement
-/// should cross the cluster bus, as the README and RELIABILITY promise.
-/// Fails (3 runs in 5) with about 35 `publishshard` bus messages received
-/// by the lock's master's replica over 40 hand-overs: Redis sends each
-/// `SPUBLISH` to the shard's replicas over the bus.
+/// With replicas (as clusters run in production), no announcement leaves
+/// the lock's shard: no other master or replica receives one over the
+/// cluster bus, as a `PUBLISH` would be broadcast. (The shard's own
+/// replica does: Redis sends it each `SPUBLISH`, about 35 bus messages over
+/// 40 hand-overs; the docs once said nothing crossed the bus at all.)
 #[test]
-fn with_replicas_no_announcement_crosses_the_cluster_bus() {
+fn with_replicas_no_announcement_leaves_the_locks_shard() {
     let _serial = serial();
     if !sharded() {
         return;
@@ -303,17 +303,18 @@ fn with_replicas_no_announcement_crosses_the_cluster_bus() {
         })
         .collect();
     let k = key("shard-replicas");
-    let fields = [
-        "cluster_stats_messages_publish_received",
-        "cluster_stats_messages_publishshard_received",
-    ];
-    let counters = || -> Vec<u64> {
+    let master = cluster.master_of(cluster.slot_of(&k));
+    let replica = cluster.replica_of(master);
+    let counters = |field: &str| -> Vec<u64> {
         (0..cluster.nodes.len())
-            .flat_map(|i| fields.iter().map(move |f| (i, f)))
-            .map(|(i, f)| bus_counter(&cluster, i, f))
+            .map(|i| bus_counter(&cluster, i, field))
             .collect()
     };
-    let before = counters();
+    let (shard, all) = (
+        "cluster_stats_messages_publishshard_received",
+        "cluster_stats_messages_publish_received",
+    );
+    let (shard_before, all_before) = (counters(shard), counters(all));
     std::thread::scope(|s| {
         for w in 0..4 {
             let (locker, k) = (&lockers[w % 2], &k);
@@ -325,7 +326,16 @@ fn with_replicas_no_announcement_crosses_the_cluster_bus() {
             });
         }
     });
-    assert_eq!(counters(), before, "announcements crossed the cluster bus");
+    assert_eq!(counters(all), all_before, "a PUBLISH was broadcast");
+    let shard_after = counters(shard);
+    for i in 0..cluster.nodes.len() {
+        if i != master && i != replica {
+            assert_eq!(
+                shard_after[i], shard_before[i],
+                "node {i}, outside the lock's shard, received announcements"
+            );
+        }
+    }
 }
 
 /// This process's threads named as the sharded listener's.

@@ -1,7 +1,8 @@
 //! The release listener on a Redis Cluster: sharded pub/sub. The scripts
 //! announce a release with `SPUBLISH` on the shard channel of the lock's
 //! slot (`protocol::keys`), so the message stays on the shard that owns the
-//! slot and never crosses the cluster bus. Here, one thread and one plain
+//! slot: it is never broadcast over the cluster bus (only the shard's own
+//! replicas get a copy over it, from Redis). Here, one thread and one plain
 //! connection of its own per master (shard) that serves a slot with
 //! waiters, `SSUBSCRIBE`d there to those slots' channels:
 //!
