@@ -95,7 +95,24 @@ fn the_listener_leaves_a_hung_master_whose_replica_took_over() {
     if !sharded() {
         return;
     }
-    let cluster = Cluster::start_with_replicas(1);
+    leaves_a_lost_master(false);
+}
+
+/// As [`the_listener_leaves_a_hung_master_whose_replica_took_over`], with
+/// the master killed (`SIGKILL`) instead of frozen.
+#[test]
+fn the_listener_leaves_a_killed_master_whose_replica_took_over() {
+    let _serial = serial();
+    if !sharded() {
+        return;
+    }
+    leaves_a_lost_master(true);
+}
+
+/// The master of a waiter's slot frozen (or `killed`), its replica takes
+/// over: the waiter's channel is subscribed at the new master within 30 s.
+fn leaves_a_lost_master(killed: bool) {
+    let mut cluster = Cluster::start_with_replicas(1);
     let locker = || {
         Locker::builder(cluster.pool())
             .ttl(Duration::from_secs(60))
@@ -119,7 +136,12 @@ fn the_listener_leaves_a_hung_master_whose_replica_took_over() {
         Duration::from_secs(20),
         || !channels_at(&cluster, master).is_empty(),
     );
-    let frozen = Frozen::freeze(cluster.nodes[master].pid());
+    let frozen = if killed {
+        cluster.nodes[master].kill();
+        None
+    } else {
+        Some(Frozen::freeze(cluster.nodes[master].pid()))
+    };
     let mut r = conn_within(&cluster, replica).unwrap();
     let _: () = redis::cmd("CLUSTER")
         .arg("FAILOVER")
