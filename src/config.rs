@@ -70,7 +70,8 @@ impl Topology {
 
     /// Releases are announced with sharded pub/sub (`SPUBLISH` on a
     /// channel in the lock's slot, `SSUBSCRIBE` on the node that owns it),
-    /// so that no announcement crosses the cluster bus: a cluster.
+    /// so that no announcement leaves the lock's shard (only the shard's
+    /// replicas get it over the cluster bus): a cluster.
     pub(crate) fn shards(self) -> bool {
         self.instances == 1 && self.cluster
     }

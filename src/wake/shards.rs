@@ -1,7 +1,8 @@
 //! The release listener on a Redis Cluster: sharded pub/sub. The scripts
 //! announce a release with `SPUBLISH` on the shard channel of the lock's
 //! slot (`protocol::keys`), so the message stays on the shard that owns the
-//! slot and never crosses the cluster bus. Here, one thread and one plain
+//! slot: it is never broadcast over the cluster bus (only the shard's own
+//! replicas get a copy over it, from Redis). Here, one thread and one plain
 //! connection of its own per master (shard) that serves a slot with
 //! waiters, `SSUBSCRIBE`d there to those slots' channels:
 //!
@@ -18,7 +19,8 @@
 //!   a failover took the slot from that node; a demoted master may say
 //!   nothing, so every idle second the thread sends its `SSUBSCRIBE`s again,
 //!   which a node that lost the slot answers `MOVED` or `sunsubscribe`), or
-//!   the node fails, the slot's master is found again (`CLUSTER SLOTS`
+//!   the node fails or answers none of that for the I/O timeout (a hung
+//!   node, whose replica may have taken over), the slot's master is found again (`CLUSTER SLOTS`
 //!   through the pool) and the channel subscribed there; then every waiter
 //!   of the locker is woken once, since a release may have gone unheard
 //!   meanwhile. Until then, waiters poll with their backoff.
@@ -46,6 +48,11 @@ const IDLE: Duration = Duration::from_secs(1);
 
 /// The word of the `PING` sent after a read timed out (see [`NodeThread::idle`]).
 const TICK: &str = "redmutex-tick";
+
+/// The word of the `PING` that ends each idle second's commands: its answer
+/// is never the value redis-rs drops, so a live node always answers
+/// something (see [`NodeThread::idle`]).
+const ALIVE: &str = "redmutex-alive";
 
 /// The pause before trying a master again after its connection failed.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -295,6 +302,7 @@ fn run(ctx: &Ctx, node: Node) {
         node: &node,
         mine: HashMap::new(),
         retry: Vec::new(),
+        silent_since: None,
     };
     let lost = match connected {
         Ok(conn) => thread.serve(conn),
@@ -359,6 +367,17 @@ fn run(ctx: &Ctx, node: Node) {
     }
 }
 
+/// Whether `e`, a server's answer to `SSUBSCRIBE` or `PING`, says that
+/// sharded pub/sub will never work on this connection: the command unknown
+/// (before 7.0), a password wanted, or no ACL rights.
+fn refusal(e: &redis::RedisError) -> bool {
+    match e.code() {
+        Some("NOAUTH" | "NOPERM" | "WRONGPASS") => true,
+        Some("ERR") => e.to_string().contains("unknown command"),
+        _ => false,
+    }
+}
+
 /// How a master's connection ended.
 enum Ended {
     /// No channel left, or the locker is gone.
@@ -377,6 +396,8 @@ struct NodeThread<'a> {
     mine: HashMap<String, u16>,
     /// Channels lost here whose new master could not be found yet.
     retry: Vec<(String, u16)>,
+    /// Since when the node has answered nothing sent in an idle second.
+    silent_since: Option<Instant>,
 }
 
 impl NodeThread<'_> {
@@ -412,7 +433,15 @@ impl NodeThread<'_> {
                     return Ended::Lost;
                 }
             }
-            let heard = conn.recv_response();
+            // redis-rs returns a server's error reply as a value: made an
+            // error here, so that `MOVED` is followed and a refusal seen.
+            let heard = conn.recv_response().and_then(|v| match v {
+                Value::ServerError(e) => Err(e.into()),
+                v => Ok(v),
+            });
+            if heard.is_ok() || heard.as_ref().is_err_and(|e| e.code().is_some()) {
+                self.silent_since = None;
+            }
             match heard {
                 Ok(Value::Array(parts)) => self.heard(&shards, &parts),
                 Ok(_) => {}
@@ -427,15 +456,19 @@ impl NodeThread<'_> {
                         self.moved(&shards, addr, slot);
                     } else if e.is_io_error() || !conn.is_open() {
                         return Ended::Lost;
-                    } else {
+                    } else if refusal(&e) {
                         log::info!(
                             target: "redmutex::listen",
-                            "this cluster refuses sharded pub/sub ({}: Redis before 7.0, or \
-                             no ACL rights on the release channels): waiters poll with their \
-                             backoff",
+                            "this cluster refuses sharded pub/sub ({}: Redis before 7.0, a \
+                             password or TLS the listener does not have, or no ACL rights on \
+                             the release channels): waiters poll with their backoff",
                             e.code().unwrap_or("an error")
                         );
                         return Ended::Refused;
+                    } else {
+                        // Passing (CLUSTERDOWN during a failover, TRYAGAIN,
+                        // LOADING): the channels are placed again shortly.
+                        return Ended::Lost;
                     }
                 }
             }
@@ -500,8 +533,25 @@ impl NodeThread<'_> {
     /// An idle second: channels no longer wanted are dropped, the others
     /// subscribed again (a node that lost a slot may have dropped it
     /// without a word), and lost ones placed again. False when the
-    /// connection failed.
+    /// connection failed, or the node answered nothing of what the idle
+    /// seconds sent for the I/O timeout (at least a second): a hung node,
+    /// or a partition that drops packets, never fails the connection (the
+    /// reads time out, the writes go into the socket buffer), and its
+    /// replica may have taken its slots over meanwhile.
     fn idle(&mut self, conn: &mut redis::Connection) -> bool {
+        match self.silent_since {
+            Some(since) if since.elapsed() >= self.ctx.io.max(IDLE) => {
+                log::debug!(
+                    target: "redmutex::listen",
+                    "a shard's node answered nothing for {:?}: its channels go where their \
+                     slots are served",
+                    since.elapsed()
+                );
+                return false;
+            }
+            Some(_) => {}
+            None => self.silent_since = Some(Instant::now()),
+        }
         let mine = std::mem::take(&mut self.mine);
         let mut unwanted = Vec::new();
         for (c, slot) in mine {
@@ -523,6 +573,7 @@ impl NodeThread<'_> {
         for c in self.mine.keys() {
             bytes.extend(redis::cmd("SSUBSCRIBE").arg(c).get_packed_command());
         }
+        bytes.extend(redis::cmd("PING").arg(ALIVE).get_packed_command());
         if conn.send_packed_command(&bytes).is_err() {
             return false;
         }
