@@ -2058,6 +2058,29 @@ fn checker_wants_demand_for_a_takeover() {
     // A k1 call asked just after the release, failed 10 s later.
     let wanted = verdict(&line::failed(ms(16_001), "timeout", "k1", ms(6_001)));
     assert_eq!(wanted.count(rule::TAKEOVER), 1, "{:?}", wanted.violations);
+    // Held again late, but asked for only just before (long run H1, Redlock
+    // soak: k0 held again 871.5 ms after the release, every live worker's
+    // next call on it asked 867 ms after the release): the lock was free
+    // and nobody wanted it, no violation.
+    let late_ask = [
+        line::enter("k1", 90, ms(9_010), ms(9_000)),
+        line::read("k1", 90, ms(9_010)),
+        line::exit("k1", 90, ms(9_020), Op::Ok, Op::Ok, ms(9_020), false),
+        line::unlock("k1", 90, ms(9_020), Unlock::Ok),
+    ]
+    .concat();
+    let asked_late = verdict(&late_ask);
+    assert_eq!(asked_late.count(rule::TAKEOVER), 0, "{:?}", asked_late.violations);
+    // Asked just after the release and held only 3 s later: a violation.
+    let asked_early = [
+        line::enter("k1", 90, ms(9_010), ms(6_001)),
+        line::read("k1", 90, ms(9_010)),
+        line::exit("k1", 90, ms(9_020), Op::Ok, Op::Ok, ms(9_020), false),
+        line::unlock("k1", 90, ms(9_020), Unlock::Ok),
+    ]
+    .concat();
+    let slow = verdict(&asked_early);
+    assert_eq!(slow.count(rule::TAKEOVER), 1, "{:?}", slow.violations);
 }
 
 /// An eviction heard just before a holder recorded its entry took the
