@@ -1366,7 +1366,25 @@ pub fn check(
                     }
                     continue;
                 };
-                let took = n - x;
+                // Timed from when someone wanted it: the earliest live
+                // worker's call on the key asked after the release (or in
+                // flight at it), whether it entered or failed. A free lock
+                // nobody asked for is not late.
+                let demand = sections
+                    .iter()
+                    .filter(|s| s.worker != w && s.enter > x && asked_for(&s.key, key))
+                    .map(|s| s.asked.max(x))
+                    .chain(
+                        logs.iter()
+                            .filter(|l| l.id != w)
+                            .flat_map(|l| l.failed_calls.iter())
+                            .filter(|(k, _, ended)| asked_for(k, key) && *ended > x)
+                            .map(|(_, asked, _)| (*asked).max(x)),
+                    )
+                    .min()
+                    .unwrap_or(n)
+                    .min(n);
+                let took = n - demand;
                 let m = v.takeover.entry(e.kind).or_default();
                 *m = (*m).max(took);
                 let quiet = !events.iter().any(|o| {
@@ -1379,7 +1397,8 @@ pub fn check(
                     v.violate_at(
                         rule::TAKEOVER,
                         format!(
-                            "{key}: held again {:.1} ms after the first release that followed a waiter's kill (worker {w}), bound {:.1} ms",
+                            "{key}: held again {:.1} ms after the first release that followed a waiter's kill (worker {w}), and {:.1} ms after a live worker asked for it, bound {:.1} ms",
+                            ms(n - x),
                             ms(took),
                             ms(bound)
                         ),

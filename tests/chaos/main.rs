@@ -2070,7 +2070,12 @@ fn checker_wants_demand_for_a_takeover() {
     ]
     .concat();
     let asked_late = verdict(&late_ask);
-    assert_eq!(asked_late.count(rule::TAKEOVER), 0, "{:?}", asked_late.violations);
+    assert_eq!(
+        asked_late.count(rule::TAKEOVER),
+        0,
+        "{:?}",
+        asked_late.violations
+    );
     // Asked just after the release and held only 3 s later: a violation.
     let asked_early = [
         line::enter("k1", 90, ms(9_010), ms(6_001)),
