@@ -41,6 +41,8 @@ const RECIPE: &[&str] = &[
     "+hget",
     "+hset",
     "+hdel",
+    "+hgetall",
+    "+hrandfield",
     "+publish",
     "+sadd",
     "+srem",
