@@ -442,7 +442,15 @@ fn a_handed_over_lock_is_never_in_doubt() {
     };
     // Once without delay, so that the waiter's locker has its connections
     // and its subscription to the releases.
-    for delayed in [false, true] {
+    // A delayed round whose waiter got the lock by its own next attempt
+    // rather than by the hand-over (seen on Valkey in `.ci/run`) proves
+    // nothing: the round is tried again, up to four times.
+    let mut checked = false;
+    for delayed in [false, true, true, true, true] {
+        if checked {
+            break;
+        }
+        let handed_before = waiting.stats().hand_overs();
         let holder = holding.lock(&k).unwrap();
         let guard = std::thread::scope(|s| {
             let waiter = s.spawn(|| waiting.lock(&k).unwrap());
@@ -456,7 +464,14 @@ fn a_handed_over_lock_is_never_in_doubt() {
             proxy.set(Mode::Delay);
             continue;
         }
-        assert!(waiting.stats().hand_overs() >= 1, "taken by hand-over");
+        if waiting.stats().hand_overs() == handed_before {
+            proxy.set(Mode::Pass);
+            guard.unlock().unwrap();
+            while rx.try_recv().is_ok() {}
+            proxy.set(Mode::Delay);
+            continue;
+        }
+        checked = true;
         assert_eq!(guard.state(), Held);
         // Its watchdog starts at the first renewal (2 s): anything recorded
         // would be told by then.
@@ -465,6 +480,7 @@ fn a_handed_over_lock_is_never_in_doubt() {
         proxy.set(Mode::Pass);
         guard.unlock().unwrap();
     }
+    assert!(checked, "no delayed round was taken by hand-over");
 }
 
 /// A callback that blocks (against the advice to keep it quick) holds up
