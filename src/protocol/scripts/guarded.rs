@@ -33,14 +33,7 @@ pub(crate) fn guarded(
     } else {
         call.arg("");
     }
-    match once {
-        Some((marker, ttl_ms)) => {
-            call.key(marker).arg(ttl_ms);
-        }
-        None => {
-            call.arg("");
-        }
-    }
+    once_args(&mut call, once);
     call.key(command_keys).arg(commands);
     call
 }
@@ -57,6 +50,14 @@ pub(crate) fn fence(
 ) -> Call {
     let mut call = FENCE.call();
     call.key(resource_key).arg(token.to_string());
+    once_args(&mut call, once);
+    call.key(command_keys).arg(commands);
+    call
+}
+
+/// The run marker of `once` (its key and TTL in ms) as the scripts take it,
+/// or an empty argument without one.
+fn once_args(call: &mut Call, once: Option<(&str, u64)>) {
     match once {
         Some((marker, ttl_ms)) => {
             call.key(marker).arg(ttl_ms);
@@ -65,6 +66,4 @@ pub(crate) fn fence(
             call.arg("");
         }
     }
-    call.key(command_keys).arg(commands);
-    call
 }
