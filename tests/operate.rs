@@ -572,3 +572,39 @@ fn a_listing_shows_an_elections_leader() {
         "the leader of 'primary' is not listed: {list:?}"
     );
 }
+
+#[test]
+fn a_break_returns_the_hold_with_the_waiters_it_had() {
+    // `break_lock` returns "the hold as it was", a `LockInfo` as `locks()`
+    // lists it: with its live waiters (the command's `break` prints their
+    // number), not an empty list.
+    let server = Server::start();
+    let prefix = key("breakwaiters");
+    let (a, b) = (
+        locker(&server, &prefix, "alpha"),
+        locker(&server, &prefix, "beta"),
+    );
+    let held = a.lock("job").unwrap();
+    let waiting = {
+        let b = b.clone();
+        std::thread::spawn(move || b.lock_timeout("job", Duration::from_secs(30)))
+    };
+    until_waiters(&a, "job", 1);
+    let broken = a.break_lock("job", "stuck").unwrap().unwrap();
+    assert_eq!(broken.waiters(), ["beta"], "{broken:?}");
+    drop(waiting.join().unwrap().unwrap());
+    drop(held);
+
+    let sem = a.semaphore("slots", 1).unwrap();
+    let permit = sem.acquire().unwrap();
+    let waiting = {
+        let sem_b = b.semaphore("slots", 1).unwrap();
+        std::thread::spawn(move || sem_b.acquire_timeout(Duration::from_secs(30)))
+    };
+    let name = "__redmutex__:permit:0:slots";
+    until_waiters(&a, name, 1);
+    let broken = a.break_lock(name, "drain").unwrap().unwrap();
+    assert_eq!(broken.waiters(), ["beta"], "{broken:?}");
+    drop(waiting.join().unwrap().unwrap());
+    drop(permit);
+}
