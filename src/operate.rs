@@ -93,8 +93,10 @@ impl Locker {
     /// Frees the hold `key` for an operator, whoever holds it: a lock by
     /// its key, a permit or a read-write lock's hold by the name
     /// [`locks`](Locker::locks) gives it ([`LockInfo::key`]). Returns the
-    /// hold as it was, or `None` when it was free (then nothing changes).
-    /// One round trip, and for a hold broken one more for its audit event.
+    /// hold as it was, with its live waiters as they were (the first of
+    /// them is the one it is handed to), or `None` when it was free (then
+    /// nothing changes). One round trip, and for a hold broken one more for
+    /// its audit event.
     ///
     /// As the holder's own release would, it frees the key and hands it to
     /// the first live waiter, and nothing else of the lock's state is

@@ -163,16 +163,27 @@ pub(crate) fn parse_inspect(reply: &Value, hold: &Named) -> Result<Option<LockIn
     };
     match items.as_slice() {
         [] => Ok(None),
-        [value, Value::Int(pttl), Value::Array(waiting)] => {
-            let waiters = waiting
-                .iter()
-                .map(|w| text(w).unwrap_or_default())
-                .collect();
+        [value, Value::Int(pttl), waiting] => {
+            let waiters = waiter_list(waiting).ok_or_else(|| unexpected("inspect", reply))?;
             let info = held(value, *pttl, waiters).ok_or_else(|| unexpected("inspect", reply))?;
             Ok(Some(named(info, hold)))
         }
         _ => Err(unexpected("inspect", reply)),
     }
+}
+
+/// The waiters' metadata a listing or a break read (see
+/// `lua/lib/waiting.lua`): an array of strings.
+fn waiter_list(waiting: &Value) -> Option<Vec<String>> {
+    let Value::Array(waiting) = waiting else {
+        return None;
+    };
+    Some(
+        waiting
+            .iter()
+            .map(|w| text(w).unwrap_or_default())
+            .collect(),
+    )
 }
 
 /// What a break found (see `lua/break.lua`): `Ok(None)` for a missing key;
@@ -185,20 +196,23 @@ pub(crate) fn parse_break(reply: &Value, hold: &Named) -> Result<Broken, Error> 
     let Value::Array(items) = reply else {
         return Err(unexpected("break", reply));
     };
-    let (value, pttl, handed) = match items.as_slice() {
+    let none = &Value::Array(Vec::new());
+    let (value, pttl, waiting, handed) = match items.as_slice() {
         [] => return Ok(None),
-        [value, Value::Int(pttl)] => (value, *pttl, None),
-        [value, Value::Int(pttl), to, fence] => {
+        [value, Value::Int(pttl)] => (value, *pttl, none, None),
+        [value, Value::Int(pttl), waiting] => (value, *pttl, waiting, None),
+        [value, Value::Int(pttl), waiting, to, fence] => {
             let to = text(to).ok_or_else(|| unexpected("break", reply))?;
             let fence = text(fence)
                 .and_then(|f| f.parse().ok())
                 .ok_or_else(|| unexpected("break", reply))?;
-            (value, *pttl, Some((to, fence)))
+            (value, *pttl, waiting, Some((to, fence)))
         }
         _ => return Err(unexpected("break", reply)),
     };
     let ours = text(value).is_some_and(|v| !v.is_empty());
-    let info = held(value, pttl, Vec::new()).ok_or_else(|| unexpected("break", reply))?;
+    let waiters = waiter_list(waiting).ok_or_else(|| unexpected("break", reply))?;
+    let info = held(value, pttl, waiters).ok_or_else(|| unexpected("break", reply))?;
     Ok(Some((named(info, hold), ours, handed)))
 }
 

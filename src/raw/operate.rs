@@ -154,7 +154,7 @@ impl RawLock {
         let (this, hold2, reason2) = (Arc::clone(self), hold.clone(), reason.to_owned());
         let answers = self.fan.run(self.instances.len(), move |i| {
             let channel = this.wake.channel().unwrap_or("");
-            let call = scripts::break_hold(&keys, &reason2, channel, keep);
+            let call = scripts::break_hold(&keys, &reason2, channel, keep, MAX_LISTED_WAITERS);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             replies::parse_break(&reply, &hold2)
         });

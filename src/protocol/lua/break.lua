@@ -16,15 +16,17 @@
 --   vanished), the writer key is freed and announced, not handed over.
 --   `ARGV[1]`: the reason, `ARGV[2]`: the release channel (`""`: none),
 --   `ARGV[3]`: `lock` (a lock or a permit), `read` or `write`,
---   `ARGV[4]`: how long a mark outlives the broken key's TTL, in ms.
+--   `ARGV[4]`: how long a mark outlives the broken key's TTL, in ms,
+--   `ARGV[5]`: the most waiters to read.
 --
 -- Replies: an empty array when the key does not exist; `["", PTTL]` for a
 -- key redmutex did not write (left alone: not `<32 hex digits>:<fencing
--- token below 2^63>:...`); otherwise `[value, PTTL]` as the
--- key was, and after a hand-over the grantee's owner token and fencing
--- token too.
+-- token below 2^63>:...`); otherwise `[value, PTTL, waiters]` as the key
+-- was, with its live waiters as a listing shows them (`lib/waiting.lua`:
+-- the first of them is the one it may be handed to), and after a
+-- hand-over the grantee's owner token and fencing token too.
 --
--- Helpers: mint live_head readers give hand_over writer_hand
+-- Helpers: mint live_head waiting readers give hand_over writer_hand
 local v = redis.pcall('GET', KEYS[1])
 if not v then return {} end
 local pttl = redis.call('PTTL', KEYS[1])
@@ -36,6 +38,7 @@ local fits = fence and (#fence < 19 or (#fence == 19 and fence <= '9223372036854
 if not token or #token ~= 32 or not fits then return {'', pttl} end
 -- The mark, kept while the holder may still renew, and the stale ones dropped.
 local now = clock()
+local queued = waiting(KEYS[3], KEYS[4], ARGV[5], now)
 local marks = redis.call('HGETALL', KEYS[5])
 for i = 1, #marks, 2 do
   if tonumber(string.match(marks[i + 1], '^(%d+):') or '0') < now then
@@ -73,5 +76,5 @@ elseif ARGV[3] == 'write' then
 else
   head, handed = free(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
 end
-if head then return {v, pttl, head, handed} end
-return {v, pttl}
+if head then return {v, pttl, queued, head, handed} end
+return {v, pttl, queued}

@@ -10,7 +10,7 @@ use crate::protocol::keys::{Hold, LockKeys};
 /// Reads a hold and its live waiters' metadata, for a listing. Its
 /// KEYS/ARGV contract and replies open `lua/inspect.lua`.
 pub(crate) static INSPECT: LazyLock<Lua> =
-    LazyLock::new(|| script!("inspect"; "mint", "live_head"));
+    LazyLock::new(|| script!("inspect"; "mint", "live_head", "waiting"));
 
 /// One `SCAN` step on the master of a slot. Its KEYS/ARGV contract and
 /// replies open `lua/scan.lua`.
@@ -19,7 +19,7 @@ pub(crate) static SCAN: LazyLock<Lua> = LazyLock::new(|| script!("scan"));
 /// Breaks a hold for an operator: marks it, frees it as a release would.
 /// Its KEYS/ARGV contract and replies open `lua/break.lua`.
 pub(crate) static BREAK: LazyLock<Lua> = LazyLock::new(
-    || script!("break"; "mint", "live_head", "readers", "give", "hand_over", "writer_hand"),
+    || script!("break"; "mint", "live_head", "waiting", "readers", "give", "hand_over", "writer_hand"),
 );
 
 /// [`INSPECT`] of the hold `keys` (its own key first), reading at most
@@ -43,8 +43,14 @@ pub(crate) fn scan(route: &str, at: u64, glob: &str, count: usize, holds: bool) 
 
 /// [`BREAK`] of the hold `keys` (its own key first) for `reason`, the
 /// release announced on `channel` (`""`: none), its mark kept `keep_ms`
-/// past the key's TTL.
-pub(crate) fn break_hold(keys: &LockKeys, reason: &str, channel: &str, keep_ms: u64) -> Call {
+/// past the key's TTL, reading at most `most` waiters.
+pub(crate) fn break_hold(
+    keys: &LockKeys,
+    reason: &str,
+    channel: &str,
+    keep_ms: u64,
+    most: usize,
+) -> Call {
     let mut call = BREAK.call();
     call.key(&*keys.locks)
         .key(&keys.fence)
@@ -62,6 +68,10 @@ pub(crate) fn break_hold(keys: &LockKeys, reason: &str, channel: &str, keep_ms: 
         }
         Hold::Lock | Hold::Permit | Hold::Leader { .. } => "lock",
     };
-    call.arg(reason).arg(channel).arg(how).arg(keep_ms);
+    call.arg(reason)
+        .arg(channel)
+        .arg(how)
+        .arg(keep_ms)
+        .arg(most);
     call
 }
