@@ -9,10 +9,13 @@ use std::time::{Duration, SystemTime};
 /// [`Locker::holder`](crate::Locker::holder) and listed by
 /// [`Locker::locks`](crate::Locker::locks).
 ///
-/// A key that exists but was not written by redmutex (another type, or a
-/// string that is not `<owner token>:<fencing token>:<metadata>`) is
-/// reported with empty metadata and a fencing token of 0: it blocks the
-/// lock all the same.
+/// Only holds are reported. A key that exists but was not written by
+/// redmutex (another type, a string that is not `<owner
+/// token>:<fencing token>:<metadata>`, or one without an expiry, which
+/// redmutex never writes) is no hold: `holder` and
+/// [`Locker::break_lock`](crate::Locker::break_lock) refuse it with
+/// [`Error::InvalidInput`](crate::Error::InvalidInput), and `locks` never
+/// lists it. It blocks the lock all the same, until it goes.
 ///
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -177,8 +180,7 @@ impl LockInfo {
         &self.metadata
     }
 
-    /// The time left on the lease in Redis (`Duration::MAX` for a key with no
-    /// expiry, which only a foreign writer can create).
+    /// The time left on the lease in Redis, when it was read.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -191,7 +193,7 @@ impl LockInfo {
         self.ttl
     }
 
-    /// The holder's fencing token (0 for a key redmutex did not write).
+    /// The holder's fencing token (never 0).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

@@ -474,8 +474,11 @@ impl Locker {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidInput`] for an empty or reserved key; [`Error::Redis`]
-    /// and [`Error::Pool`] when Redis fails or cannot be reached.
+    /// [`Error::InvalidInput`] for an empty or reserved key, and for a key
+    /// redmutex did not write (an application's value under that name, or
+    /// one without an expiry): no hold, though it keeps the lock from
+    /// everyone while it stays (see [`LockInfo`]); [`Error::Redis`] and
+    /// [`Error::Pool`] when Redis fails or cannot be reached.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

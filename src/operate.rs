@@ -18,7 +18,8 @@ impl Locker {
     /// holder metadata, time left, fencing token and live waiters (their
     /// metadata, in queue order). Keys that are not holds (the fencing
     /// counters, queues, waiters, marks, the audit trail) are never
-    /// listed, nor a key redmutex did not write. Blocks for the walk.
+    /// listed, nor a key redmutex did not write (another value, or one
+    /// without an expiry: see [`LockInfo`]). Blocks for the walk.
     ///
     /// # Cost
     ///
@@ -121,7 +122,8 @@ impl Locker {
     ///
     /// [`Error::InvalidInput`] for an empty or over-long (1024 bytes)
     /// `reason`, for a `key` that names no hold, and for a key that
-    /// redmutex did not write (left alone); [`Error::Redis`] and
+    /// redmutex did not write (another value, or one without an expiry:
+    /// left alone, see [`LockInfo`]); [`Error::Redis`] and
     /// [`Error::Pool`] when Redis fails or cannot be reached.
     ///
     /// ```no_run

@@ -115,21 +115,26 @@ pub(crate) fn parse_release(reply: &Value) -> Result<(i64, Option<Handed>), Erro
     }
 }
 
-/// The hold whose key holds `value` with `pttl` left, with `waiters`; a
-/// value that is not `<token>:<fence>:<metadata>` (another type, a foreign
-/// string) has empty metadata and token 0; named as a lock with no name yet (see
-/// [`named`]).
+/// The hold whose key holds `value` with `pttl` left, with `waiters`,
+/// named as a lock with no name yet (see [`named`]). A key redmutex did not
+/// write is no hold, and has fencing token 0 here (with no metadata and no
+/// time left), for the caller to refuse or skip: a value that is not
+/// `<token>:<fence>:<metadata>` (another type, an application's string),
+/// or one without an expiry (redmutex writes every hold with one).
 fn held(value: &Value, pttl: i64, waiters: Vec<String>) -> Option<LockInfo> {
     let value = text(value)?;
-    let (fencing_token, metadata) =
-        LockValue::parse(&value).map_or((0, ""), |v| (v.fence, v.metadata));
+    let ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
+    let (fencing_token, metadata, ttl) = match (LockValue::parse(&value), ttl) {
+        (Some(v), Some(ttl)) => (v.fence, v.metadata, ttl),
+        _ => (0, "", Duration::ZERO),
+    };
     Some(LockInfo {
         key: String::new(),
         kind: LockKind::Lock,
         name: String::new(),
         metadata: metadata.to_owned(),
         fencing_token,
-        ttl: u64::try_from(pttl).map_or(Duration::MAX, Duration::from_millis),
+        ttl,
         waiters,
     })
 }

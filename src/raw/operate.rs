@@ -117,7 +117,8 @@ impl RawLock {
     }
 
     /// The hold `hold` with its live waiters, as a majority of instances
-    /// sees it; `None` when free (a key redmutex did not write has token 0).
+    /// sees it; `None` when free. A key redmutex did not write has token 0
+    /// (see `replies::held`), for the caller to refuse ([`foreign`]) or skip.
     pub(crate) fn read_hold(self: &Arc<Self>, hold: &Named) -> Result<Option<LockInfo>, Error> {
         let keys = self
             .config
@@ -158,13 +159,13 @@ impl RawLock {
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             replies::parse_break(&reply, &hold2)
         });
-        let (mut foreign, mut handed) = (false, None);
+        let (mut foreign_key, mut handed) = (false, None);
         let answers = answers
             .into_iter()
             .map(|a| {
                 a.map(|broken| {
                     broken.and_then(|(info, ours, to)| {
-                        foreign |= !ours;
+                        foreign_key |= !ours;
                         handed = handed.take().or(to);
                         ours.then_some(info)
                     })
@@ -211,11 +212,8 @@ impl RawLock {
                 .checkout_timeout
                 .saturating_add(self.config.io_timeout);
             self.flush_trail(number, bound);
-        } else if foreign {
-            return Err(Error::InvalidInput(format!(
-                "{:?} is held by a key redmutex did not write: left as it is",
-                hold.caller_key()
-            )));
+        } else if foreign_key {
+            return Err(foreign(hold));
         }
         Ok(info)
     }
@@ -299,6 +297,16 @@ impl RawLock {
         })?;
         parse_audit(&reply)
     }
+}
+
+/// The error for the hold `hold` when its key is one redmutex did not
+/// write (an application's value, or one without an expiry): no hold.
+pub(crate) fn foreign(hold: &Named) -> Error {
+    Error::InvalidInput(format!(
+        "{:?} is a key redmutex did not write (another value, or one without an expiry): \
+         no hold, left as it is",
+        hold.caller_key()
+    ))
 }
 
 /// One event for the audit trail.

@@ -21,7 +21,7 @@
 --
 -- Replies: an empty array when the key does not exist; `["", PTTL]` for a
 -- key redmutex did not write (left alone: not `<32 hex digits>:<fencing
--- token below 2^63>:...`); otherwise `[value, PTTL, waiters]` as the key
+-- token below 2^63>:...`, or without an expiry); otherwise `[value, PTTL, waiters]` as the key
 -- was, with its live waiters as a listing shows them (`lib/waiting.lua`:
 -- the first of them is the one it may be handed to), and after a
 -- hand-over the grantee's owner token and fencing token too.
@@ -35,7 +35,8 @@ local token, fence = string.match(type(v) == 'string' and v or '', '^(%x+):([1-9
 -- take (INCR works up to 2^63 - 1): an application's value that merely
 -- looks alike is left alone, and never raises the counter.
 local fits = fence and (#fence < 19 or (#fence == 19 and fence <= '9223372036854775807'))
-if not token or #token ~= 32 or not fits then return {'', pttl} end
+-- And with an expiry: redmutex writes none without one.
+if not token or #token ~= 32 or not fits or pttl < 0 then return {'', pttl} end
 -- The mark, kept while the holder may still renew, and the stale ones dropped.
 local now = clock()
 local queued = waiting(KEYS[3], KEYS[4], ARGV[5], now)
