@@ -608,3 +608,66 @@ fn a_break_returns_the_hold_with_the_waiters_it_had() {
     drop(waiting.join().unwrap().unwrap());
     drop(permit);
 }
+
+#[test]
+fn a_break_frees_the_hold_at_once_whatever_the_holders_lock_delay() {
+    // One rule for a break, with a waiter queued or not: it frees the hold
+    // at once, as a release does (an operator's override; lock-delay does
+    // not cover it). Before, the broken holder's lock-delay mark stayed:
+    // with nobody queued, the lock stayed unavailable for its TTL plus the
+    // delay, while a queued waiter was handed it at once.
+    let server = Server::start();
+    let prefix = key("breakdelay");
+    let delaying = server
+        .builder()
+        .prefix(&prefix)
+        .metadata("alpha")
+        .ttl(Duration::from_secs(30))
+        .lock_delay(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let other = locker(&server, &prefix, "beta");
+
+    // A lock, nobody queued.
+    let held = delaying.lock("job").unwrap();
+    delaying.break_lock("job", "stuck").unwrap().unwrap();
+    let next = other.try_lock("job").unwrap();
+    assert!(next.is_some(), "the broken lock is still kept by its delay");
+    drop(next);
+    drop(held);
+
+    // A lock with a waiter queued: handed over at once (as before).
+    let held = delaying.lock("queued").unwrap();
+    let waiting = {
+        let other = other.clone();
+        std::thread::spawn(move || other.lock_timeout("queued", Duration::from_secs(20)))
+    };
+    until_waiters(&delaying, "queued", 1);
+    delaying.break_lock("queued", "stuck").unwrap().unwrap();
+    drop(waiting.join().unwrap().unwrap());
+    drop(held);
+
+    // A permit and a write hold, nobody queued.
+    let permit = delaying.semaphore("slots", 1).unwrap().acquire().unwrap();
+    delaying
+        .break_lock("__redmutex__:permit:0:slots", "stuck")
+        .unwrap()
+        .unwrap();
+    let next = other.semaphore("slots", 1).unwrap().try_acquire().unwrap();
+    assert!(
+        next.is_some(),
+        "the broken permit is still kept by its delay"
+    );
+    drop((next, permit));
+    let write = delaying.rwlock("cfg").unwrap().write().unwrap();
+    delaying
+        .break_lock("__redmutex__:rw-write:cfg", "stuck")
+        .unwrap()
+        .unwrap();
+    let next = other.rwlock("cfg").unwrap().try_write().unwrap();
+    assert!(
+        next.is_some(),
+        "the broken write hold is still kept by its delay"
+    );
+    drop((next, write));
+}
