@@ -438,7 +438,13 @@ impl Builder {
     /// suspended VM) has its late writes land before the next holder
     /// starts, as long as `delay` covers the pause. A release
     /// ([`Guard::unlock`](crate::Guard::unlock), or the guard's drop)
-    /// frees the lock at once, as without it. Waiters keep their queue
+    /// frees the lock at once, as without it, and so does an operator's
+    /// [`Locker::break_lock`], queued waiter or not: the delay does not
+    /// cover a break. A break is an explicit override, used to unstick a
+    /// lock, which a delay would keep stuck; the broken holder may still
+    /// write until its next renewal tells it (within a third of its TTL),
+    /// so a resource that must refuse those writes checks fencing tokens.
+    /// Waiters keep their queue
     /// order through the delay, and come back when it ends (the refusal
     /// says when) rather than at their backoff.
     ///

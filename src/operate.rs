@@ -100,13 +100,18 @@ impl Locker {
     /// its audit event.
     ///
     /// As the holder's own release would, it frees the key and hands it to
-    /// the first live waiter, and nothing else of the lock's state is
-    /// touched (its queue, the other holds, the counter). Besides:
+    /// the first live waiter (or frees it for whoever asks next), and
+    /// nothing else of the lock's state is touched (its queue, the other
+    /// holds, the counter). It frees it at once whatever the holder's
+    /// [`lock_delay`](crate::Builder::lock_delay): a break is the
+    /// operator's override, and the delay does not cover it. Besides:
     /// - the fencing counter stays at or above the broken holder's token,
     ///   so every later grant's token is above it, and its late writes are
     ///   refused wherever tokens are checked;
     /// - the holder's next renewal (within a third of its TTL) finds the
-    ///   hold gone and is told why: its guard is lost for good, the
+    ///   hold gone and is told why (until then it may still believe it
+    ///   holds the lock, and write: fencing tokens refuse those writes):
+    ///   its guard is lost for good, the
     ///   `redmutex::lease` error event and
     ///   [`Guard::lost_reason`](crate::Guard::lost_reason) say `broken by an
     ///   operator: <reason>`;

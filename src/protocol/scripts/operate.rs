@@ -18,9 +18,10 @@ pub(crate) static SCAN: LazyLock<Lua> = LazyLock::new(|| script!("scan"));
 
 /// Breaks a hold for an operator: marks it, frees it as a release would.
 /// Its KEYS/ARGV contract and replies open `lua/break.lua`.
-pub(crate) static BREAK: LazyLock<Lua> = LazyLock::new(
-    || script!("break"; "mint", "live_head", "waiting", "readers", "give", "hand_over", "writer_hand"),
-);
+pub(crate) static BREAK: LazyLock<Lua> = LazyLock::new(|| {
+    script!("break"; "mint", "live_head", "waiting", "readers", "give", "hand_over",
+        "writer_hand", "delay")
+});
 
 /// [`INSPECT`] of the hold `keys` (its own key first), reading at most
 /// `most` waiters.
@@ -56,10 +57,11 @@ pub(crate) fn break_hold(
         .key(&keys.fence)
         .key(&keys.queue)
         .key(&keys.waiters)
-        .key(&keys.marks);
+        .key(&keys.marks)
+        .key(keys.delays_of_each());
     let how = match &keys.hold {
         Hold::Read { writer, readers } => {
-            call.key(&**writer).key(readers).key(&*keys.delays);
+            call.key(&**writer).key(readers);
             "read"
         }
         Hold::Write { readers } => {
