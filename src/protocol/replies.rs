@@ -451,11 +451,21 @@ mod tests {
             (info.key(), info.waiters()),
             ("k", &["next:2".to_owned()][..])
         );
-        for foreign in ["", "not a lock", "short:1:m", &format!("{token}:x:m")] {
+        // No hold: another value, or one without an expiry (token 0, for
+        // the caller to refuse or skip).
+        let lookalike = format!("{token}:42:host:1");
+        let foreign = [
+            ("", 1500),
+            ("not a lock", 1500),
+            ("short:1:m", -1),
+            (&format!("{token}:x:m"), 1500),
+            (&lookalike, -1),
+        ];
+        for (value, pttl) in foreign {
             let info = parse_inspect(
                 &Value::Array(vec![
-                    Value::BulkString(foreign.as_bytes().to_vec()),
-                    Value::Int(-1),
+                    Value::BulkString(value.as_bytes().to_vec()),
+                    Value::Int(pttl),
                     Value::Array(vec![]),
                 ]),
                 &lock,
@@ -463,11 +473,10 @@ mod tests {
             .unwrap()
             .unwrap();
             assert_eq!(
-                (info.metadata(), info.fencing_token()),
-                ("", 0),
-                "{foreign}"
+                (info.metadata(), info.fencing_token(), info.ttl()),
+                ("", 0, Duration::ZERO),
+                "{value}"
             );
-            assert_eq!(info.ttl(), Duration::MAX);
         }
         assert!(parse_inspect(&Value::Int(3), &lock).is_err());
     }
