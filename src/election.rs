@@ -415,7 +415,8 @@ impl Leadership {
 
     /// Sets the leader's value to `value`, and tells observers. One round
     /// trip, owner-checked in Redis: a leader that lost its lease changes
-    /// nothing.
+    /// nothing (one more round trip then reads whether an operator broke
+    /// the leadership, to tell the loss as a break).
     ///
     /// # Errors
     ///

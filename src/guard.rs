@@ -227,7 +227,10 @@ impl Guard {
     /// command's reply, in order. Blocks for two round trips: one to learn
     /// the commands' keys (`COMMAND GETKEYS` and `COMMAND INFO`; on a
     /// Cluster, one per command and one more), then the script, each
-    /// within the I/O timeout, after a checkout within its timeout.
+    /// within the I/O timeout, after a checkout within its timeout; and
+    /// when the script finds the lock gone, one more (with its own
+    /// checkout) to read whether an operator broke it, so that the loss is
+    /// told as a break (see [`lost_reason`](Guard::lost_reason)).
     ///
     /// - **Keys.** The commands' keys are asked of the server first (one
     ///   round trip for all of them) and declared to the script, as Redis
@@ -359,7 +362,10 @@ impl Guard {
     /// Releases the lock and reports how it went.
     ///
     /// Stops the watchdog, then deletes every key still owned by this guard;
-    /// a key taken over by someone else is left alone.
+    /// a key taken over by someone else is left alone. When the keys are
+    /// found gone on a lease not known lost, one more round trip reads
+    /// whether an operator broke the hold, which the stats then count as
+    /// broken ([`Stats::losses_broken`](crate::Stats::losses_broken)).
     ///
     /// # Errors
     ///
@@ -383,7 +389,7 @@ impl Guard {
         let Some(mut held) = self.held.take() else {
             return Err(self.lost());
         };
-        if !held.release(&self.lease, self.fence)? {
+        if !held.release(&self.lease, self.fence, true)? {
             self.lease.mark_lost();
         }
         if self.lease.is_lost() {
@@ -434,13 +440,15 @@ impl Guard {
         // Dropping the handle stops the watchdog: no renewal after this.
         drop(held.watchdog.take());
         let kept = if self.lease.is_lost() {
-            Ok(false)
+            Ok(Err(None))
         } else {
             held.shared.expire(&held.acquisition, left)
         };
-        held.ended(&self.lease, matches!(kept, Ok(false)));
-        if !kept? {
-            self.lease.mark_lost();
+        if let Ok(Err(why)) = &kept {
+            held.found_lost(&self.lease, why.clone());
+        }
+        held.ended(&self.lease, matches!(kept, Ok(Err(_))));
+        if kept?.is_err() {
             return Err(self.lost());
         }
         Ok(())
@@ -463,12 +471,20 @@ impl Guard {
 
     /// Redis said a key is no longer ours (an owner-checked script of the
     /// caller's found it gone or someone else's): the lease is lost for
-    /// good, at once, logged as the watchdog logs a loss, and told.
+    /// good, at once, logged as the watchdog logs a loss, counted, and
+    /// told, as broken when an operator broke it (one more round trip
+    /// reads whether one did).
     pub(crate) fn note_lost(&self) {
         if self.lease.is_lost() {
             return; // told already
         }
-        self.lease.mark_lost();
+        match &self.held {
+            Some(held) => {
+                let why = held.shared.why_lost(&held.acquisition);
+                held.found_lost(&self.lease, why);
+            }
+            None => self.lease.mark_lost(),
+        }
         self.lease
             .log_lost(self.keys.first().map_or("", String::as_str));
         self.tell_changes();
@@ -495,8 +511,10 @@ impl Held {
     /// is waited for, so none can race the delete and report a false loss),
     /// deletes the keys still ours, and wakes this locker's waiters.
     /// `Ok(true)` when the keys were still ours (a majority of instances, in
-    /// Redlock mode), `Ok(false)` when the lease had been lost.
-    fn release(&mut self, lease: &Lease, fence: u64) -> Result<bool, Error> {
+    /// Redlock mode), `Ok(false)` when the lease had been lost. With `ask`,
+    /// keys found no longer ours on a lease not known lost cost one more
+    /// round trip: whether an operator broke the hold, for the stats.
+    fn release(&mut self, lease: &Lease, fence: u64, ask: bool) -> Result<bool, Error> {
         // Dropping the handle stops the watchdog.
         drop(self.watchdog.take());
         let result = self.shared.release(&self.acquisition);
@@ -505,8 +523,25 @@ impl Held {
         if matches!(result, Ok((true, _))) {
             self.shared.audit_held(&self.acquisition, fence, "release");
         }
-        self.ended(lease, matches!(result, Ok((false, _))));
+        let lost = matches!(result, Ok((false, _)));
+        if lost && ask && !lease.is_lost() {
+            self.found_lost(lease, self.shared.why_lost(&self.acquisition));
+        }
+        self.ended(lease, lost);
         result.map(|(ours, _)| ours)
+    }
+
+    /// A call of the holder's found its keys no longer its own: the lease
+    /// is lost for good, counted (unless this guard is not, a take-up) as
+    /// broken by an operator saying `why` if one did, else as not ours.
+    fn found_lost(&self, lease: &Lease, why: Option<String>) {
+        if self.counted {
+            self.shared.lost_for(&self.acquisition, lease, why);
+        } else if let Some(reason) = why {
+            lease.mark_broken(&reason);
+        } else {
+            lease.mark_lost();
+        }
     }
 
     /// The stats of a guard's end: its hold time, and its loss when `lost`
@@ -543,7 +578,9 @@ impl Drop for Guard {
             // Errors are not returned here (`unlock` returns them): they are
             // logged.
             let key = self.keys.first().map_or("", String::as_str);
-            match held.release(&self.lease, self.fence) {
+            // A drop reads no more than the release (its bound): a break
+            // it finds is counted as a key gone.
+            match held.release(&self.lease, self.fence, false) {
                 Ok(true) => {}
                 Ok(false) => log::warn!(
                     target: "redmutex::release",

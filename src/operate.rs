@@ -108,13 +108,16 @@ impl Locker {
     /// - the fencing counter stays at or above the broken holder's token,
     ///   so every later grant's token is above it, and its late writes are
     ///   refused wherever tokens are checked;
-    /// - the holder's next renewal (within a third of its TTL) finds the
-    ///   hold gone and is told why (until then it may still believe it
+    /// - the holder's next renewal (within a third of its TTL), or its own
+    ///   call that finds the hold gone first (`extend`, `run_if_held`,
+    ///   `unlock`, ...), is told why (until then it may still believe it
     ///   holds the lock, and write: fencing tokens refuse those writes):
     ///   its guard is lost for good, the
     ///   `redmutex::lease` error event and
     ///   [`Guard::lost_reason`](crate::Guard::lost_reason) say `broken by an
-    ///   operator: <reason>`;
+    ///   operator: <reason>`, the lease change's reason is
+    ///   [`Broken`](crate::LeaseChangeReason::Broken), and the locker's
+    ///   [`Stats::losses_broken`](crate::Stats::losses_broken) counts it;
     /// - the break is logged (`warn`, target `redmutex::break`) and always
     ///   written to the audit trail (see [`audit`](Locker::audit)) before
     ///   this returns (waiting at most the checkout and I/O timeouts for

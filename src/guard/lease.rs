@@ -79,7 +79,13 @@ impl Guard {
     /// Why the lease was lost, once it is ([`is_lost`](Guard::is_lost));
     /// `None` while it is not. `broken by an operator: <reason>` when an
     /// operator broke the hold ([`Locker::break_lock`](crate::Locker::break_lock)),
-    /// learnt at the next renewal; else that its deadline passed without
+    /// learnt at the next renewal, or by whichever call of the holder's
+    /// finds the hold gone first ([`extend`](Guard::extend),
+    /// [`run_if_held`](Guard::run_if_held),
+    /// [`Leadership::proclaim`](crate::Leadership::proclaim); the lease
+    /// change's reason is then
+    /// [`LeaseChangeReason::Broken`](crate::LeaseChangeReason::Broken));
+    /// else that its deadline passed without
     /// a confirmed renewal, or that Redis showed the key gone or someone
     /// else's. The `redmutex::lease` error event says the same. Costs no
     /// round trip.

@@ -234,6 +234,15 @@ pub(crate) fn parse_renew(reply: &Value) -> Result<(bool, Option<String>), Error
     }
 }
 
+/// A holder's mark in the marks of broken holds (`HGET`'s reply, see
+/// `lua/lib/marks.lua`): `<until ms>:<reason>` gives the reason; a missing
+/// or unreadable one, `None`.
+pub(crate) fn parse_mark(reply: &Value) -> Option<String> {
+    let mark = text(reply)?;
+    let (until, reason) = mark.split_once(':')?;
+    (until.bytes().all(|b| b.is_ascii_digit()) && !reason.is_empty()).then(|| reason.to_owned())
+}
+
 /// A `SCAN` step: the next cursor and the keys (see `lua/scan.lua`).
 pub(crate) fn parse_scan(reply: &Value) -> Result<(u64, Vec<String>), Error> {
     let Value::Array(items) = reply else {
@@ -498,5 +507,17 @@ mod tests {
         );
         assert!(!format!("{parsed:?}").contains(token));
         assert!(LockValue::parse("short:1:m").is_none());
+    }
+
+    #[test]
+    fn marks_give_the_reason_of_a_break() {
+        let mark = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        assert_eq!(
+            parse_mark(&mark("1795671813351:stuck: since 3")).as_deref(),
+            Some("stuck: since 3")
+        );
+        assert_eq!(parse_mark(&Value::Nil), None);
+        assert_eq!(parse_mark(&mark("1795671813351:")), None);
+        assert_eq!(parse_mark(&mark("x:reason")), None);
     }
 }

@@ -218,6 +218,27 @@ impl RawLock {
         Ok(info)
     }
 
+    /// Why `a`'s keys are no longer its own when an operator broke its hold:
+    /// the reason the break left in the marks of its slot (see
+    /// `lua/lib/marks.lua`), read on every instance (one round trip each,
+    /// in parallel); `None` when no mark names its token, or none could be
+    /// read. For a holder's call that found its keys gone (a guarded
+    /// write, a release), which says no more than that.
+    pub(crate) fn why_lost(self: &Arc<Self>, a: &Acquisition) -> Option<String> {
+        let (marks, owner) = (a.keys.marks.clone(), a.owner());
+        let this = Arc::clone(self);
+        let answers = self.fan.run(self.instances.len(), move |i| {
+            let reply = this.run_on(i, &mut |c| {
+                Ok(redis::cmd("HGET")
+                    .arg(&marks)
+                    .arg(owner.as_str())
+                    .query::<Value>(c)?)
+            })?;
+            Ok(replies::parse_mark(&reply))
+        });
+        answers.into_iter().find_map(|a| a.ok().flatten())
+    }
+
     /// With [`Builder::audit`](crate::Builder::audit) on: `action` (`grant`,
     /// `release`) of the hold `a`, with fencing token `fence`, to the audit
     /// trail, one event per key.
