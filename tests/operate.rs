@@ -556,10 +556,6 @@ fn breaking_a_key_redmutex_did_not_write_leaves_it_and_the_counter_alone() {
 }
 
 #[test]
-#[ignore = "defect: an election's leader (a lock key, `__redmutex__:election:<name>`) is \
-            neither listed by Locker::locks nor breakable: KeySpace::named knows only locks, \
-            permits and read/write holds, which predate elections; breaking one would also \
-            have to log the change for observers"]
 fn a_listing_shows_an_elections_leader() {
     let server = Server::start();
     let prefix = key("leader");
