@@ -59,11 +59,16 @@ pub enum LockKind {
     Read,
     /// The write hold of a [`RwLock`](crate::RwLock).
     Write,
+    /// The leader of an [`Election`](crate::Election): its
+    /// [`name`](LockInfo::name) is the election's, its metadata the
+    /// leader's value, its fencing token the term, and its waiters the
+    /// values of the candidates queued.
+    Leader,
 }
 
 impl LockKind {
-    /// `lock`, `permit`, `read` or `write`: how the audit trail and the
-    /// `redmutex` command write it.
+    /// `lock`, `permit`, `read`, `write` or `leader`: how the audit trail
+    /// and the `redmutex` command write it.
     ///
     /// ```
     /// assert_eq!(redmutex::LockKind::Permit.as_str(), "permit");
@@ -74,6 +79,7 @@ impl LockKind {
             LockKind::Permit => "permit",
             LockKind::Read => "read",
             LockKind::Write => "write",
+            LockKind::Leader => "leader",
         }
     }
 
@@ -84,6 +90,7 @@ impl LockKind {
             LockKind::Permit,
             LockKind::Read,
             LockKind::Write,
+            LockKind::Leader,
         ]
         .into_iter()
         .find(|k| k.as_str() == text)
@@ -108,8 +115,9 @@ impl LockInfo {
     /// [`Locker::break_lock`](crate::Locker::break_lock): a lock's key
     /// (without the prefix); for a permit `__redmutex__:permit:<i>:<name>`,
     /// for a read hold `__redmutex__:rw-read:<id>:<name>`, for the write
-    /// hold `__redmutex__:rw-write:<name>`, where `<name>` is the
-    /// semaphore's or read-write lock's name (see [`name`](LockInfo::name))
+    /// hold `__redmutex__:rw-write:<name>`, for an election's leader
+    /// `__redmutex__:election:<name>`, where `<name>` is the semaphore's,
+    /// read-write lock's or election's name (see [`name`](LockInfo::name))
     /// and `<id>` is drawn for that read hold. No lock key can contain
     /// `__redmutex__`, so the names never meet.
     ///
@@ -124,7 +132,8 @@ impl LockInfo {
         &self.key
     }
 
-    /// What is held: a lock, a permit, a read or the write hold.
+    /// What is held: a lock, a permit, a read or the write hold, or an
+    /// election's lead.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -136,8 +145,8 @@ impl LockInfo {
         self.kind
     }
 
-    /// The lock's key, or the name of the semaphore or read-write lock the
-    /// hold belongs to.
+    /// The lock's key, or the name of the semaphore, read-write lock or
+    /// election the hold belongs to.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -154,8 +163,9 @@ impl LockInfo {
 
     /// The metadata of the live waiters queued for it, first come first
     /// (for a permit, the semaphore's waiters; for a read-write lock's
-    /// hold, that lock's). Their number is `waiters().len()`. Never their
-    /// owner tokens. At most 100 are read.
+    /// hold, that lock's; for a leader, the values of the candidates).
+    /// Their number is `waiters().len()`. Never their owner tokens. At most
+    /// 100 are read.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -168,7 +178,8 @@ impl LockInfo {
         &self.waiters
     }
 
-    /// The holder's metadata (see [`Builder::metadata`](crate::Builder::metadata)).
+    /// The holder's metadata (see [`Builder::metadata`](crate::Builder::metadata));
+    /// for a leader, its value.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

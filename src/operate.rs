@@ -13,8 +13,9 @@ use crate::Error;
 const MAX_REASON: usize = 1024;
 
 impl Locker {
-    /// Every lock, permit and read or write hold under this locker's prefix
-    /// right now, sorted by [`key`](LockInfo::key), each with its kind,
+    /// Every lock, permit, read or write hold and election leader under
+    /// this locker's prefix right now, sorted by [`key`](LockInfo::key),
+    /// each with its kind,
     /// holder metadata, time left, fencing token and live waiters (their
     /// metadata, in queue order). Keys that are not holds (the fencing
     /// counters, queues, waiters, marks, the audit trail) are never
@@ -92,8 +93,8 @@ impl Locker {
     }
 
     /// Frees the hold `key` for an operator, whoever holds it: a lock by
-    /// its key, a permit or a read-write lock's hold by the name
-    /// [`locks`](Locker::locks) gives it ([`LockInfo::key`]). Returns the
+    /// its key, a permit, a read-write lock's hold or an election's leader
+    /// by the name [`locks`](Locker::locks) gives it ([`LockInfo::key`]). Returns the
     /// hold as it was, with its live waiters as they were (the first of
     /// them is the one it is handed to), or `None` when it was free (then
     /// nothing changes). One round trip, and for a hold broken one more for
@@ -124,7 +125,12 @@ impl Locker {
     ///   it, a failure logged).
     ///
     /// Breaking one key of a multi-key lock frees that key only; its holder
-    /// loses the whole lock at its next renewal.
+    /// loses the whole lock at its next renewal. Breaking an election's
+    /// leader (`__redmutex__:election:<name>`) hands the lead to the first
+    /// candidate queued, or leaves the election without a leader, and logs
+    /// it as a resignation would: observers are told at once (the next
+    /// leader, or "no leader"); the broken leader's
+    /// [`Leadership`](crate::Leadership) is lost as a guard is.
     ///
     /// # Errors
     ///
@@ -159,7 +165,7 @@ impl Locker {
     /// The prefix's audit trail from `since` on (all of it with `None`),
     /// oldest first: every break, and with
     /// [`Builder::audit`](crate::Builder::audit) every grant and release of
-    /// the lockers that turned it on. It is a capped Redis stream,
+    /// the lockers that turned it on (leaderships' too). It is a capped Redis stream,
     /// `<prefix>:__redmutex__:audit`, of about the latest 10,000 events;
     /// on a Cluster it lives in the slot of that name (or of the prefix's
     /// hash tag), on a Redlock locker on the first instance. Writing an

@@ -149,6 +149,7 @@ pub(crate) fn named(mut info: LockInfo, named: &Named) -> LockInfo {
         Named::Permit { .. } => LockKind::Permit,
         Named::Read { .. } => LockKind::Read,
         Named::Write(_) => LockKind::Write,
+        Named::Leader(_) => LockKind::Leader,
     };
     if matches!(info.kind, LockKind::Read | LockKind::Write) {
         for w in &mut info.waiters {

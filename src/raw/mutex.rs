@@ -23,11 +23,11 @@ impl RawLock {
         Acquisition::new(caller_keys, lock_keys)
     }
 
-    /// Who holds `key`, with its live waiters, as a majority of instances
-    /// sees it; [`Error::InvalidInput`] for a key redmutex did not write.
+    /// Who holds `key` (a lock's key, or any name a listing gives a hold),
+    /// with its live waiters, as a majority of instances sees it;
+    /// [`Error::InvalidInput`] for a key redmutex did not write.
     pub(crate) fn holder(self: &Arc<Self>, key: &str) -> Result<Option<LockInfo>, Error> {
-        keys::validate_key(key)?;
-        let hold = Named::Lock(key.to_owned());
+        let hold = Named::parse(key)?;
         match self.read_hold(&hold)? {
             Some(info) if info.fencing_token == 0 => Err(foreign(&hold)),
             found => Ok(found),

@@ -9,19 +9,23 @@
 -- hold at once for everyone, queued or not (the operator's override; the
 -- broken holder's late writes are for fencing tokens to refuse). Nothing
 -- else is touched; a key that is missing, or was not written by redmutex,
--- is left as it is.
+-- is left as it is. An election's leader is freed as a lock is, and its
+-- log told what follows, as a resignation tells it (`lib/log.lua`): the
+-- candidate it is handed to, or no leader.
 --
 -- - `KEYS[1]`: the hold's key, `KEYS[2]`: the fencing counter, `KEYS[3]`,
 --   `KEYS[4]`: the queue and its waiters, `KEYS[5]`: the marks,
 --   `KEYS[6]`: the lock-delay marks of the hold (see `lib/delay.lua`); for
 --   a read-write lock, `KEYS[7]`: the writer key, `KEYS[8]`: the set of
---   read holds. For a read hold, while another hold's delay lasts (a
---   reader that vanished), the writer key is freed and announced, not
---   handed over.
+--   read holds; for a leader, `KEYS[7]`: the election's log. For a read
+--   hold, while another hold's delay lasts (a reader that vanished), the
+--   writer key is freed and announced, not handed over.
 --   `ARGV[1]`: the reason, `ARGV[2]`: the release channel (`""`: none),
---   `ARGV[3]`: `lock` (a lock or a permit), `read` or `write`,
+--   `ARGV[3]`: `lock` (a lock or a permit), `read`, `write` or `leader`,
 --   `ARGV[4]`: how long a mark outlives the broken key's TTL, in ms,
---   `ARGV[5]`: the most waiters to read.
+--   `ARGV[5]`: the most waiters to read; for a leader, `ARGV[6]`: the
+--   log's cap in entries, `ARGV[7]`: how long it is kept after this
+--   change, in ms.
 --
 -- Replies: an empty array when the key does not exist; `["", PTTL]` for a
 -- key redmutex did not write (left alone: not `<32 hex digits>:<fencing
@@ -30,7 +34,7 @@
 -- (`lib/waiting.lua`: the first of them is the one it may be handed to),
 -- and after a hand-over the grantee's owner token and fencing token too.
 --
--- Helpers: mint live_head waiting readers give hand_over writer_hand delay
+-- Helpers: mint live_head waiting readers give hand_over writer_hand delay log
 local v = redis.pcall('GET', KEYS[1])
 if not v then return {} end
 local pttl = redis.call('PTTL', KEYS[1])
@@ -75,6 +79,7 @@ elseif ARGV[3] == 'write' then
   head, handed = hand_to_writer(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
 else
   head, handed = free(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
+  if ARGV[3] == 'leader' then ended(KEYS[7], KEYS[1], v, head, now, ARGV[6], ARGV[7]) end
 end
 if head then return {v, pttl, queued, head, handed} end
 return {v, pttl, queued}

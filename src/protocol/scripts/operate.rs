@@ -5,7 +5,9 @@
 use std::sync::LazyLock;
 
 use super::{Call, Lua};
+use crate::defaults::{ELECTION_LOG_CAP, ELECTION_LOG_KEEP};
 use crate::protocol::keys::{Hold, LockKeys};
+use crate::time;
 
 /// Reads a hold and its live waiters' metadata, for a listing. Its
 /// KEYS/ARGV contract and replies open `lua/inspect.lua`.
@@ -20,7 +22,7 @@ pub(crate) static SCAN: LazyLock<Lua> = LazyLock::new(|| script!("scan"));
 /// Its KEYS/ARGV contract and replies open `lua/break.lua`.
 pub(crate) static BREAK: LazyLock<Lua> = LazyLock::new(|| {
     script!("break"; "mint", "live_head", "waiting", "readers", "give", "hand_over",
-        "writer_hand", "delay")
+        "writer_hand", "delay", "log")
 });
 
 /// [`INSPECT`] of the hold `keys` (its own key first), reading at most
@@ -68,12 +70,20 @@ pub(crate) fn break_hold(
             call.key(&*keys.locks).key(readers);
             "write"
         }
-        Hold::Lock | Hold::Permit | Hold::Leader { .. } => "lock",
+        Hold::Leader { log } => {
+            call.key(log);
+            "leader"
+        }
+        Hold::Lock | Hold::Permit => "lock",
     };
     call.arg(reason)
         .arg(channel)
         .arg(how)
         .arg(keep_ms)
         .arg(most);
+    if matches!(keys.hold, Hold::Leader { .. }) {
+        call.arg(ELECTION_LOG_CAP)
+            .arg(time::millis_ceil(ELECTION_LOG_KEEP));
+    }
     call
 }
