@@ -271,7 +271,9 @@ impl Builder {
     /// event: a thread of the locker's writes them in order (one round trip
     /// each, bounded by the checkout and I/O timeouts), so a server slow to
     /// take them (on a Cluster, the node of the stream's slot) never delays
-    /// or fails a lock operation. One that fails, or finds 1024 events
+    /// or fails a lock operation; [`Locker::audit`] puts each hold's events
+    /// back in the server's order when it reads them. A lock handed over
+    /// is granted once its waiter has taken it up. One that fails, or finds 1024 events
     /// waiting already, is logged (`warn`, target `redmutex::audit`) and
     /// left out; so are the events still queued when the process exits
     /// ([`Locker::audit`] waits for this locker's queued events). With several

@@ -78,6 +78,9 @@ struct Held {
     since: Instant,
     /// Its hold and loss count in the stats (see `count_in_stats`).
     counted: bool,
+    /// Its grant is in the audit trail (with `Builder::audit`): only then
+    /// is its release.
+    audited: bool,
 }
 
 // `Guard` is `Send + Sync`: every field is (`Arc`s of `Send + Sync` data, a
@@ -107,7 +110,11 @@ impl Guard {
         lease: Arc<Lease>,
     ) -> Result<Guard, Error> {
         let (watchdog_on, max_hold) = (shared.config.watchdog, shared.config.max_hold);
-        shared.audit_held(&acquisition, fence, "grant");
+        // A hand-over's claim is a grant once taken up (`count_in_stats`).
+        let audited = !lease.is_claim();
+        if audited {
+            shared.audit_held(&acquisition, fence, "grant");
+        }
         let on_change = shared
             .config
             .on_lease_change
@@ -127,6 +134,7 @@ impl Guard {
                 pid: std::process::id(),
                 since: Instant::now(),
                 counted: true,
+                audited,
             }),
         };
         if watchdog_on {
@@ -455,11 +463,19 @@ impl Guard {
     }
 
     /// Leaves this guard's hold and loss out of the stats, or puts them back
-    /// in: a hand-over's take-up that fails is no grant.
+    /// in: a hand-over's take-up that fails is no grant. Put back in, it is
+    /// one: its grant goes to the audit trail then (with `Builder::audit`),
+    /// if not yet, whenever the take-up happens (a read of the trail puts it
+    /// in the server's order).
     pub(crate) fn count_in_stats(&mut self, on: bool) {
         if let Some(held) = self.held.as_mut() {
             held.counted = on;
             held.acquisition.loss_counted.store(!on, Ordering::Relaxed);
+            if on && !held.audited {
+                held.audited = true;
+                held.shared
+                    .audit_held(&held.acquisition, self.fence, "grant");
+            }
         }
     }
 
@@ -518,11 +534,13 @@ impl Held {
         // Dropping the handle stops the watchdog.
         drop(self.watchdog.take());
         let result = self.shared.release(&self.acquisition);
-        let handed = result.as_ref().ok().and_then(|(_, h)| h.as_ref());
-        self.shared.notify_released(&self.acquisition, handed);
-        if matches!(result, Ok((true, _))) {
+        // Queued before the waiters are woken (a read of the trail puts a
+        // hold's events in the server's order anyway).
+        if self.audited && matches!(result, Ok((true, _))) {
             self.shared.audit_held(&self.acquisition, fence, "release");
         }
+        let handed = result.as_ref().ok().and_then(|(_, h)| h.as_ref());
+        self.shared.notify_released(&self.acquisition, handed);
         let lost = matches!(result, Ok((false, _)));
         if lost && ask && !lease.is_lost() {
             self.found_lost(lease, self.shared.why_lost(&self.acquisition));

@@ -162,10 +162,15 @@ impl Locker {
         self.shared().break_hold(&hold, reason)
     }
 
-    /// The prefix's audit trail from `since` on (all of it with `None`),
-    /// oldest first: every break, and with
+    /// The prefix's audit trail from `since` on (all of it with `None`; by
+    /// [`AuditEntry::time`]), oldest first: every break, and with
     /// [`Builder::audit`](crate::Builder::audit) every grant and release of
-    /// the lockers that turned it on (leaderships' too). It is a capped Redis stream,
+    /// the lockers that turned it on (leaderships' too). The events of one
+    /// hold are in the order the server made them, whichever locker wrote
+    /// them first: by fencing token, each grant before the release or
+    /// break of its token (a hold's tokens rise with each grant). A lock
+    /// handed over to a waiter is granted once the waiter takes it up; one
+    /// whose take-up failed is in the trail only as the next grant. It is a capped Redis stream,
     /// `<prefix>:__redmutex__:audit`, of about the latest 10,000 events;
     /// on a Cluster it lives in the slot of that name (or of the prefix's
     /// hash tag), on a Redlock locker on the first instance. Writing an
