@@ -485,27 +485,6 @@ impl Guard {
         self.held.as_ref().map(|h| (&h.shared, &h.acquisition))
     }
 
-    /// Redis said a key is no longer ours (an owner-checked script of the
-    /// caller's found it gone or someone else's): the lease is lost for
-    /// good, at once, logged as the watchdog logs a loss, counted, and
-    /// told, as broken when an operator broke it (one more round trip
-    /// reads whether one did).
-    pub(crate) fn note_lost(&self) {
-        if self.lease.is_lost() {
-            return; // told already
-        }
-        match &self.held {
-            Some(held) => {
-                let why = held.shared.why_lost(&held.acquisition);
-                held.found_lost(&self.lease, why);
-            }
-            None => self.lease.mark_lost(),
-        }
-        self.lease
-            .log_lost(self.keys.first().map_or("", String::as_str));
-        self.tell_changes();
-    }
-
     /// Has the watchdog tell the callback, now, the changes this guard's
     /// caller made to the lease (rather than at its next renewal, or never
     /// if the guard goes first).
@@ -547,19 +526,6 @@ impl Held {
         }
         self.ended(lease, lost);
         result.map(|(ours, _)| ours)
-    }
-
-    /// A call of the holder's found its keys no longer its own: the lease
-    /// is lost for good, counted (unless this guard is not, a take-up) as
-    /// broken by an operator saying `why` if one did, else as not ours.
-    fn found_lost(&self, lease: &Lease, why: Option<String>) {
-        if self.counted {
-            self.shared.lost_for(&self.acquisition, lease, why);
-        } else if let Some(reason) = why {
-            lease.mark_broken(&reason);
-        } else {
-            lease.mark_lost();
-        }
     }
 
     /// The stats of a guard's end: its hold time, and its loss when `lost`
