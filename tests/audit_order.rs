@@ -17,7 +17,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{fence_in, key, wait_until, Server};
+use common::{fence_in, key, Server};
 use redmutex::{AuditEntry, Backoff, Locker};
 use redmutex_testkit::proxy::{Mode, Proxy};
 
@@ -123,24 +123,10 @@ fn a_hand_over_whose_take_up_failed_is_no_grant_in_the_trail() {
                 token
             })
         };
-        wait_until(
-            "the waiter queued and listening",
-            Duration::from_secs(20),
-            || {
-                server.release_subscribers() >= 1
-                    && redis::cmd("ZCARD")
-                        .arg(common::queue_keys(None, &k).0)
-                        .query::<u64>(&mut server.conn())
-                        .unwrap_or(0)
-                        == 1
-            },
-        );
+        common::queued_and_listening(&server, &k);
         // Right after one of the waiter's calls, so that none comes
         // between the hand-over and its take-up.
-        let calls = server.evalsha_calls();
-        wait_until("a call of the waiter", Duration::from_secs(20), || {
-            server.evalsha_calls() > calls
-        });
+        common::after_a_call(&server);
         proxy.set(Mode::Delay);
         let first = held.fencing_token();
         held.unlock().unwrap();

@@ -19,27 +19,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{key, wait_until, Server};
-use redmutex::{Guard, LeaseChangeReason, LeaseState, Locker};
+use redmutex::{Guard, LeaseChangeReason, Locker};
 
 /// The changes to `Lost` a locker's callback was told, with their reasons.
 type Told = Arc<Mutex<Vec<LeaseChangeReason>>>;
 
 /// A locker of its own (its own stats) whose callback records every loss.
 fn watched(server: &Server, prefix: &str) -> (Locker, Told) {
-    let told: Told = Arc::default();
-    let sink = Arc::clone(&told);
-    let locker = server
-        .builder()
-        .prefix(prefix)
-        .ttl(Duration::from_secs(60))
-        .on_lease_change(move |c| {
-            if c.to() == LeaseState::Lost {
-                sink.lock().unwrap().push(c.reason());
-            }
-        })
-        .build()
-        .unwrap();
-    (locker, told)
+    common::recording_losses(server.builder().prefix(prefix).ttl(Duration::from_secs(60)))
 }
 
 /// The call found the break: the guard, the callback and the stats say so.

@@ -20,30 +20,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{key, wait_until, Server};
-use redmutex::{LeaseChangeReason, LeaseState, Locker};
+use redmutex::{LeaseChangeReason, Locker};
 
-/// A locker of its own with `prefix`, audit on, renewals every 300 ms,
-/// and a callback that records the reason of every loss.
+/// A locker of its own with `prefix`, audit on, and a callback that
+/// records the reason of every loss.
 fn locker(
     server: &Server,
     prefix: &str,
     ttl: Duration,
 ) -> (Locker, Arc<Mutex<Vec<LeaseChangeReason>>>) {
-    let told = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&told);
-    let locker = server
-        .builder()
-        .prefix(prefix)
-        .ttl(ttl)
-        .audit(true)
-        .on_lease_change(move |c| {
-            if c.to() == LeaseState::Lost {
-                sink.lock().unwrap().push(c.reason());
-            }
-        })
-        .build()
-        .unwrap();
-    (locker, told)
+    common::recording_losses(server.builder().prefix(prefix).ttl(ttl).audit(true))
 }
 
 /// The latest entry of the election log `name` of `prefix`: its fields.

@@ -14,10 +14,11 @@
 
 mod common;
 
+use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use common::{holders_of, key, redlock_builder, servers, wait_until, Cluster, Server};
-use redmutex::{LockInfo, LockKind, Locker};
+use redmutex::{Error, Guard, LockInfo, LockKind, Locker};
 
 /// A locker over its own pool (as another process) with `metadata`, a
 /// short TTL (renewals every 300 ms) and a prefix.
@@ -49,6 +50,26 @@ fn until_waiters(locker: &Locker, key: &str, n: usize) {
     });
 }
 
+/// `b` waiting for the lock `key` on a thread, for up to 30 s, once `a`'s
+/// listing shows it queued.
+fn lock_behind(a: &Locker, b: &Locker, key: &str) -> JoinHandle<Result<Guard, Error>> {
+    let (b, k) = (b.clone(), key.to_owned());
+    let waiting = std::thread::spawn(move || b.lock_timeout(&k, Duration::from_secs(30)));
+    until_waiters(a, key, 1);
+    waiting
+}
+
+/// `b` waiting for a permit of the one-permit semaphore `name` on a
+/// thread, for up to 30 s, once `a`'s listing shows it queued; the listed
+/// name of that permit.
+fn permit_behind(a: &Locker, b: &Locker, name: &str) -> (JoinHandle<Result<Guard, Error>>, String) {
+    let sem = b.semaphore(name, 1).unwrap();
+    let waiting = std::thread::spawn(move || sem.acquire_timeout(Duration::from_secs(30)));
+    let listed = format!("__redmutex__:permit:0:{name}");
+    until_waiters(a, &listed, 1);
+    (waiting, listed)
+}
+
 #[test]
 fn listing_shows_every_hold_with_its_waiters_and_no_internal_key() {
     let server = Server::start();
@@ -65,11 +86,7 @@ fn listing_shows_every_hold_with_its_waiters_and_no_internal_key() {
     let other = a.rwlock("schema").unwrap();
     let write = other.write().unwrap();
     // A waiter behind the lock, from another locker.
-    let waiting = {
-        let b = b.clone();
-        std::thread::spawn(move || b.lock_timeout("report", Duration::from_secs(30)))
-    };
-    until_waiters(&a, "report", 1);
+    let waiting = lock_behind(&a, &b, "report");
 
     let list = a.locks().unwrap();
     let report = entry(&list, "report");
@@ -160,11 +177,7 @@ fn a_broken_holder_learns_it_and_the_head_waiter_is_handed_the_lock() {
         locker(&server, &prefix, "beta"),
     );
     let held = a.lock("job").unwrap();
-    let waiting = {
-        let b = b.clone();
-        std::thread::spawn(move || b.lock_timeout("job", Duration::from_secs(30)))
-    };
-    until_waiters(&a, "job", 1);
+    let waiting = lock_behind(&a, &b, "job");
 
     let broken = a.break_lock("job", "stuck since 3 a.m.").unwrap().unwrap();
     assert_eq!(broken.metadata(), "alpha");
@@ -199,13 +212,8 @@ fn breaking_a_permit_and_read_write_holds_hands_them_on() {
     // A permit, with a waiter for it.
     let sem_a = a.semaphore("slots", 1).unwrap();
     let permit = sem_a.acquire().unwrap();
-    let waiting = {
-        let sem_b = b.semaphore("slots", 1).unwrap();
-        std::thread::spawn(move || sem_b.acquire_timeout(Duration::from_secs(30)))
-    };
-    let name = "__redmutex__:permit:0:slots";
-    until_waiters(&a, name, 1);
-    let broken = a.break_lock(name, "drain").unwrap().unwrap();
+    let (waiting, name) = permit_behind(&a, &b, "slots");
+    let broken = a.break_lock(&name, "drain").unwrap().unwrap();
     assert_eq!(broken.fencing_token(), permit.fencing_token());
     assert!(permit.wait_lost(Duration::from_secs(5)));
     assert_eq!(
@@ -581,11 +589,7 @@ fn a_break_returns_the_hold_with_the_waiters_it_had() {
         locker(&server, &prefix, "beta"),
     );
     let held = a.lock("job").unwrap();
-    let waiting = {
-        let b = b.clone();
-        std::thread::spawn(move || b.lock_timeout("job", Duration::from_secs(30)))
-    };
-    until_waiters(&a, "job", 1);
+    let waiting = lock_behind(&a, &b, "job");
     let broken = a.break_lock("job", "stuck").unwrap().unwrap();
     assert_eq!(broken.waiters(), ["beta"], "{broken:?}");
     drop(waiting.join().unwrap().unwrap());
@@ -593,13 +597,8 @@ fn a_break_returns_the_hold_with_the_waiters_it_had() {
 
     let sem = a.semaphore("slots", 1).unwrap();
     let permit = sem.acquire().unwrap();
-    let waiting = {
-        let sem_b = b.semaphore("slots", 1).unwrap();
-        std::thread::spawn(move || sem_b.acquire_timeout(Duration::from_secs(30)))
-    };
-    let name = "__redmutex__:permit:0:slots";
-    until_waiters(&a, name, 1);
-    let broken = a.break_lock(name, "drain").unwrap().unwrap();
+    let (waiting, name) = permit_behind(&a, &b, "slots");
+    let broken = a.break_lock(&name, "drain").unwrap().unwrap();
     assert_eq!(broken.waiters(), ["beta"], "{broken:?}");
     drop(waiting.join().unwrap().unwrap());
     drop(permit);
@@ -634,11 +633,7 @@ fn a_break_frees_the_hold_at_once_whatever_the_holders_lock_delay() {
 
     // A lock with a waiter queued: handed over at once (as before).
     let held = delaying.lock("queued").unwrap();
-    let waiting = {
-        let other = other.clone();
-        std::thread::spawn(move || other.lock_timeout("queued", Duration::from_secs(20)))
-    };
-    until_waiters(&delaying, "queued", 1);
+    let waiting = lock_behind(&delaying, &other, "queued");
     delaying.break_lock("queued", "stuck").unwrap().unwrap();
     drop(waiting.join().unwrap().unwrap());
     drop(held);
