@@ -15,12 +15,12 @@ const MAX_REASON: usize = 1024;
 impl Locker {
     /// Every lock, permit, read or write hold and election leader under
     /// this locker's prefix right now, sorted by [`key`](LockInfo::key),
-    /// each with its kind,
-    /// holder metadata, time left, fencing token and live waiters (their
-    /// metadata, in queue order). Keys that are not holds (the fencing
-    /// counters, queues, waiters, marks, the audit trail) are never
-    /// listed, nor a key redmutex did not write (another value, or one
-    /// without an expiry: see [`LockInfo`]). Blocks for the walk.
+    /// each with its kind, holder metadata, time left, fencing token and
+    /// live waiters (their metadata, in queue order). Keys that are not
+    /// holds (the fencing counters, queues, waiters, marks, election logs,
+    /// the audit trail) are never listed, nor a key redmutex did not write
+    /// (another value, or one without an expiry: see [`LockInfo`]). Blocks
+    /// for the walk.
     ///
     /// # Cost
     ///
