@@ -99,7 +99,7 @@ fn a_stuck_leader_is_listed_and_broken_and_everyone_is_told() {
     assert_eq!(a.stats().losses_broken(), 1);
 
     // Audited: the leadership's grant, and the break.
-    let trail: Vec<(String, String, String)> = a
+    let trail: Vec<(String, String, String, String)> = a
         .audit(None)
         .unwrap()
         .iter()
@@ -108,10 +108,15 @@ fn a_stuck_leader_is_listed_and_broken_and_everyone_is_told() {
                 e.action().to_owned(),
                 e.kind().as_str().to_owned(),
                 e.key().to_owned(),
+                e.metadata().to_owned(),
             )
         })
         .collect();
-    let want = |action: &str| (action.to_owned(), "leader".to_owned(), name.to_owned());
+    // Its value, as the listing shows it, in each event.
+    let want = |action: &str| {
+        let owned = |s: &str| s.to_owned();
+        (owned(action), owned("leader"), owned(name), owned("node-1"))
+    };
     assert_eq!(trail, [want("grant"), want("break")], "{trail:?}");
     drop(leading);
 }
