@@ -159,7 +159,8 @@ impl RawLock {
 impl RawLock {
     /// With [`Builder::audit`](crate::Builder::audit) on: `action` (`grant`,
     /// `release`) of the hold `a`, with fencing token `fence`, to the audit
-    /// trail, one event per key.
+    /// trail, one event per key, with the metadata its keys carry (a
+    /// leader's: the value it campaigned with), as a listing shows it.
     pub(crate) fn audit_held(self: &Arc<Self>, a: &Acquisition, fence: u64, action: &str) {
         if !self.config.audit {
             return;
@@ -174,7 +175,7 @@ impl RawLock {
                 action,
                 key: &info.key,
                 kind: info.kind,
-                metadata: &self.config.metadata,
+                metadata: a.metadata.as_deref().unwrap_or(&self.config.metadata),
                 fence,
                 reason: "",
             });
