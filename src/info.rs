@@ -295,7 +295,8 @@ impl AuditEntry {
         &self.action
     }
 
-    /// The metadata of the holder (for a break, of the holder broken).
+    /// The metadata of the holder (for a break, of the holder broken; for
+    /// a leader, its value).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
