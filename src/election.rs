@@ -27,6 +27,13 @@ use crate::Error;
 /// plus at most a dead waiter's stay when the first candidate queued died
 /// too.
 ///
+/// An operator sees the leader in [`Locker::locks`] (kind
+/// [`LockKind::Leader`](crate::LockKind::Leader), named
+/// `__redmutex__:election:<name>`) and can break a stuck one with
+/// [`Locker::break_lock`]: the lead passes as after a resignation (observers
+/// are told at once), and the broken leader is told at its next renewal,
+/// as a lock's holder is.
+///
 /// A cheap handle (a clone of the locker and the name), `Clone + Send +
 /// Sync`. Works on one server, Sentinel and a Cluster (where a candidate
 /// waiting learns of a resignation at its next attempt, as a lock's
@@ -415,7 +422,8 @@ impl Leadership {
 
     /// Sets the leader's value to `value`, and tells observers. One round
     /// trip, owner-checked in Redis: a leader that lost its lease changes
-    /// nothing.
+    /// nothing (one more round trip then reads whether an operator broke
+    /// the leadership, to tell the loss as a break).
     ///
     /// # Errors
     ///

@@ -78,6 +78,9 @@ struct Held {
     since: Instant,
     /// Its hold and loss count in the stats (see `count_in_stats`).
     counted: bool,
+    /// Its grant is in the audit trail (with `Builder::audit`): only then
+    /// is its release.
+    audited: bool,
 }
 
 // `Guard` is `Send + Sync`: every field is (`Arc`s of `Send + Sync` data, a
@@ -107,7 +110,11 @@ impl Guard {
         lease: Arc<Lease>,
     ) -> Result<Guard, Error> {
         let (watchdog_on, max_hold) = (shared.config.watchdog, shared.config.max_hold);
-        shared.audit_held(&acquisition, fence, "grant");
+        // A hand-over's claim is a grant once taken up (`count_in_stats`).
+        let audited = !lease.is_claim();
+        if audited {
+            shared.audit_held(&acquisition, fence, "grant");
+        }
         let on_change = shared
             .config
             .on_lease_change
@@ -127,6 +134,7 @@ impl Guard {
                 pid: std::process::id(),
                 since: Instant::now(),
                 counted: true,
+                audited,
             }),
         };
         if watchdog_on {
@@ -227,7 +235,10 @@ impl Guard {
     /// command's reply, in order. Blocks for two round trips: one to learn
     /// the commands' keys (`COMMAND GETKEYS` and `COMMAND INFO`; on a
     /// Cluster, one per command and one more), then the script, each
-    /// within the I/O timeout, after a checkout within its timeout.
+    /// within the I/O timeout, after a checkout within its timeout; and
+    /// when the script finds the lock gone, one more (with its own
+    /// checkout) to read whether an operator broke it, so that the loss is
+    /// told as a break (see [`lost_reason`](Guard::lost_reason)).
     ///
     /// - **Keys.** The commands' keys are asked of the server first (one
     ///   round trip for all of them) and declared to the script, as Redis
@@ -359,7 +370,10 @@ impl Guard {
     /// Releases the lock and reports how it went.
     ///
     /// Stops the watchdog, then deletes every key still owned by this guard;
-    /// a key taken over by someone else is left alone.
+    /// a key taken over by someone else is left alone. When the keys are
+    /// found gone on a lease not known lost, one more round trip reads
+    /// whether an operator broke the hold, which the stats then count as
+    /// broken ([`Stats::losses_broken`](crate::Stats::losses_broken)).
     ///
     /// # Errors
     ///
@@ -383,7 +397,7 @@ impl Guard {
         let Some(mut held) = self.held.take() else {
             return Err(self.lost());
         };
-        if !held.release(&self.lease, self.fence)? {
+        if !held.release(&self.lease, self.fence, true)? {
             self.lease.mark_lost();
         }
         if self.lease.is_lost() {
@@ -434,24 +448,34 @@ impl Guard {
         // Dropping the handle stops the watchdog: no renewal after this.
         drop(held.watchdog.take());
         let kept = if self.lease.is_lost() {
-            Ok(false)
+            Ok(Err(None))
         } else {
             held.shared.expire(&held.acquisition, left)
         };
-        held.ended(&self.lease, matches!(kept, Ok(false)));
-        if !kept? {
-            self.lease.mark_lost();
+        if let Ok(Err(why)) = &kept {
+            held.found_lost(&self.lease, why.clone());
+        }
+        held.ended(&self.lease, matches!(kept, Ok(Err(_))));
+        if kept?.is_err() {
             return Err(self.lost());
         }
         Ok(())
     }
 
     /// Leaves this guard's hold and loss out of the stats, or puts them back
-    /// in: a hand-over's take-up that fails is no grant.
+    /// in: a hand-over's take-up that fails is no grant. Put back in, it is
+    /// one: its grant goes to the audit trail then (with `Builder::audit`),
+    /// if not yet, whenever the take-up happens (a read of the trail puts it
+    /// in the server's order).
     pub(crate) fn count_in_stats(&mut self, on: bool) {
         if let Some(held) = self.held.as_mut() {
             held.counted = on;
             held.acquisition.loss_counted.store(!on, Ordering::Relaxed);
+            if on && !held.audited {
+                held.audited = true;
+                held.shared
+                    .audit_held(&held.acquisition, self.fence, "grant");
+            }
         }
     }
 
@@ -459,19 +483,6 @@ impl Guard {
     /// (`None` once released), for an election's leadership.
     pub(crate) fn held_parts(&self) -> Option<(&Arc<RawLock>, &Arc<Acquisition>)> {
         self.held.as_ref().map(|h| (&h.shared, &h.acquisition))
-    }
-
-    /// Redis said a key is no longer ours (an owner-checked script of the
-    /// caller's found it gone or someone else's): the lease is lost for
-    /// good, at once, logged as the watchdog logs a loss, and told.
-    pub(crate) fn note_lost(&self) {
-        if self.lease.is_lost() {
-            return; // told already
-        }
-        self.lease.mark_lost();
-        self.lease
-            .log_lost(self.keys.first().map_or("", String::as_str));
-        self.tell_changes();
     }
 
     /// Has the watchdog tell the callback, now, the changes this guard's
@@ -495,17 +506,25 @@ impl Held {
     /// is waited for, so none can race the delete and report a false loss),
     /// deletes the keys still ours, and wakes this locker's waiters.
     /// `Ok(true)` when the keys were still ours (a majority of instances, in
-    /// Redlock mode), `Ok(false)` when the lease had been lost.
-    fn release(&mut self, lease: &Lease, fence: u64) -> Result<bool, Error> {
+    /// Redlock mode), `Ok(false)` when the lease had been lost. With `ask`,
+    /// keys found no longer ours on a lease not known lost cost one more
+    /// round trip: whether an operator broke the hold, for the stats.
+    fn release(&mut self, lease: &Lease, fence: u64, ask: bool) -> Result<bool, Error> {
         // Dropping the handle stops the watchdog.
         drop(self.watchdog.take());
         let result = self.shared.release(&self.acquisition);
-        let handed = result.as_ref().ok().and_then(|(_, h)| h.as_ref());
-        self.shared.notify_released(&self.acquisition, handed);
-        if matches!(result, Ok((true, _))) {
+        // Queued before the waiters are woken (a read of the trail puts a
+        // hold's events in the server's order anyway).
+        if self.audited && matches!(result, Ok((true, _))) {
             self.shared.audit_held(&self.acquisition, fence, "release");
         }
-        self.ended(lease, matches!(result, Ok((false, _))));
+        let handed = result.as_ref().ok().and_then(|(_, h)| h.as_ref());
+        self.shared.notify_released(&self.acquisition, handed);
+        let lost = matches!(result, Ok((false, _)));
+        if lost && ask && !lease.is_lost() {
+            self.found_lost(lease, self.shared.why_lost(&self.acquisition));
+        }
+        self.ended(lease, lost);
         result.map(|(ours, _)| ours)
     }
 
@@ -543,7 +562,9 @@ impl Drop for Guard {
             // Errors are not returned here (`unlock` returns them): they are
             // logged.
             let key = self.keys.first().map_or("", String::as_str);
-            match held.release(&self.lease, self.fence) {
+            // A drop reads no more than the release (its bound): a break
+            // it finds is counted as a key gone.
+            match held.release(&self.lease, self.fence, false) {
                 Ok(true) => {}
                 Ok(false) => log::warn!(
                     target: "redmutex::release",

@@ -9,10 +9,13 @@ use std::time::{Duration, SystemTime};
 /// [`Locker::holder`](crate::Locker::holder) and listed by
 /// [`Locker::locks`](crate::Locker::locks).
 ///
-/// A key that exists but was not written by redmutex (another type, or a
-/// string that is not `<owner token>:<fencing token>:<metadata>`) is
-/// reported with empty metadata and a fencing token of 0: it blocks the
-/// lock all the same.
+/// Only holds are reported. A key that exists but was not written by
+/// redmutex (another type, a string that is not `<owner
+/// token>:<fencing token>:<metadata>`, or one without an expiry, which
+/// redmutex never writes) is no hold: `holder` and
+/// [`Locker::break_lock`](crate::Locker::break_lock) refuse it with
+/// [`Error::InvalidInput`](crate::Error::InvalidInput), and `locks` never
+/// lists it. It blocks the lock all the same, until it goes.
 ///
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -56,11 +59,16 @@ pub enum LockKind {
     Read,
     /// The write hold of a [`RwLock`](crate::RwLock).
     Write,
+    /// The leader of an [`Election`](crate::Election): its
+    /// [`name`](LockInfo::name) is the election's, its metadata the
+    /// leader's value, its fencing token the term, and its waiters the
+    /// values of the candidates queued.
+    Leader,
 }
 
 impl LockKind {
-    /// `lock`, `permit`, `read` or `write`: how the audit trail and the
-    /// `redmutex` command write it.
+    /// `lock`, `permit`, `read`, `write` or `leader`: how the audit trail
+    /// and the `redmutex` command write it.
     ///
     /// ```
     /// assert_eq!(redmutex::LockKind::Permit.as_str(), "permit");
@@ -71,6 +79,7 @@ impl LockKind {
             LockKind::Permit => "permit",
             LockKind::Read => "read",
             LockKind::Write => "write",
+            LockKind::Leader => "leader",
         }
     }
 
@@ -81,6 +90,7 @@ impl LockKind {
             LockKind::Permit,
             LockKind::Read,
             LockKind::Write,
+            LockKind::Leader,
         ]
         .into_iter()
         .find(|k| k.as_str() == text)
@@ -105,8 +115,9 @@ impl LockInfo {
     /// [`Locker::break_lock`](crate::Locker::break_lock): a lock's key
     /// (without the prefix); for a permit `__redmutex__:permit:<i>:<name>`,
     /// for a read hold `__redmutex__:rw-read:<id>:<name>`, for the write
-    /// hold `__redmutex__:rw-write:<name>`, where `<name>` is the
-    /// semaphore's or read-write lock's name (see [`name`](LockInfo::name))
+    /// hold `__redmutex__:rw-write:<name>`, for an election's leader
+    /// `__redmutex__:election:<name>`, where `<name>` is the semaphore's,
+    /// read-write lock's or election's name (see [`name`](LockInfo::name))
     /// and `<id>` is drawn for that read hold. No lock key can contain
     /// `__redmutex__`, so the names never meet.
     ///
@@ -121,7 +132,8 @@ impl LockInfo {
         &self.key
     }
 
-    /// What is held: a lock, a permit, a read or the write hold.
+    /// What is held: a lock, a permit, a read or the write hold, or an
+    /// election's lead.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -133,8 +145,8 @@ impl LockInfo {
         self.kind
     }
 
-    /// The lock's key, or the name of the semaphore or read-write lock the
-    /// hold belongs to.
+    /// The lock's key, or the name of the semaphore, read-write lock or
+    /// election the hold belongs to.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -151,8 +163,9 @@ impl LockInfo {
 
     /// The metadata of the live waiters queued for it, first come first
     /// (for a permit, the semaphore's waiters; for a read-write lock's
-    /// hold, that lock's). Their number is `waiters().len()`. Never their
-    /// owner tokens. At most 100 are read.
+    /// hold, that lock's; for a leader, the values of the candidates).
+    /// Their number is `waiters().len()`. Never their owner tokens. At most
+    /// 100 are read.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -165,7 +178,8 @@ impl LockInfo {
         &self.waiters
     }
 
-    /// The holder's metadata (see [`Builder::metadata`](crate::Builder::metadata)).
+    /// The holder's metadata (see [`Builder::metadata`](crate::Builder::metadata));
+    /// for a leader, its value.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -177,8 +191,7 @@ impl LockInfo {
         &self.metadata
     }
 
-    /// The time left on the lease in Redis (`Duration::MAX` for a key with no
-    /// expiry, which only a foreign writer can create).
+    /// The time left on the lease in Redis, when it was read.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -191,7 +204,7 @@ impl LockInfo {
         self.ttl
     }
 
-    /// The holder's fencing token (0 for a key redmutex did not write).
+    /// The holder's fencing token (never 0).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -226,8 +239,13 @@ pub struct AuditEntry {
 }
 
 impl AuditEntry {
-    /// When it was written, by the Redis server's clock (the stream
-    /// entry's ID).
+    /// When it happened, by the clock of the Redis server that keeps the
+    /// trail: the moment it was written there (its stream entry's ID), or,
+    /// when the server made a later event of the same hold that was
+    /// written first (by another locker, or another thread of this one),
+    /// that event's time, so that a hold's events read in order in time
+    /// too. On one server it is never before the event, and at most the
+    /// writer's queue delay after it.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -277,7 +295,8 @@ impl AuditEntry {
         &self.action
     }
 
-    /// The metadata of the holder (for a break, of the holder broken).
+    /// The metadata of the holder (for a break, of the holder broken; for
+    /// a leader, its value).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

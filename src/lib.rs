@@ -38,8 +38,9 @@
 //   guarded.rs        a granted hold's guarded write: commands run only while it holds
 //   redlock.rs        Redlock only: the proposal, the write-back, the breaker, the fan-out
 //   later.rs          Redlock: releases sent again to a master that missed them
-//   audit.rs          the audit trail's events, written in order by a thread of their own
-//   operate.rs        the SCAN walk of a listing, a hold read or broken, the audit trail
+//   audit.rs          the audit trail: events written by a thread of their own, read
+//                     back in the server's order
+//   operate.rs        the SCAN walk of a listing, a hold read or broken
 //   model_vs_redis.rs (test) the model walked against the real scripts
 // quorum.rs           every majority decision, pure
 // conn/

@@ -471,11 +471,18 @@ impl Locker {
 
     /// Who holds `key` right now, and who waits for it (see
     /// [`LockInfo::waiters`]), or `None` when it is free. One round trip.
+    /// `key` is a lock's key, or any name [`locks`](Locker::locks) gives a
+    /// hold ([`LockInfo::key`]: a permit, a read or write hold, an
+    /// election's leader, `__redmutex__:election:<name>`).
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidInput`] for an empty or reserved key; [`Error::Redis`]
-    /// and [`Error::Pool`] when Redis fails or cannot be reached.
+    /// [`Error::InvalidInput`] for an empty key or a reserved one that names
+    /// no hold, and for a key
+    /// redmutex did not write (an application's value under that name, or
+    /// one without an expiry): no hold, though it keeps the lock from
+    /// everyone while it stays (see [`LockInfo`]); [`Error::Redis`] and
+    /// [`Error::Pool`] when Redis fails or cannot be reached.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

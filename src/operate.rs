@@ -13,12 +13,14 @@ use crate::Error;
 const MAX_REASON: usize = 1024;
 
 impl Locker {
-    /// Every lock, permit and read or write hold under this locker's prefix
-    /// right now, sorted by [`key`](LockInfo::key), each with its kind,
-    /// holder metadata, time left, fencing token and live waiters (their
-    /// metadata, in queue order). Keys that are not holds (the fencing
-    /// counters, queues, waiters, marks, the audit trail) are never
-    /// listed, nor a key redmutex did not write. Blocks for the walk.
+    /// Every lock, permit, read or write hold and election leader under
+    /// this locker's prefix right now, sorted by [`key`](LockInfo::key),
+    /// each with its kind, holder metadata, time left, fencing token and
+    /// live waiters (their metadata, in queue order). Keys that are not
+    /// holds (the fencing counters, queues, waiters, marks, election logs,
+    /// the audit trail) are never listed, nor a key redmutex did not write
+    /// (another value, or one without an expiry: see [`LockInfo`]). Blocks
+    /// for the walk.
     ///
     /// # Cost
     ///
@@ -91,35 +93,51 @@ impl Locker {
     }
 
     /// Frees the hold `key` for an operator, whoever holds it: a lock by
-    /// its key, a permit or a read-write lock's hold by the name
-    /// [`locks`](Locker::locks) gives it ([`LockInfo::key`]). Returns the
-    /// hold as it was, or `None` when it was free (then nothing changes).
-    /// One round trip, and for a hold broken one more for its audit event.
+    /// its key, a permit, a read-write lock's hold or an election's leader
+    /// by the name [`locks`](Locker::locks) gives it ([`LockInfo::key`]). Returns the
+    /// hold as it was, with its live waiters as they were (the first of
+    /// them is the one it is handed to), or `None` when it was free (then
+    /// nothing changes). One round trip, and for a hold broken one more for
+    /// its audit event.
     ///
     /// As the holder's own release would, it frees the key and hands it to
-    /// the first live waiter, and nothing else of the lock's state is
-    /// touched (its queue, the other holds, the counter). Besides:
+    /// the first live waiter (or frees it for whoever asks next), and
+    /// nothing else of the lock's state is touched (its queue, the other
+    /// holds, the counter). It frees it at once whatever the holder's
+    /// [`lock_delay`](crate::Builder::lock_delay): a break is the
+    /// operator's override, and the delay does not cover it. Besides:
     /// - the fencing counter stays at or above the broken holder's token,
     ///   so every later grant's token is above it, and its late writes are
     ///   refused wherever tokens are checked;
-    /// - the holder's next renewal (within a third of its TTL) finds the
-    ///   hold gone and is told why: its guard is lost for good, the
+    /// - the holder's next renewal (within a third of its TTL), or its own
+    ///   call that finds the hold gone first (`extend`, `run_if_held`,
+    ///   `unlock`, ...), is told why (until then it may still believe it
+    ///   holds the lock, and write: fencing tokens refuse those writes):
+    ///   its guard is lost for good, the
     ///   `redmutex::lease` error event and
     ///   [`Guard::lost_reason`](crate::Guard::lost_reason) say `broken by an
-    ///   operator: <reason>`;
+    ///   operator: <reason>`, the lease change's reason is
+    ///   [`Broken`](crate::LeaseChangeReason::Broken), and the locker's
+    ///   [`Stats::losses_broken`](crate::Stats::losses_broken) counts it;
     /// - the break is logged (`warn`, target `redmutex::break`) and always
     ///   written to the audit trail (see [`audit`](Locker::audit)) before
     ///   this returns (waiting at most the checkout and I/O timeouts for
     ///   it, a failure logged).
     ///
     /// Breaking one key of a multi-key lock frees that key only; its holder
-    /// loses the whole lock at its next renewal.
+    /// loses the whole lock at its next renewal. Breaking an election's
+    /// leader (`__redmutex__:election:<name>`) hands the lead to the first
+    /// candidate queued, or leaves the election without a leader, and logs
+    /// it as a resignation would: observers are told at once (the next
+    /// leader, or "no leader"); the broken leader's
+    /// [`Leadership`](crate::Leadership) is lost as a guard is.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for an empty or over-long (1024 bytes)
     /// `reason`, for a `key` that names no hold, and for a key that
-    /// redmutex did not write (left alone); [`Error::Redis`] and
+    /// redmutex did not write (another value, or one without an expiry:
+    /// left alone, see [`LockInfo`]); [`Error::Redis`] and
     /// [`Error::Pool`] when Redis fails or cannot be reached.
     ///
     /// ```no_run
@@ -144,10 +162,15 @@ impl Locker {
         self.shared().break_hold(&hold, reason)
     }
 
-    /// The prefix's audit trail from `since` on (all of it with `None`),
-    /// oldest first: every break, and with
+    /// The prefix's audit trail from `since` on (all of it with `None`; by
+    /// [`AuditEntry::time`]), oldest first: every break, and with
     /// [`Builder::audit`](crate::Builder::audit) every grant and release of
-    /// the lockers that turned it on. It is a capped Redis stream,
+    /// the lockers that turned it on (leaderships' too). The events of one
+    /// hold are in the order the server made them, whichever locker wrote
+    /// them first: by fencing token, each grant before the release or
+    /// break of its token (a hold's tokens rise with each grant). A lock
+    /// handed over to a waiter is granted once the waiter takes it up; one
+    /// whose take-up failed is in the trail only as the next grant. It is a capped Redis stream,
     /// `<prefix>:__redmutex__:audit`, of about the latest 10,000 events;
     /// on a Cluster it lives in the slot of that name (or of the prefix's
     /// hash tag), on a Redlock locker on the first instance. Writing an

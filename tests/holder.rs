@@ -46,16 +46,48 @@ fn default_metadata_names_the_process() {
 }
 
 #[test]
-fn a_foreign_key_is_reported_as_held() {
+fn a_key_redmutex_did_not_write_is_no_hold() {
+    // An application's key under a lock's name (`SET user:1 alice`, with or
+    // without an expiry), or a value that looks like a lock's but has no
+    // expiry (redmutex never writes one), is no hold: `holder` says so
+    // (`InvalidInput`), as `break_lock` does, and `locks()` never lists it.
+    // Before, `holder` answered a hold with metadata "", token 0 and a TTL
+    // of `Duration::MAX`, which `redmutex holder` printed as
+    // 18446744073709551615999 ms left.
     let server = Server::start();
-    let locker = server.locker();
-    let k = key("foreign");
-    let _: () = server.conn().set(&k, "not a lock").unwrap();
-    let info = locker.holder(&k).unwrap().expect("the key blocks the lock");
-    assert_eq!(info.metadata(), "");
-    assert_eq!(info.fencing_token(), 0);
-    assert_eq!(info.ttl(), Duration::MAX);
-    assert!(locker.try_lock(&k).unwrap().is_none());
+    let prefix = key("foreign");
+    let locker = server.builder().prefix(&prefix).build().unwrap();
+    let mut c = server.conn();
+    let lookalike = format!("{}:17:someone", "ab".repeat(16));
+    let keys: [(&str, &str, Option<u64>); 3] = [
+        ("user:1", "alice", None),
+        ("user:2", "bob", Some(60_000)),
+        ("stale", lookalike.as_str(), None),
+    ];
+    for (name, value, px) in keys {
+        let mut set = redis::cmd("SET");
+        set.arg(format!("{prefix}:{name}")).arg(value);
+        if let Some(px) = px {
+            set.arg("PX").arg(px);
+        }
+        set.exec(&mut c).unwrap();
+        let answer = locker.holder(name);
+        assert!(
+            matches!(answer, Err(redmutex::Error::InvalidInput(_))),
+            "{name}: {answer:?}"
+        );
+        let broken = locker.break_lock(name, "not a lock");
+        assert!(
+            matches!(broken, Err(redmutex::Error::InvalidInput(_))),
+            "{name}: {broken:?}"
+        );
+        let kept: Option<String> = c.get(format!("{prefix}:{name}")).unwrap();
+        assert_eq!(kept.as_deref(), Some(value), "{name} was touched");
+        // It blocks the lock all the same.
+        assert!(locker.try_lock(name).unwrap().is_none());
+    }
+    let listed = locker.locks().unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
 }
 
 #[test]

@@ -14,10 +14,11 @@
 
 mod common;
 
+use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use common::{holders_of, key, redlock_builder, servers, wait_until, Cluster, Server};
-use redmutex::{LockInfo, LockKind, Locker};
+use redmutex::{Error, Guard, LockInfo, LockKind, Locker};
 
 /// A locker over its own pool (as another process) with `metadata`, a
 /// short TTL (renewals every 300 ms) and a prefix.
@@ -49,6 +50,26 @@ fn until_waiters(locker: &Locker, key: &str, n: usize) {
     });
 }
 
+/// `b` waiting for the lock `key` on a thread, for up to 30 s, once `a`'s
+/// listing shows it queued.
+fn lock_behind(a: &Locker, b: &Locker, key: &str) -> JoinHandle<Result<Guard, Error>> {
+    let (b, k) = (b.clone(), key.to_owned());
+    let waiting = std::thread::spawn(move || b.lock_timeout(&k, Duration::from_secs(30)));
+    until_waiters(a, key, 1);
+    waiting
+}
+
+/// `b` waiting for a permit of the one-permit semaphore `name` on a
+/// thread, for up to 30 s, once `a`'s listing shows it queued; the listed
+/// name of that permit.
+fn permit_behind(a: &Locker, b: &Locker, name: &str) -> (JoinHandle<Result<Guard, Error>>, String) {
+    let sem = b.semaphore(name, 1).unwrap();
+    let waiting = std::thread::spawn(move || sem.acquire_timeout(Duration::from_secs(30)));
+    let listed = format!("__redmutex__:permit:0:{name}");
+    until_waiters(a, &listed, 1);
+    (waiting, listed)
+}
+
 #[test]
 fn listing_shows_every_hold_with_its_waiters_and_no_internal_key() {
     let server = Server::start();
@@ -65,11 +86,7 @@ fn listing_shows_every_hold_with_its_waiters_and_no_internal_key() {
     let other = a.rwlock("schema").unwrap();
     let write = other.write().unwrap();
     // A waiter behind the lock, from another locker.
-    let waiting = {
-        let b = b.clone();
-        std::thread::spawn(move || b.lock_timeout("report", Duration::from_secs(30)))
-    };
-    until_waiters(&a, "report", 1);
+    let waiting = lock_behind(&a, &b, "report");
 
     let list = a.locks().unwrap();
     let report = entry(&list, "report");
@@ -160,11 +177,7 @@ fn a_broken_holder_learns_it_and_the_head_waiter_is_handed_the_lock() {
         locker(&server, &prefix, "beta"),
     );
     let held = a.lock("job").unwrap();
-    let waiting = {
-        let b = b.clone();
-        std::thread::spawn(move || b.lock_timeout("job", Duration::from_secs(30)))
-    };
-    until_waiters(&a, "job", 1);
+    let waiting = lock_behind(&a, &b, "job");
 
     let broken = a.break_lock("job", "stuck since 3 a.m.").unwrap().unwrap();
     assert_eq!(broken.metadata(), "alpha");
@@ -199,13 +212,8 @@ fn breaking_a_permit_and_read_write_holds_hands_them_on() {
     // A permit, with a waiter for it.
     let sem_a = a.semaphore("slots", 1).unwrap();
     let permit = sem_a.acquire().unwrap();
-    let waiting = {
-        let sem_b = b.semaphore("slots", 1).unwrap();
-        std::thread::spawn(move || sem_b.acquire_timeout(Duration::from_secs(30)))
-    };
-    let name = "__redmutex__:permit:0:slots";
-    until_waiters(&a, name, 1);
-    let broken = a.break_lock(name, "drain").unwrap().unwrap();
+    let (waiting, name) = permit_behind(&a, &b, "slots");
+    let broken = a.break_lock(&name, "drain").unwrap().unwrap();
     assert_eq!(broken.fencing_token(), permit.fencing_token());
     assert!(permit.wait_lost(Duration::from_secs(5)));
     assert_eq!(
@@ -556,10 +564,6 @@ fn breaking_a_key_redmutex_did_not_write_leaves_it_and_the_counter_alone() {
 }
 
 #[test]
-#[ignore = "defect: an election's leader (a lock key, `__redmutex__:election:<name>`) is \
-            neither listed by Locker::locks nor breakable: KeySpace::named knows only locks, \
-            permits and read/write holds, which predate elections; breaking one would also \
-            have to log the change for observers"]
 fn a_listing_shows_an_elections_leader() {
     let server = Server::start();
     let prefix = key("leader");
@@ -571,4 +575,90 @@ fn a_listing_shows_an_elections_leader() {
         list.iter().any(|i| i.name() == "primary"),
         "the leader of 'primary' is not listed: {list:?}"
     );
+}
+
+#[test]
+fn a_break_returns_the_hold_with_the_waiters_it_had() {
+    // `break_lock` returns "the hold as it was", a `LockInfo` as `locks()`
+    // lists it: with its live waiters (the command's `break` prints their
+    // number), not an empty list.
+    let server = Server::start();
+    let prefix = key("breakwaiters");
+    let (a, b) = (
+        locker(&server, &prefix, "alpha"),
+        locker(&server, &prefix, "beta"),
+    );
+    let held = a.lock("job").unwrap();
+    let waiting = lock_behind(&a, &b, "job");
+    let broken = a.break_lock("job", "stuck").unwrap().unwrap();
+    assert_eq!(broken.waiters(), ["beta"], "{broken:?}");
+    drop(waiting.join().unwrap().unwrap());
+    drop(held);
+
+    let sem = a.semaphore("slots", 1).unwrap();
+    let permit = sem.acquire().unwrap();
+    let (waiting, name) = permit_behind(&a, &b, "slots");
+    let broken = a.break_lock(&name, "drain").unwrap().unwrap();
+    assert_eq!(broken.waiters(), ["beta"], "{broken:?}");
+    drop(waiting.join().unwrap().unwrap());
+    drop(permit);
+}
+
+#[test]
+fn a_break_frees_the_hold_at_once_whatever_the_holders_lock_delay() {
+    // One rule for a break, with a waiter queued or not: it frees the hold
+    // at once, as a release does (an operator's override; lock-delay does
+    // not cover it). Before, the broken holder's lock-delay mark stayed:
+    // with nobody queued, the lock stayed unavailable for its TTL plus the
+    // delay, while a queued waiter was handed it at once.
+    let server = Server::start();
+    let prefix = key("breakdelay");
+    let delaying = server
+        .builder()
+        .prefix(&prefix)
+        .metadata("alpha")
+        .ttl(Duration::from_secs(30))
+        .lock_delay(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let other = locker(&server, &prefix, "beta");
+
+    // A lock, nobody queued.
+    let held = delaying.lock("job").unwrap();
+    delaying.break_lock("job", "stuck").unwrap().unwrap();
+    let next = other.try_lock("job").unwrap();
+    assert!(next.is_some(), "the broken lock is still kept by its delay");
+    drop(next);
+    drop(held);
+
+    // A lock with a waiter queued: handed over at once (as before).
+    let held = delaying.lock("queued").unwrap();
+    let waiting = lock_behind(&delaying, &other, "queued");
+    delaying.break_lock("queued", "stuck").unwrap().unwrap();
+    drop(waiting.join().unwrap().unwrap());
+    drop(held);
+
+    // A permit and a write hold, nobody queued.
+    let permit = delaying.semaphore("slots", 1).unwrap().acquire().unwrap();
+    delaying
+        .break_lock("__redmutex__:permit:0:slots", "stuck")
+        .unwrap()
+        .unwrap();
+    let next = other.semaphore("slots", 1).unwrap().try_acquire().unwrap();
+    assert!(
+        next.is_some(),
+        "the broken permit is still kept by its delay"
+    );
+    drop((next, permit));
+    let write = delaying.rwlock("cfg").unwrap().write().unwrap();
+    delaying
+        .break_lock("__redmutex__:rw-write:cfg", "stuck")
+        .unwrap()
+        .unwrap();
+    let next = other.rwlock("cfg").unwrap().try_write().unwrap();
+    assert!(
+        next.is_some(),
+        "the broken write hold is still kept by its delay"
+    );
+    drop((next, write));
 }

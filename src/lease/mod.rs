@@ -180,6 +180,11 @@ impl Lease {
         self.state.lock().valid_until
     }
 
+    /// A hand-over's claim not taken up yet (see [`Lease::claimed`]).
+    pub(crate) fn is_claim(&self) -> bool {
+        self.state.lock().taking_up
+    }
+
     /// The TTL renewals should use, and when the last confirmed request was sent.
     pub(crate) fn schedule(&self) -> (Duration, Instant) {
         let s = self.state.lock();

@@ -4,16 +4,18 @@
 use crate::protocol::keys::{validate_key, KeySpace, LockKeys, RESERVED};
 use crate::Error;
 /// A hold as a listing names it to the caller (`LockInfo::key`): a lock by
-/// its key; a permit, a read hold and the writer of a read-write lock by
-/// the name of their key without the prefix (and without a cluster's tag),
-/// `__redmutex__:permit:<i>:<name>`, `__redmutex__:rw-read:<id>:<name>`,
-/// `__redmutex__:rw-write:<name>`, which no lock key can be.
+/// its key; a permit, a read hold, the writer of a read-write lock and an
+/// election's leader by the name of their key without the prefix (and
+/// without a cluster's tag), `__redmutex__:permit:<i>:<name>`,
+/// `__redmutex__:rw-read:<id>:<name>`, `__redmutex__:rw-write:<name>`,
+/// `__redmutex__:election:<name>`, which no lock key can be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Named {
     Lock(String),
     Permit { index: u32, name: String },
     Read { id: String, name: String },
     Write(String),
+    Leader(String),
 }
 
 impl Named {
@@ -21,8 +23,8 @@ impl Named {
     pub(crate) fn parse(key: &str) -> Result<Named, Error> {
         let refused = || {
             Error::InvalidInput(format!(
-                "{key:?} names no hold: a lock key, or a permit's or a read-write lock's \
-                 name as a listing gives it"
+                "{key:?} names no hold: a lock key, or a permit's, a read-write lock's or \
+                 an election leader's name as a listing gives it"
             ))
         };
         match key.strip_prefix(RESERVED).and_then(|r| r.strip_prefix(':')) {
@@ -37,8 +39,8 @@ impl Named {
         }
     }
 
-    /// A hold's key of kind `kind` (`permit`, `rw-read`, `rw-write`) with
-    /// `body` after the kind (and tag).
+    /// A hold's key of kind `kind` (`permit`, `rw-read`, `rw-write`,
+    /// `election`) with `body` after the kind (and tag).
     pub(crate) fn internal(kind: &str, body: &str) -> Option<Named> {
         let valid = |name: &str| validate_key(name).is_ok().then(|| name.to_owned());
         match kind {
@@ -58,6 +60,7 @@ impl Named {
                 })
             }
             "rw-write" => Some(Named::Write(valid(body)?)),
+            "election" => Some(Named::Leader(valid(body)?)),
             _ => None,
         }
     }
@@ -69,13 +72,15 @@ impl Named {
             Named::Permit { index, name } => format!("{RESERVED}:permit:{index}:{name}"),
             Named::Read { id, name } => format!("{RESERVED}:rw-read:{id}:{name}"),
             Named::Write(name) => format!("{RESERVED}:rw-write:{name}"),
+            Named::Leader(name) => format!("{RESERVED}:election:{name}"),
         }
     }
 
-    /// The lock's key, or the semaphore's or read-write lock's name.
+    /// The lock's key, or the semaphore's, read-write lock's or election's
+    /// name.
     pub(crate) fn name(&self) -> &str {
         match self {
-            Named::Lock(name) | Named::Write(name) => name,
+            Named::Lock(name) | Named::Write(name) | Named::Leader(name) => name,
             Named::Permit { name, .. } | Named::Read { name, .. } => name,
         }
     }
@@ -83,9 +88,10 @@ impl Named {
 
 impl KeySpace {
     /// Which hold the Redis key `redis_key` of this prefix is, if it is
-    /// one: a lock key, a permit, a read hold or a writer key; `None` for
-    /// an internal key (a counter, a queue, waiters, marks, the audit
-    /// stream) or another prefix's key.
+    /// one: a lock key, a permit, a read hold, a writer key or an
+    /// election's leader; `None` for an internal key (a counter, a queue,
+    /// waiters, marks, the audit stream, an election's log) or another
+    /// prefix's key.
     pub(crate) fn named(&self, redis_key: &str, cluster: bool) -> Option<Named> {
         if let Some(rest) = redis_key.strip_prefix(self.reserved()) {
             let (kind, body) = rest.split_once(':')?;
@@ -117,6 +123,7 @@ impl KeySpace {
             Named::Permit { index, name } => self.one_permit_keys(name, *index, cluster),
             Named::Read { id, name } => self.rw_keys(name, Some(id), cluster),
             Named::Write(name) => self.rw_keys(name, None, cluster),
+            Named::Leader(name) => self.election_keys(name, cluster),
         }
     }
 }
@@ -141,6 +148,7 @@ mod tests {
                         name: "cfg:x".into(),
                     },
                     Named::Write("cfg:x".into()),
+                    Named::Leader("primary".into()),
                 ];
                 for hold in holds {
                     let keys = space.hold_keys(&hold, cluster);

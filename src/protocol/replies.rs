@@ -115,21 +115,26 @@ pub(crate) fn parse_release(reply: &Value) -> Result<(i64, Option<Handed>), Erro
     }
 }
 
-/// The hold whose key holds `value` with `pttl` left, with `waiters`; a
-/// value that is not `<token>:<fence>:<metadata>` (another type, a foreign
-/// string) has empty metadata and token 0; named as a lock with no name yet (see
-/// [`named`]).
+/// The hold whose key holds `value` with `pttl` left, with `waiters`,
+/// named as a lock with no name yet (see [`named`]). A key redmutex did not
+/// write is no hold, and has fencing token 0 here (with no metadata and no
+/// time left), for the caller to refuse or skip: a value that is not
+/// `<token>:<fence>:<metadata>` (another type, an application's string),
+/// or one without an expiry (redmutex writes every hold with one).
 fn held(value: &Value, pttl: i64, waiters: Vec<String>) -> Option<LockInfo> {
     let value = text(value)?;
-    let (fencing_token, metadata) =
-        LockValue::parse(&value).map_or((0, ""), |v| (v.fence, v.metadata));
+    let ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
+    let (fencing_token, metadata, ttl) = match (LockValue::parse(&value), ttl) {
+        (Some(v), Some(ttl)) => (v.fence, v.metadata, ttl),
+        _ => (0, "", Duration::ZERO),
+    };
     Some(LockInfo {
         key: String::new(),
         kind: LockKind::Lock,
         name: String::new(),
         metadata: metadata.to_owned(),
         fencing_token,
-        ttl: u64::try_from(pttl).map_or(Duration::MAX, Duration::from_millis),
+        ttl,
         waiters,
     })
 }
@@ -144,6 +149,7 @@ pub(crate) fn named(mut info: LockInfo, named: &Named) -> LockInfo {
         Named::Permit { .. } => LockKind::Permit,
         Named::Read { .. } => LockKind::Read,
         Named::Write(_) => LockKind::Write,
+        Named::Leader(_) => LockKind::Leader,
     };
     if matches!(info.kind, LockKind::Read | LockKind::Write) {
         for w in &mut info.waiters {
@@ -163,16 +169,27 @@ pub(crate) fn parse_inspect(reply: &Value, hold: &Named) -> Result<Option<LockIn
     };
     match items.as_slice() {
         [] => Ok(None),
-        [value, Value::Int(pttl), Value::Array(waiting)] => {
-            let waiters = waiting
-                .iter()
-                .map(|w| text(w).unwrap_or_default())
-                .collect();
+        [value, Value::Int(pttl), waiting] => {
+            let waiters = waiter_list(waiting).ok_or_else(|| unexpected("inspect", reply))?;
             let info = held(value, *pttl, waiters).ok_or_else(|| unexpected("inspect", reply))?;
             Ok(Some(named(info, hold)))
         }
         _ => Err(unexpected("inspect", reply)),
     }
+}
+
+/// The waiters' metadata a listing or a break read (see
+/// `lua/lib/waiting.lua`): an array of strings.
+fn waiter_list(waiting: &Value) -> Option<Vec<String>> {
+    let Value::Array(waiting) = waiting else {
+        return None;
+    };
+    Some(
+        waiting
+            .iter()
+            .map(|w| text(w).unwrap_or_default())
+            .collect(),
+    )
 }
 
 /// What a break found (see `lua/break.lua`): `Ok(None)` for a missing key;
@@ -185,20 +202,23 @@ pub(crate) fn parse_break(reply: &Value, hold: &Named) -> Result<Broken, Error> 
     let Value::Array(items) = reply else {
         return Err(unexpected("break", reply));
     };
-    let (value, pttl, handed) = match items.as_slice() {
+    let none = &Value::Array(Vec::new());
+    let (value, pttl, waiting, handed) = match items.as_slice() {
         [] => return Ok(None),
-        [value, Value::Int(pttl)] => (value, *pttl, None),
-        [value, Value::Int(pttl), to, fence] => {
+        [value, Value::Int(pttl)] => (value, *pttl, none, None),
+        [value, Value::Int(pttl), waiting] => (value, *pttl, waiting, None),
+        [value, Value::Int(pttl), waiting, to, fence] => {
             let to = text(to).ok_or_else(|| unexpected("break", reply))?;
             let fence = text(fence)
                 .and_then(|f| f.parse().ok())
                 .ok_or_else(|| unexpected("break", reply))?;
-            (value, *pttl, Some((to, fence)))
+            (value, *pttl, waiting, Some((to, fence)))
         }
         _ => return Err(unexpected("break", reply)),
     };
     let ours = text(value).is_some_and(|v| !v.is_empty());
-    let info = held(value, pttl, Vec::new()).ok_or_else(|| unexpected("break", reply))?;
+    let waiters = waiter_list(waiting).ok_or_else(|| unexpected("break", reply))?;
+    let info = held(value, pttl, waiters).ok_or_else(|| unexpected("break", reply))?;
     Ok(Some((named(info, hold), ours, handed)))
 }
 
@@ -213,6 +233,15 @@ pub(crate) fn parse_renew(reply: &Value) -> Result<(bool, Option<String>), Error
             None => Err(unexpected("renew", other)),
         },
     }
+}
+
+/// A holder's mark in the marks of broken holds (`HGET`'s reply, see
+/// `lua/lib/marks.lua`): `<until ms>:<reason>` gives the reason; a missing
+/// or unreadable one, `None`.
+pub(crate) fn parse_mark(reply: &Value) -> Option<String> {
+    let mark = text(reply)?;
+    let (until, reason) = mark.split_once(':')?;
+    (until.bytes().all(|b| b.is_ascii_digit()) && !reason.is_empty()).then(|| reason.to_owned())
 }
 
 /// A `SCAN` step: the next cursor and the keys (see `lua/scan.lua`).
@@ -432,11 +461,21 @@ mod tests {
             (info.key(), info.waiters()),
             ("k", &["next:2".to_owned()][..])
         );
-        for foreign in ["", "not a lock", "short:1:m", &format!("{token}:x:m")] {
+        // No hold: another value, or one without an expiry (token 0, for
+        // the caller to refuse or skip).
+        let lookalike = format!("{token}:42:host:1");
+        let foreign = [
+            ("", 1500),
+            ("not a lock", 1500),
+            ("short:1:m", -1),
+            (&format!("{token}:x:m"), 1500),
+            (&lookalike, -1),
+        ];
+        for (value, pttl) in foreign {
             let info = parse_inspect(
                 &Value::Array(vec![
-                    Value::BulkString(foreign.as_bytes().to_vec()),
-                    Value::Int(-1),
+                    Value::BulkString(value.as_bytes().to_vec()),
+                    Value::Int(pttl),
                     Value::Array(vec![]),
                 ]),
                 &lock,
@@ -444,11 +483,10 @@ mod tests {
             .unwrap()
             .unwrap();
             assert_eq!(
-                (info.metadata(), info.fencing_token()),
-                ("", 0),
-                "{foreign}"
+                (info.metadata(), info.fencing_token(), info.ttl()),
+                ("", 0, Duration::ZERO),
+                "{value}"
             );
-            assert_eq!(info.ttl(), Duration::MAX);
         }
         assert!(parse_inspect(&Value::Int(3), &lock).is_err());
     }
@@ -470,5 +508,17 @@ mod tests {
         );
         assert!(!format!("{parsed:?}").contains(token));
         assert!(LockValue::parse("short:1:m").is_none());
+    }
+
+    #[test]
+    fn marks_give_the_reason_of_a_break() {
+        let mark = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        assert_eq!(
+            parse_mark(&mark("1795671813351:stuck: since 3")).as_deref(),
+            Some("stuck: since 3")
+        );
+        assert_eq!(parse_mark(&Value::Nil), None);
+        assert_eq!(parse_mark(&mark("1795671813351:")), None);
+        assert_eq!(parse_mark(&mark("x:reason")), None);
     }
 }

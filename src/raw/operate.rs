@@ -1,16 +1,16 @@
 //! What an operator does, as said to Redis: the holds of a prefix found by a
 //! `SCAN` walk of every instance (every master of a Cluster) and each read
 //! with its waiters; a hold broken (`lua/break.lua`) and this locker's
-//! waiters woken as after a release; the audit trail written and read.
+//! waiters woken as after a release, its event written to the audit trail
+//! (`audit.rs`); why a holder's keys are gone.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::Value;
 
-use crate::defaults::{AUDIT_LEN, BREAK_MARK_MARGIN, MAX_LISTED_WAITERS, SCAN_COUNT};
-use crate::info::{AuditEntry, LockInfo, LockKind};
+use crate::defaults::{BREAK_MARK_MARGIN, MAX_LISTED_WAITERS, SCAN_COUNT};
+use crate::info::LockInfo;
 use crate::protocol::named::Named;
 use crate::protocol::replies;
 use crate::protocol::scripts;
@@ -19,6 +19,7 @@ use crate::quorum::{self, Acquired};
 use crate::time;
 use crate::Error;
 
+use super::audit::Event;
 use super::{Acquisition, RawLock};
 
 impl RawLock {
@@ -117,7 +118,8 @@ impl RawLock {
     }
 
     /// The hold `hold` with its live waiters, as a majority of instances
-    /// sees it; `None` when free (a key redmutex did not write has token 0).
+    /// sees it; `None` when free. A key redmutex did not write has token 0
+    /// (see `replies::held`), for the caller to refuse ([`foreign`]) or skip.
     pub(crate) fn read_hold(self: &Arc<Self>, hold: &Named) -> Result<Option<LockInfo>, Error> {
         let keys = self
             .config
@@ -154,17 +156,17 @@ impl RawLock {
         let (this, hold2, reason2) = (Arc::clone(self), hold.clone(), reason.to_owned());
         let answers = self.fan.run(self.instances.len(), move |i| {
             let channel = this.wake.channel().unwrap_or("");
-            let call = scripts::break_hold(&keys, &reason2, channel, keep);
+            let call = scripts::break_hold(&keys, &reason2, channel, keep, MAX_LISTED_WAITERS);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             replies::parse_break(&reply, &hold2)
         });
-        let (mut foreign, mut handed) = (false, None);
+        let (mut foreign_key, mut handed) = (false, None);
         let answers = answers
             .into_iter()
             .map(|a| {
                 a.map(|broken| {
                     broken.and_then(|(info, ours, to)| {
-                        foreign |= !ours;
+                        foreign_key |= !ours;
                         handed = handed.take().or(to);
                         ours.then_some(info)
                     })
@@ -211,157 +213,40 @@ impl RawLock {
                 .checkout_timeout
                 .saturating_add(self.config.io_timeout);
             self.flush_trail(number, bound);
-        } else if foreign {
-            return Err(Error::InvalidInput(format!(
-                "{:?} is held by a key redmutex did not write: left as it is",
-                hold.caller_key()
-            )));
+        } else if foreign_key {
+            return Err(foreign(hold));
         }
         Ok(info)
     }
 
-    /// With [`Builder::audit`](crate::Builder::audit) on: `action` (`grant`,
-    /// `release`) of the hold `a`, with fencing token `fence`, to the audit
-    /// trail, one event per key.
-    pub(crate) fn audit_held(self: &Arc<Self>, a: &Acquisition, fence: u64, action: &str) {
-        if !self.config.audit {
-            return;
-        }
-        let cluster = self.config.topology.is_cluster();
-        for key in a.keys.locks.iter() {
-            let Some(hold) = self.config.keys.named(key, cluster) else {
-                continue;
-            };
-            let info = replies::named(LockInfo::blank(), &hold);
-            self.audit(&Event {
-                action,
-                key: &info.key,
-                kind: info.kind,
-                metadata: &self.config.metadata,
-                fence,
-                reason: "",
-            });
-        }
-    }
-
-    /// Queues `event` for the audit trail on the first instance, best
-    /// effort (see `audit.rs`): written by the trail's own thread, a
-    /// failure logged, never waited for here. Its number in the queue.
-    fn audit(self: &Arc<Self>, event: &Event<'_>) -> u64 {
-        let stream = self.config.keys.audit_key();
-        let mut cmd = redis::cmd("XADD");
-        cmd.arg(&stream)
-            .arg("MAXLEN")
-            .arg("~")
-            .arg(AUDIT_LEN)
-            .arg("*")
-            .arg("action")
-            .arg(event.action)
-            .arg("key")
-            .arg(event.key)
-            .arg("kind")
-            .arg(event.kind.as_str())
-            .arg("metadata")
-            .arg(event.metadata)
-            .arg("fence")
-            .arg(event.fence)
-            .arg("reason")
-            .arg(event.reason);
-        self.trail(cmd, event.action, event.key)
-    }
-
-    /// The audit trail from `since` on (all of it with `None`), oldest
-    /// first, read from the first instance once this locker's queued events
-    /// are written (waiting at most the checkout and I/O timeouts for them).
-    pub(crate) fn read_audit(&self, since: Option<SystemTime>) -> Result<Vec<AuditEntry>, Error> {
-        // This locker's own events queued so far first (bounded).
-        let bound = self
-            .config
-            .checkout_timeout
-            .saturating_add(self.config.io_timeout);
-        self.flush_trail(self.trail_queued(), bound);
-        let start = match since {
-            Some(t) => {
-                let ms = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
-                ms.to_string()
-            }
-            None => "-".to_owned(),
-        };
-        let stream = self.config.keys.audit_key();
-        let reply = self.run_on(0, &mut |c| {
-            Ok(redis::cmd("XRANGE")
-                .arg(&stream)
-                .arg(&start)
-                .arg("+")
-                .arg("COUNT")
-                .arg(AUDIT_LEN.saturating_mul(2))
-                .query::<Value>(c)?)
-        })?;
-        parse_audit(&reply)
+    /// Why `a`'s keys are no longer its own when an operator broke its hold:
+    /// the reason the break left in the marks of its slot (see
+    /// `lua/lib/marks.lua`), read on every instance (one round trip each,
+    /// in parallel); `None` when no mark names its token, or none could be
+    /// read. For a holder's call that found its keys gone (a guarded
+    /// write, a release), which says no more than that.
+    pub(crate) fn why_lost(self: &Arc<Self>, a: &Acquisition) -> Option<String> {
+        let (marks, owner) = (a.keys.marks.clone(), a.owner());
+        let this = Arc::clone(self);
+        let answers = self.fan.run(self.instances.len(), move |i| {
+            let reply = this.run_on(i, &mut |c| {
+                Ok(redis::cmd("HGET")
+                    .arg(&marks)
+                    .arg(owner.as_str())
+                    .query::<Value>(c)?)
+            })?;
+            Ok(replies::parse_mark(&reply))
+        });
+        answers.into_iter().find_map(|a| a.ok().flatten())
     }
 }
 
-/// One event for the audit trail.
-struct Event<'a> {
-    action: &'a str,
-    key: &'a str,
-    kind: LockKind,
-    metadata: &'a str,
-    fence: u64,
-    reason: &'a str,
-}
-
-/// `XRANGE`'s reply: `[[id, [field, value, ...]], ...]`.
-fn parse_audit(reply: &Value) -> Result<Vec<AuditEntry>, Error> {
-    let bad = || replies::unexpected("audit", reply);
-    let Value::Array(entries) = reply else {
-        return Err(bad());
-    };
-    let text = |v: &Value| match v {
-        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
-    };
-    let mut out = Vec::with_capacity(entries.len());
-    for entry in entries {
-        let Value::Array(parts) = entry else {
-            return Err(bad());
-        };
-        let (Some(id), Some(Value::Array(fields))) = (parts.first().and_then(text), parts.get(1))
-        else {
-            return Err(bad());
-        };
-        let ms: u64 = id
-            .split('-')
-            .next()
-            .and_then(|m| m.parse().ok())
-            .ok_or_else(bad)?;
-        let mut e = AuditEntry {
-            time: UNIX_EPOCH + Duration::from_millis(ms),
-            key: String::new(),
-            kind: LockKind::Lock,
-            action: String::new(),
-            metadata: String::new(),
-            fencing_token: 0,
-            reason: String::new(),
-        };
-        for pair in fields.chunks(2) {
-            let (Some(field), Some(value)) =
-                (pair.first().and_then(text), pair.get(1).and_then(text))
-            else {
-                continue;
-            };
-            match field.as_str() {
-                "action" => e.action = value,
-                "key" => e.key = value,
-                "kind" => e.kind = LockKind::parse(&value).unwrap_or(LockKind::Lock),
-                "metadata" => e.metadata = value,
-                "fence" => e.fencing_token = value.parse().unwrap_or(0),
-                "reason" => e.reason = value,
-                _ => {}
-            }
-        }
-        out.push(e);
-    }
-    Ok(out)
+/// The error for the hold `hold` when its key is one redmutex did not
+/// write (an application's value, or one without an expiry): no hold.
+pub(crate) fn foreign(hold: &Named) -> Error {
+    Error::InvalidInput(format!(
+        "{:?} is a key redmutex did not write (another value, or one without an expiry): \
+         no hold, left as it is",
+        hold.caller_key()
+    ))
 }

@@ -42,10 +42,13 @@ use recorder::bucket_top;
 ///   [`losses_not_ours`](Stats::losses_not_ours) (Redis showed the key gone
 ///   or someone else's) and [`losses_broken`](Stats::losses_broken) (an
 ///   operator broke the hold with [`Locker::break_lock`](crate::Locker::break_lock)). A loss is counted when a renewal (the watchdog's,
-///   or [`extend`](crate::Guard::extend)) finds it, or else when its guard
-///   ends and finds it (a release that finds its keys gone, or `unlock` or
-///   `expire_at` that find the lease lost): a lease that ran out while its
-///   renewals failed, or without a watchdog, is counted then;
+///   or [`extend`](crate::Guard::extend)) or a call of the holder's
+///   ([`run_if_held`](crate::Guard::run_if_held),
+///   [`Leadership::proclaim`](crate::Leadership::proclaim)) finds it, or
+///   else when its guard ends and finds it (a release that finds its keys
+///   gone, or `unlock` or `expire_at` that find the lease lost): a lease
+///   that ran out while its renewals failed, or without a watchdog, is
+///   counted then;
 /// - [`failed_renewals`](Stats::failed_renewals): renewals (the
 ///   watchdog's, each retry counted, and `extend`'s) that got an error or
 ///   no answer in time;
@@ -200,7 +203,12 @@ impl Stats {
 
     /// Leases lost because an operator broke the hold
     /// ([`Locker::break_lock`](crate::Locker::break_lock)); the guard's
-    /// [`lost_reason`](crate::Guard::lost_reason) says why.
+    /// [`lost_reason`](crate::Guard::lost_reason) says why. Whichever
+    /// finds the break counts it here: a renewal, `extend`, `run_if_held`,
+    /// `proclaim`, `unlock`, `expire_at` or a resignation; only a guard
+    /// dropped before any of them found it counts it in
+    /// [`losses_not_ours`](Stats::losses_not_ours) (a drop reads no more
+    /// than its release, to keep its bound).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

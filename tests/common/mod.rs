@@ -902,3 +902,51 @@ pub fn woken_by_the_release(waiting: Waiting) {
         "woken by its deadline ({took:?}), not by the release"
     );
 }
+
+/// Waits until one waiter is queued for the lock `k` (no prefix) and a
+/// release listener is subscribed: its start-up is behind it.
+pub fn queued_and_listening(server: &Server, k: &str) {
+    wait_until(
+        "the waiter queued and listening",
+        Duration::from_secs(20),
+        || {
+            server.release_subscribers() >= 1
+                && redis::cmd("ZCARD")
+                    .arg(queue_keys(None, k).0)
+                    .query::<u64>(&mut server.conn())
+                    .unwrap_or(0)
+                    == 1
+        },
+    );
+}
+
+/// Waits until right after a script call on `server`: with a waiter whose
+/// backoff is long, one of its refreshes of its place (one a second), so
+/// that none comes for a while.
+pub fn after_a_call(server: &Server) {
+    let calls = server.evalsha_calls();
+    wait_until("a refresh of the waiter", Duration::from_secs(20), || {
+        server.evalsha_calls() > calls
+    });
+}
+
+/// A locker built by `builder` whose lease-change callback records the
+/// reason of every loss, and those reasons.
+pub fn recording_losses(
+    builder: Builder,
+) -> (
+    Locker,
+    std::sync::Arc<std::sync::Mutex<Vec<redmutex::LeaseChangeReason>>>,
+) {
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&told);
+    let locker = builder
+        .on_lease_change(move |c| {
+            if c.to() == redmutex::LeaseState::Lost {
+                sink.lock().unwrap().push(c.reason());
+            }
+        })
+        .build()
+        .unwrap();
+    (locker, told)
+}

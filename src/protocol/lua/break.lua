@@ -4,27 +4,37 @@
 -- broken token, and frees the key: a lock or a permit is handed to its
 -- first live waiter (`lib/hand_over.lua`), the writer key to a writer
 -- (`lib/writer_hand.lua`); a read hold leaves the set of read holds, and
--- the last one frees the writer key as `read_release.lua` does. Nothing
+-- the last one frees the writer key as `read_release.lua` does. The broken
+-- hold's lock-delay mark goes, as with a clean release: a break frees the
+-- hold at once for everyone, queued or not (the operator's override; the
+-- broken holder's late writes are for fencing tokens to refuse). Nothing
 -- else is touched; a key that is missing, or was not written by redmutex,
--- is left as it is.
+-- is left as it is. An election's leader is freed as a lock is, and its
+-- log told what follows, as a resignation tells it (`lib/log.lua`): the
+-- candidate it is handed to, or no leader.
 --
 -- - `KEYS[1]`: the hold's key, `KEYS[2]`: the fencing counter, `KEYS[3]`,
---   `KEYS[4]`: the queue and its waiters, `KEYS[5]`: the marks; for a
---   read-write lock, `KEYS[6]`: the writer key, `KEYS[7]`: the set of read
---   holds; for a read hold, `KEYS[8]`: the lock-delay marks (see
---   `lib/delay.lua`): while another hold's delay lasts (a reader that
---   vanished), the writer key is freed and announced, not handed over.
+--   `KEYS[4]`: the queue and its waiters, `KEYS[5]`: the marks,
+--   `KEYS[6]`: the lock-delay marks of the hold (see `lib/delay.lua`); for
+--   a read-write lock, `KEYS[7]`: the writer key, `KEYS[8]`: the set of
+--   read holds; for a leader, `KEYS[7]`: the election's log. For a read
+--   hold, while another hold's delay lasts (a reader that vanished), the
+--   writer key is freed and announced, not handed over.
 --   `ARGV[1]`: the reason, `ARGV[2]`: the release channel (`""`: none),
---   `ARGV[3]`: `lock` (a lock or a permit), `read` or `write`,
---   `ARGV[4]`: how long a mark outlives the broken key's TTL, in ms.
+--   `ARGV[3]`: `lock` (a lock or a permit), `read`, `write` or `leader`,
+--   `ARGV[4]`: how long a mark outlives the broken key's TTL, in ms,
+--   `ARGV[5]`: the most waiters to read; for a leader, `ARGV[6]`: the
+--   log's cap in entries, `ARGV[7]`: how long it is kept after this
+--   change, in ms.
 --
 -- Replies: an empty array when the key does not exist; `["", PTTL]` for a
 -- key redmutex did not write (left alone: not `<32 hex digits>:<fencing
--- token below 2^63>:...`); otherwise `[value, PTTL]` as the
--- key was, and after a hand-over the grantee's owner token and fencing
--- token too.
+-- token below 2^63>:...`, or without an expiry); otherwise `[value, PTTL,
+-- waiters]` as the key was, with its live waiters as a listing shows them
+-- (`lib/waiting.lua`: the first of them is the one it may be handed to),
+-- and after a hand-over the grantee's owner token and fencing token too.
 --
--- Helpers: mint live_head readers give hand_over writer_hand
+-- Helpers: mint live_head waiting readers give hand_over writer_hand delay log
 local v = redis.pcall('GET', KEYS[1])
 if not v then return {} end
 local pttl = redis.call('PTTL', KEYS[1])
@@ -33,9 +43,11 @@ local token, fence = string.match(type(v) == 'string' and v or '', '^(%x+):([1-9
 -- take (INCR works up to 2^63 - 1): an application's value that merely
 -- looks alike is left alone, and never raises the counter.
 local fits = fence and (#fence < 19 or (#fence == 19 and fence <= '9223372036854775807'))
-if not token or #token ~= 32 or not fits then return {'', pttl} end
+-- And with an expiry: redmutex writes none without one.
+if not token or #token ~= 32 or not fits or pttl < 0 then return {'', pttl} end
 -- The mark, kept while the holder may still renew, and the stale ones dropped.
 local now = clock()
+local queued = waiting(KEYS[3], KEYS[4], ARGV[5], now)
 local marks = redis.call('HGETALL', KEYS[5])
 for i = 1, #marks, 2 do
   if tonumber(string.match(marks[i + 1], '^(%d+):') or '0') < now then
@@ -48,30 +60,26 @@ if redis.call('PTTL', KEYS[5]) < life then redis.call('PEXPIRE', KEYS[5], life) 
 -- Every later grant's token above the broken one, even if the counter was lost.
 local last = redis.call('GET', KEYS[2])
 if not last or above(fence, last) then redis.call('SET', KEYS[2], fence) end
+-- The broken hold's lock-delay ends with it (a clean release's does too).
+unmark(KEYS[6], KEYS[1])
 local head, handed
 if ARGV[3] == 'read' then
-  redis.call('SREM', KEYS[7], KEYS[1])
+  redis.call('SREM', KEYS[8], KEYS[1])
   redis.call('DEL', KEYS[1])
-  if live_readers(KEYS[7]) == 0 and redis.call('EXISTS', KEYS[6]) == 0 then
-    -- Another hold's lock-delay (not the broken one's: a break frees as
-    -- its release would) keeps the writer out until it ends.
-    local delays = KEYS[8] and redis.call('HGETALL', KEYS[8]) or {}
-    local delayed = false
-    for i = 1, #delays, 2 do
-      if delays[i] ~= KEYS[1] and (tonumber(delays[i + 1]) or 0) > now then
-        delayed = true
-      end
-    end
-    if delayed then
-      drop_free(KEYS[6], ARGV[2])
+  if live_readers(KEYS[8]) == 0 and redis.call('EXISTS', KEYS[7]) == 0 then
+    -- Another hold's lock-delay (a reader that vanished) keeps the writer
+    -- out until it ends.
+    if latest(KEYS[6], now) then
+      drop_free(KEYS[7], ARGV[2])
     else
-      head, handed = hand_to_writer(KEYS[6], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
+      head, handed = hand_to_writer(KEYS[7], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
     end
   end
 elseif ARGV[3] == 'write' then
   head, handed = hand_to_writer(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
 else
   head, handed = free(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
+  if ARGV[3] == 'leader' then ended(KEYS[7], KEYS[1], v, head, now, ARGV[6], ARGV[7]) end
 end
-if head then return {v, pttl, head, handed} end
-return {v, pttl}
+if head then return {v, pttl, queued, head, handed} end
+return {v, pttl, queued}

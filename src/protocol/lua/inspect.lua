@@ -11,18 +11,9 @@
 -- another type, and `waiters` the metadata of each live waiter in queue
 -- order (for a read-write lock led by `r` or `w`), never a waiter's token.
 --
--- Helpers: mint live_head
+-- Helpers: mint live_head waiting
 local v = redis.pcall('GET', KEYS[1])
 if not v then return {} end
 if type(v) ~= 'string' then v = '' end
-local waiting = {}
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  local now = clock()
-  for _, token in ipairs(redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[1]) - 1)) do
-    local entry = redis.call('HGET', KEYS[3], token)
-    if alive(entry, now) then
-      waiting[#waiting + 1] = string.match(entry, '^%d+:%d+:%d+:(.*)$') or ''
-    end
-  end
-end
-return {v, redis.call('PTTL', KEYS[1]), waiting}
+local queued = waiting(KEYS[2], KEYS[3], ARGV[1], clock())
+return {v, redis.call('PTTL', KEYS[1]), queued}

@@ -18,13 +18,7 @@
 -- Helpers: owned mint live_head give hand_over log
 local v = redis.pcall('GET', KEYS[1])
 if not ours(v, ARGV[1]) then return 0 end
-local ours_term = leader_of(v)
 local head, fence = free(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
-if head then
-  -- The claim runs out its PTTL from now.
-  local till = clock() + redis.call('PTTL', KEYS[1])
-  record(KEYS[5], '>', ours_term or '', ARGV[3], ARGV[4], redis.sha1hex(head), till)
-  return {1, head, fence}
-end
-record(KEYS[5], '', ours_term or '', ARGV[3], ARGV[4])
+ended(KEYS[5], KEYS[1], v, head, head and clock(), ARGV[3], ARGV[4])
+if head then return {1, head, fence} end
 return 1

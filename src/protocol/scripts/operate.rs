@@ -5,12 +5,14 @@
 use std::sync::LazyLock;
 
 use super::{Call, Lua};
+use crate::defaults::{ELECTION_LOG_CAP, ELECTION_LOG_KEEP};
 use crate::protocol::keys::{Hold, LockKeys};
+use crate::time;
 
 /// Reads a hold and its live waiters' metadata, for a listing. Its
 /// KEYS/ARGV contract and replies open `lua/inspect.lua`.
 pub(crate) static INSPECT: LazyLock<Lua> =
-    LazyLock::new(|| script!("inspect"; "mint", "live_head"));
+    LazyLock::new(|| script!("inspect"; "mint", "live_head", "waiting"));
 
 /// One `SCAN` step on the master of a slot. Its KEYS/ARGV contract and
 /// replies open `lua/scan.lua`.
@@ -18,9 +20,10 @@ pub(crate) static SCAN: LazyLock<Lua> = LazyLock::new(|| script!("scan"));
 
 /// Breaks a hold for an operator: marks it, frees it as a release would.
 /// Its KEYS/ARGV contract and replies open `lua/break.lua`.
-pub(crate) static BREAK: LazyLock<Lua> = LazyLock::new(
-    || script!("break"; "mint", "live_head", "readers", "give", "hand_over", "writer_hand"),
-);
+pub(crate) static BREAK: LazyLock<Lua> = LazyLock::new(|| {
+    script!("break"; "mint", "live_head", "waiting", "readers", "give", "hand_over",
+        "writer_hand", "delay", "log")
+});
 
 /// [`INSPECT`] of the hold `keys` (its own key first), reading at most
 /// `most` waiters.
@@ -43,25 +46,44 @@ pub(crate) fn scan(route: &str, at: u64, glob: &str, count: usize, holds: bool) 
 
 /// [`BREAK`] of the hold `keys` (its own key first) for `reason`, the
 /// release announced on `channel` (`""`: none), its mark kept `keep_ms`
-/// past the key's TTL.
-pub(crate) fn break_hold(keys: &LockKeys, reason: &str, channel: &str, keep_ms: u64) -> Call {
+/// past the key's TTL, reading at most `most` waiters.
+pub(crate) fn break_hold(
+    keys: &LockKeys,
+    reason: &str,
+    channel: &str,
+    keep_ms: u64,
+    most: usize,
+) -> Call {
     let mut call = BREAK.call();
     call.key(&*keys.locks)
         .key(&keys.fence)
         .key(&keys.queue)
         .key(&keys.waiters)
-        .key(&keys.marks);
+        .key(&keys.marks)
+        .key(keys.delays_of_each());
     let how = match &keys.hold {
         Hold::Read { writer, readers } => {
-            call.key(&**writer).key(readers).key(&*keys.delays);
+            call.key(&**writer).key(readers);
             "read"
         }
         Hold::Write { readers } => {
             call.key(&*keys.locks).key(readers);
             "write"
         }
-        Hold::Lock | Hold::Permit | Hold::Leader { .. } => "lock",
+        Hold::Leader { log } => {
+            call.key(log);
+            "leader"
+        }
+        Hold::Lock | Hold::Permit => "lock",
     };
-    call.arg(reason).arg(channel).arg(how).arg(keep_ms);
+    call.arg(reason)
+        .arg(channel)
+        .arg(how)
+        .arg(keep_ms)
+        .arg(most);
+    if matches!(keys.hold, Hold::Leader { .. }) {
+        call.arg(ELECTION_LOG_CAP)
+            .arg(time::millis_ceil(ELECTION_LOG_KEEP));
+    }
     call
 }
