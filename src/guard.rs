@@ -9,6 +9,7 @@ use crate::config::validate_ttl;
 use crate::lease::watchdog::{Renewal, Watchdog};
 use crate::lease::Lease;
 use crate::raw::{Acquisition, RawLock};
+use crate::stats::recorder::{Kind, Kinded};
 use crate::time;
 use crate::Error;
 
@@ -501,6 +502,15 @@ impl Guard {
     }
 }
 
+/// What the stats count this guard's grant as: its acquisition's kind.
+impl Kinded for Guard {
+    fn kind(&self) -> Kind {
+        self.held
+            .as_ref()
+            .map_or(Kind::Lock, |h| h.acquisition.kind())
+    }
+}
+
 impl Held {
     /// Stops the watchdog (no renewal starts after that, and one in flight
     /// is waited for, so none can race the delete and report a false loss),
@@ -535,7 +545,7 @@ impl Held {
         if !self.counted {
             return;
         }
-        self.shared.stats.ended(self.since);
+        self.shared.stats.ended(&*self.acquisition, self.since);
         if lost {
             self.count_loss(lease);
         }

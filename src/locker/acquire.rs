@@ -31,7 +31,7 @@ impl Locker {
         match self.shared.acquire(&acquisition, queue)? {
             Outcome::Granted { sent, fence } => {
                 let guard = self.grant(acquisition, sent, fence)?;
-                self.shared.stats.granted(asked, false);
+                self.shared.stats.granted(&guard, asked, false);
                 Ok(Some(guard))
             }
             Outcome::Busy { .. } => {
@@ -109,7 +109,7 @@ impl Locker {
                         waited(first, "acquired", attempts, start);
                     }
                     let guard = self.grant(acquisition, sent, fence)?;
-                    self.shared.stats.granted(start, false);
+                    self.shared.stats.granted(&guard, start, false);
                     return Ok(guard);
                 }
                 Outcome::Busy {
@@ -132,7 +132,7 @@ impl Locker {
                         key: first.to_owned(),
                     });
                 }
-                self.shared.stats.timed_out();
+                self.shared.stats.timed_out(&*acquisition);
                 return Err(Error::Timeout {
                     key: first.to_owned(),
                     waited: start.elapsed(),
@@ -190,7 +190,7 @@ impl Locker {
                                 });
                             }
                             if deadline.is_some_and(|d| Instant::now() >= d) {
-                                self.shared.stats.timed_out();
+                                self.shared.stats.timed_out(&*acquisition);
                                 return Err(Error::Timeout {
                                     key: first.to_owned(),
                                     waited: start.elapsed(),
@@ -200,8 +200,8 @@ impl Locker {
                             continue;
                         }
                         taken => {
-                            if taken.is_ok() {
-                                self.shared.stats.granted(start, true);
+                            if let Ok(guard) = &taken {
+                                self.shared.stats.granted(guard, start, true);
                             }
                             return taken;
                         }

@@ -32,7 +32,7 @@ pub(crate) use crate::protocol::scripts::Queue;
 use crate::protocol::slots;
 use crate::quorum::{self, Acquired, Grant};
 use crate::server;
-use crate::stats::recorder::Recorder;
+use crate::stats::recorder::{Kind, Kinded, Recorder};
 use crate::time;
 use crate::token::Token;
 use crate::wake::listener::Listener;
@@ -131,6 +131,22 @@ impl Acquisition {
     }
 }
 
+/// What the stats (and the metrics' `kind` label) count an acquisition's
+/// events as.
+impl Kinded for Acquisition {
+    fn kind(&self) -> Kind {
+        match self.keys.hold {
+            // A permit's granted acquisition holds one key, as a lock.
+            Hold::Lock if self.slot.load(Ordering::Relaxed) != NO_SLOT => Kind::Permit,
+            Hold::Lock => Kind::Lock,
+            Hold::Permit => Kind::Permit,
+            Hold::Read { .. } => Kind::Read,
+            Hold::Write { .. } => Kind::Write,
+            Hold::Leader { .. } => Kind::Leader,
+        }
+    }
+}
+
 /// The outcome of one acquire attempt over all instances.
 pub(crate) enum Outcome {
     Granted {
@@ -206,7 +222,7 @@ impl RawLock {
             breakers: instances.iter().map(|_| Breaker::default()).collect(),
             fan: FanOut::new(instances.len()),
             later: later::Later::new(instances.len()),
-            stats: Recorder::new(config.stats),
+            stats: Recorder::new(config.stats, config.keys.prefix()),
             trail: audit::Trail::default(),
             instances,
             config,
