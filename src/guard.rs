@@ -13,7 +13,10 @@ use crate::stats::recorder::{Kind, Kinded};
 use crate::time;
 use crate::Error;
 
+mod downgrade;
 mod lease;
+
+pub use downgrade::DowngradeError;
 
 /// A held lock. The lock is released when the guard is dropped, or checked
 /// with [`unlock`](Guard::unlock).
