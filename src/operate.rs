@@ -164,8 +164,8 @@ impl Locker {
 
     /// The prefix's audit trail from `since` on (all of it with `None`; by
     /// [`AuditEntry::time`]), oldest first: every break, and with
-    /// [`Builder::audit`](crate::Builder::audit) every grant and release of
-    /// the lockers that turned it on (leaderships' too). The events of one
+    /// [`Builder::audit`](crate::Builder::audit) every grant, release and
+    /// downgrade of the lockers that turned it on (leaderships' too). The events of one
     /// hold are in the order the server made them, whichever locker wrote
     /// them first: by fencing token, each grant before the release or
     /// break of its token (a hold's tokens rise with each grant). A lock

@@ -3,8 +3,14 @@
 //! turn.
 
 use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
 
 use super::Guard;
+use crate::lease::Lease;
+use crate::protocol::keys::Hold;
+use crate::raw::Downgrade;
 use crate::Error;
 
 impl Guard {
@@ -60,13 +66,69 @@ impl Guard {
     /// # drop(read);
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn downgrade(self) -> Result<Guard, DowngradeError> {
-        Err(DowngradeError {
-            error: Error::Unsupported {
-                reason: "not yet".to_owned(),
-            },
-            guard: Some(self),
-        })
+    pub fn downgrade(mut self) -> Result<Guard, DowngradeError> {
+        let write = self
+            .held
+            .as_ref()
+            .is_some_and(|h| matches!(h.acquisition.keys.hold, Hold::Write { .. }));
+        if !write {
+            let what = if self.held.is_some() {
+                "only a write hold of a read-write lock downgrades"
+            } else {
+                "this guard holds nothing"
+            };
+            return Err(DowngradeError {
+                error: Error::InvalidInput(what.to_owned()),
+                guard: Some(self),
+            });
+        }
+        let lost = |guard: &Guard| DowngradeError {
+            error: guard.lost(),
+            guard: None,
+        };
+        let Some(mut held) = self.held.take() else {
+            return Err(lost(&self));
+        };
+        if self.lease.is_lost() {
+            // As `unlock`: what is still ours is released.
+            let _ = held.release(&self.lease, self.fence, true);
+            held.count_loss(&self.lease);
+            return Err(lost(&self));
+        }
+        // Dropping the handle stops the watchdog: no renewal after this.
+        drop(held.watchdog.take());
+        let asked = Instant::now();
+        let shared = Arc::clone(&held.shared);
+        let (read, fence, sent) = match shared.downgrade(&held.acquisition) {
+            Ok(Downgrade::Read { read, fence, sent }) => (read, fence, sent),
+            Ok(Downgrade::Lost(why)) => {
+                held.found_lost(&self.lease, why);
+                held.ended(&self.lease, true);
+                return Err(lost(&self));
+            }
+            Err(error) => {
+                // The script may have run: a write key found gone is no
+                // loss of the lease, only of the reply.
+                held.acquisition.loss_counted.store(true, Ordering::Relaxed);
+                let _ = held.release(&self.lease, self.fence, false);
+                return Err(DowngradeError { error, guard: None });
+            }
+        };
+        // The write hold ended in the script: its end, then the read grant.
+        if held.audited {
+            shared.audit_held(&held.acquisition, self.fence, "downgrade");
+        }
+        held.ended(&self.lease, false);
+        shared.notify_released(&held.acquisition, None);
+        let config = &shared.config;
+        if config.watchdog {
+            shared.reserve_for_renewals();
+        }
+        let lease = Lease::new(sent, config.ttl, config.drift);
+        let guard = Guard::new(Arc::clone(&shared), read, fence, Arc::new(lease))
+            .map_err(|error| DowngradeError { error, guard: None })?;
+        shared.stats.granted(&guard, asked, false);
+        Ok(guard)
     }
 }
 

@@ -235,6 +235,22 @@ pub(crate) fn parse_renew(reply: &Value) -> Result<(bool, Option<String>), Error
     }
 }
 
+/// `rw_downgrade.lua`'s reply: `Ok(fence)`, the read hold's fencing
+/// token, when the write hold was ours; else `Err` with the reason an
+/// operator gave when one broke it.
+pub(crate) fn parse_downgrade(reply: &Value) -> Result<Result<u64, Option<String>>, Error> {
+    match reply {
+        Value::Array(items) => match items.as_slice() {
+            [fence] => text(fence)
+                .and_then(|f| f.parse::<u64>().ok())
+                .map(Ok)
+                .ok_or_else(|| unexpected("downgrade", reply)),
+            _ => Err(unexpected("downgrade", reply)),
+        },
+        other => parse_renew(other).map(|(_, why)| Err(why)),
+    }
+}
+
 /// A holder's mark in the marks of broken holds (`HGET`'s reply, see
 /// `lua/lib/marks.lua`): `<until ms>:<reason>` gives the reason; a missing
 /// or unreadable one, `None`.

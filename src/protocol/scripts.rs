@@ -214,10 +214,12 @@ pub(crate) static RELEASE: LazyLock<Lua> = LazyLock::new(
 mod election;
 mod guarded;
 mod operate;
+mod rw;
 
 pub(crate) use election::*;
 pub(crate) use guarded::*;
 pub(crate) use operate::*;
+pub(crate) use rw::*;
 
 /// How an attempt treats the waiters' queue (`ACQUIRE`'s `ARGV[4]` and
 /// `ARGV[5]`).
@@ -488,7 +490,7 @@ mod tests {
     #[test]
     fn scripts_are_assembled_as_their_helpers_line_says() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol/lua");
-        let scripts: [(&str, &Lua); 20] = [
+        let scripts: [(&str, &Lua); 21] = [
             ("acquire", &ACQUIRE),
             ("dequeue", &DEQUEUE),
             ("permit_acquire", &PERMIT_ACQUIRE),
@@ -509,6 +511,7 @@ mod tests {
             ("observe", &OBSERVE),
             ("guarded", &GUARDED),
             ("fence", &FENCE),
+            ("rw_downgrade", &RW_DOWNGRADE),
         ];
         let mut files: Vec<String> = fs::read_dir(&dir)
             .unwrap()

@@ -551,5 +551,7 @@ mod release;
 mod renew;
 mod rw;
 
+pub(crate) use rw::Downgrade;
+
 #[cfg(test)]
 mod model_vs_redis;
