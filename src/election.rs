@@ -515,8 +515,16 @@ impl Leadership {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn hand_over_to(self, value: impl AsRef<str>) -> Result<bool, Error> {
-        let _ = value;
-        self.resign().map(|()| false)
+        let found = match self.guard.held_parts() {
+            Some((shared, a)) if !self.guard.is_lost() => shared.prefer(a, value.as_ref())?,
+            _ => None,
+        };
+        if found.is_none() {
+            // Redis said the lead is someone else's: lost now, as `proclaim`.
+            self.guard.note_lost();
+        }
+        self.guard.unlock()?;
+        Ok(found.unwrap_or(false))
     }
 }
 

@@ -119,8 +119,9 @@ enum Command {
     /// Print the prefix's audit trail, oldest first: every break, and the
     /// grants and releases of lockers with auditing on; exit 0.
     Audit(AuditArgs),
-    /// Print who leads the election NAME (its value, term and time left)
-    /// and exit 0; or print `no leader` and exit 1.
+    /// Print who leads the election NAME (its value, term and time left,
+    /// then the candidates queued, in their order) and exit 0; or print
+    /// `no leader` and exit 1.
     Leader(LeaderArgs),
     /// Print who leads the election NAME, then each change as a line (a
     /// new leader, a new value, `no leader`), until killed.
@@ -265,7 +266,8 @@ struct LeaderArgs {
     #[command(flatten)]
     server: Server,
     /// One JSON object a line: {"election", "leader" (its value), "term",
-    /// "ms_left"}, the last three null when nobody leads.
+    /// "ms_left"}, the last three null when nobody leads; for `leader`,
+    /// "queued" too: the candidates' values, in their order.
     #[arg(long)]
     json: bool,
     /// The election's name.
@@ -430,21 +432,28 @@ fn failed(e: &redmutex::Error) -> ExitCode {
     }
 }
 
-/// The election of `args`, or the exit code of a usage error.
-fn election(args: &LeaderArgs) -> Result<redmutex::Election, ExitCode> {
+/// The election of `args` and its locker, or the exit code of a usage
+/// error.
+fn election(args: &LeaderArgs) -> Result<(redmutex::Election, redmutex::Locker), ExitCode> {
     let locker = locker(&args.server, None, None, None)?;
-    locker.election(&args.name).map_err(|e| match e {
+    let election = locker.election(&args.name).map_err(|e| match e {
         redmutex::Error::InvalidInput(m) => usage(&m),
         e => usage(&e.to_string()),
-    })
+    })?;
+    Ok((election, locker))
 }
 
-/// Writes one state as a line; false when stdout is closed.
-fn print_leader(args: &LeaderArgs, leader: Option<&redmutex::Leader>) -> bool {
+/// Writes one state as a line (with `queued`, the candidates queued, on a
+/// line of their own or in the JSON object); false when stdout is closed.
+fn print_leader(
+    args: &LeaderArgs,
+    leader: Option<&redmutex::Leader>,
+    queued: Option<&[String]>,
+) -> bool {
     let line = if args.json {
-        leader::json(&args.name, leader)
+        leader::json(&args.name, leader, queued)
     } else {
-        leader::text(leader)
+        leader::text(leader) + &leader::queued_text(queued.unwrap_or_default())
     };
     let mut out = std::io::stdout().lock();
     out.write_all(line.as_bytes())
@@ -454,14 +463,21 @@ fn print_leader(args: &LeaderArgs, leader: Option<&redmutex::Leader>) -> bool {
 
 /// `redmutex leader`.
 fn show_leader(args: &LeaderArgs) -> ExitCode {
-    let election = match election(args) {
+    let (election, locker) = match election(args) {
         Ok(e) => e,
         Err(code) => return code,
     };
-    match election.leader() {
-        Ok(leader) => {
+    // The candidates queued, as a listing names them (a second read: the
+    // lead may change in between).
+    let key = format!("__redmutex__:election:{}", args.name);
+    match election
+        .leader()
+        .and_then(|l| Ok((l, locker.holder(&key)?)))
+    {
+        Ok((leader, held)) => {
+            let queued = held.map(|h| h.waiters().to_vec()).unwrap_or_default();
             // A closed stdout loses the answer; the exit code still tells it.
-            print_leader(args, leader.as_ref());
+            print_leader(args, leader.as_ref(), Some(&queued));
             if leader.is_some() {
                 ExitCode::SUCCESS
             } else {
@@ -478,7 +494,7 @@ fn show_leader(args: &LeaderArgs) -> ExitCode {
 /// `redmutex observe`: runs until killed, or stdout is closed (exit 0).
 fn observe(args: &LeaderArgs) -> ExitCode {
     let election = match election(args) {
-        Ok(e) => e,
+        Ok((e, _)) => e,
         Err(code) => return code,
     };
     let observer = match election.observe() {
@@ -491,7 +507,7 @@ fn observe(args: &LeaderArgs) -> ExitCode {
     for change in observer {
         match change {
             Ok(leader) => {
-                if !print_leader(args, leader.as_ref()) {
+                if !print_leader(args, leader.as_ref(), None) {
                     return ExitCode::SUCCESS;
                 }
             }

@@ -490,7 +490,7 @@ mod tests {
     #[test]
     fn scripts_are_assembled_as_their_helpers_line_says() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol/lua");
-        let scripts: [(&str, &Lua); 21] = [
+        let scripts: [(&str, &Lua); 22] = [
             ("acquire", &ACQUIRE),
             ("dequeue", &DEQUEUE),
             ("permit_acquire", &PERMIT_ACQUIRE),
@@ -512,6 +512,7 @@ mod tests {
             ("guarded", &GUARDED),
             ("fence", &FENCE),
             ("rw_downgrade", &RW_DOWNGRADE),
+            ("prefer", &PREFER),
         ];
         let mut files: Vec<String> = fs::read_dir(&dir)
             .unwrap()
