@@ -240,12 +240,12 @@ pub struct AuditEntry {
 
 impl AuditEntry {
     /// When it happened, by the clock of the Redis server that keeps the
-    /// trail: the moment it was written there (its stream entry's ID), or,
-    /// when the server made a later event of the same hold that was
-    /// written first (by another locker, or another thread of this one),
-    /// that event's time, so that a hold's events read in order in time
-    /// too. On one server it is never before the event, and at most the
-    /// writer's queue delay after it.
+    /// trail, in whole milliseconds: the millisecond it was written there
+    /// (its stream entry's ID), or, when the server made a later event of
+    /// the same hold that was written first (by another locker, or another
+    /// thread of this one), that event's, so that a hold's events read in
+    /// order in time too. On one server it is never a millisecond before
+    /// the event's, and at most the writer's queue delay after it.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

@@ -163,7 +163,8 @@ impl Locker {
     }
 
     /// The prefix's audit trail from `since` on (all of it with `None`; by
-    /// [`AuditEntry::time`]), oldest first: every break, and with
+    /// [`AuditEntry::time`], from the millisecond of `since`, as those
+    /// times are whole milliseconds), oldest first: every break, and with
     /// [`Builder::audit`](crate::Builder::audit) every grant and release of
     /// the lockers that turned it on (leaderships' too). The events of one
     /// hold are in the order the server made them, whichever locker wrote

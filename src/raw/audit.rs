@@ -208,11 +208,11 @@ impl RawLock {
         self.trail(cmd, event.action, event.key)
     }
 
-    /// The audit trail from `since` on (all of it with `None`), oldest
-    /// first and each hold's events in the server's order (see
-    /// [`server_order`]), read from the first instance once this locker's
-    /// queued events are written (waiting at most the checkout and I/O
-    /// timeouts for them).
+    /// The audit trail from the millisecond of `since` on (all of it with
+    /// `None`), oldest first and each hold's events in the server's order
+    /// (see [`server_order`]), read from the first instance once this
+    /// locker's queued events are written (waiting at most the checkout
+    /// and I/O timeouts for them).
     pub(crate) fn read_audit(&self, since: Option<SystemTime>) -> Result<Vec<AuditEntry>, Error> {
         // This locker's own events queued so far first (bounded).
         let bound = self
@@ -237,11 +237,10 @@ impl RawLock {
                 .arg(AUDIT_LEN.saturating_mul(2))
                 .query::<Value>(c)?)
         })?;
-        let mut events = server_order(parse_audit(&reply)?);
-        if let Some(since) = since {
-            events.retain(|e| e.time >= since);
-        }
-        Ok(events)
+        // Read from the millisecond of `since`, the times' unit: an event
+        // written in it after `since` is in. `server_order` moves a time
+        // only to another's read here, so none goes before that.
+        Ok(server_order(parse_audit(&reply)?))
     }
 }
 
