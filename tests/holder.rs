@@ -91,6 +91,54 @@ fn a_key_redmutex_did_not_write_is_no_hold() {
 }
 
 #[test]
+fn a_lock_like_value_with_a_token_redmutex_never_mints_is_no_hold() {
+    // A value that looks like a lock's, with an expiry, but a fencing token
+    // no grant can have (the counter's INCR stops at 2^63 - 1, tokens have
+    // no sign and no leading zero, and start at 1): `break_lock` leaves it
+    // alone as a key redmutex did not write, so `holder` must say the same
+    // and `locks()` must not list it. Before, both took it for a hold, with
+    // the token read loosely (`05` as 5, `+5` as 5, 2^63 and above as they
+    // are), that `break_lock` then refused.
+    let server = Server::start();
+    let prefix = key("lookalike");
+    let locker = server.builder().prefix(&prefix).build().unwrap();
+    let mut c = server.conn();
+    let owner = "ab".repeat(16);
+    for (i, fence) in [
+        "05",
+        "+5",
+        "0",
+        "9223372036854775808",
+        "18446744073709551615",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("look-{i}");
+        let value = format!("{owner}:{fence}:someone");
+        let _: () = c
+            .set_options(
+                format!("{prefix}:{name}"),
+                &value,
+                redis::SetOptions::default().with_expiration(redis::SetExpiry::PX(60_000)),
+            )
+            .unwrap();
+        let answer = locker.holder(&name);
+        assert!(
+            matches!(answer, Err(redmutex::Error::InvalidInput(_))),
+            "{fence}: {answer:?}"
+        );
+        let broken = locker.break_lock(&name, "not a lock");
+        assert!(
+            matches!(broken, Err(redmutex::Error::InvalidInput(_))),
+            "{fence}: {broken:?}"
+        );
+    }
+    let listed = locker.locks().unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
+}
+
+#[test]
 fn prefixes_separate_lockers() {
     let server = Server::start();
     let a = server.builder().prefix("team-a").build().unwrap();
