@@ -11,8 +11,9 @@ use std::time::{Duration, SystemTime};
 ///
 /// Only holds are reported. A key that exists but was not written by
 /// redmutex (another type, a string that is not `<owner
-/// token>:<fencing token>:<metadata>`, or one without an expiry, which
-/// redmutex never writes) is no hold: `holder` and
+/// token>:<fencing token>:<metadata>` with a token a grant can have, from
+/// 1 to 2^63 - 1, or one without an expiry, which redmutex never writes)
+/// is no hold: `holder` and
 /// [`Locker::break_lock`](crate::Locker::break_lock) refuse it with
 /// [`Error::InvalidInput`](crate::Error::InvalidInput), and `locks` never
 /// lists it. It blocks the lock all the same, until it goes.

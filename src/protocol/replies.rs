@@ -345,11 +345,17 @@ impl<'a> LockValue<'a> {
         format!("{}:{}:{}", self.token, self.fence, self.metadata)
     }
 
-    /// Parses a stored value; `None` for anything that is not one of ours.
+    /// Parses a stored value; `None` for anything that is not one of ours:
+    /// the fencing token as the scripts mint it and `lua/break.lua` reads
+    /// it (digits, no leading zero, at most 2^63 - 1, INCR's limit).
     pub(crate) fn parse(value: &'a str) -> Option<Self> {
         let mut parts = value.splitn(3, ':');
         let token = parts.next()?;
-        let fence = parts.next()?.parse().ok()?;
+        let fence = parts.next()?;
+        if !fence.bytes().all(|b| b.is_ascii_digit()) || fence.starts_with('0') {
+            return None;
+        }
+        let fence = u64::try_from(fence.parse::<i64>().ok()?).ok()?;
         let metadata = parts.next()?;
         (token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit())).then_some(LockValue {
             token,
@@ -508,6 +514,16 @@ mod tests {
         );
         assert!(!format!("{parsed:?}").contains(token));
         assert!(LockValue::parse("short:1:m").is_none());
+        // Fencing tokens no grant has: left to the caller to refuse.
+        for fence in ["0", "05", "+5", "", "9223372036854775808"] {
+            let stored = format!("{}:{fence}:m", "ab".repeat(16));
+            assert!(LockValue::parse(&stored).is_none(), "{fence}");
+        }
+        let top = format!("{}:9223372036854775807:m", "ab".repeat(16));
+        assert_eq!(
+            LockValue::parse(&top).map(|v| v.fence),
+            Some(i64::MAX as u64)
+        );
     }
 
     #[test]
