@@ -160,12 +160,18 @@ impl RawLock {
     /// With [`Builder::audit`](crate::Builder::audit) on: `action` (`grant`,
     /// `release`) of the hold `a`, with fencing token `fence`, to the audit
     /// trail, one event per key, with the metadata its keys carry (a
-    /// leader's: the value it campaigned with), as a listing shows it.
+    /// leader's: the value it campaigned with, or proclaimed last), as a
+    /// listing shows it.
     pub(crate) fn audit_held(self: &Arc<Self>, a: &Acquisition, fence: u64, action: &str) {
         if !self.config.audit {
             return;
         }
         let cluster = self.config.topology.is_cluster();
+        let proclaimed = a.proclaimed.lock().clone();
+        let metadata = proclaimed
+            .as_deref()
+            .or(a.metadata.as_deref())
+            .unwrap_or(&self.config.metadata);
         for key in a.keys.locks.iter() {
             let Some(hold) = self.config.keys.named(key, cluster) else {
                 continue;
@@ -175,7 +181,7 @@ impl RawLock {
                 action,
                 key: &info.key,
                 kind: info.kind,
-                metadata: a.metadata.as_deref().unwrap_or(&self.config.metadata),
+                metadata,
                 fence,
                 reason: "",
             });
