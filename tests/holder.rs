@@ -4,8 +4,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{key, Server};
+use common::{key, Cluster, Server};
 use redis::Commands;
+use redmutex::Locker;
 
 #[test]
 fn free_key_has_no_holder() {
@@ -136,6 +137,69 @@ fn a_lock_like_value_with_a_token_redmutex_never_mints_is_no_hold() {
     }
     let listed = locker.locks().unwrap();
     assert!(listed.is_empty(), "{listed:?}");
+}
+
+#[test]
+fn a_binary_value_is_no_hold_and_no_listing_fails_for_it() {
+    // An application's binary value under the prefix (not UTF-8) is a key
+    // redmutex did not write: `holder` refuses it with `InvalidInput`, and
+    // `locks()` lists the holds beside it. Before, reading it failed with
+    // "unexpected script reply", and so did the whole listing: on one
+    // server for a lock-like value with binary metadata, on a Cluster
+    // (where every string key of the prefix is read) for any binary value.
+    let server = Server::start();
+    let prefix = key("binary");
+    let locker = server.builder().prefix(&prefix).build().unwrap();
+    let held = locker.lock("real").unwrap();
+    let mut c = server.conn();
+    let _: () = c
+        .set(format!("{prefix}:blob"), &b"\xff\xfe\x00"[..])
+        .unwrap();
+    let mut lookalike = format!("{}:5:", "ab".repeat(16)).into_bytes();
+    lookalike.push(0xff);
+    let _: () = c
+        .set_options(
+            format!("{prefix}:lookalike"),
+            &lookalike[..],
+            redis::SetOptions::default().with_expiration(redis::SetExpiry::PX(60_000)),
+        )
+        .unwrap();
+    let answer = locker.holder("blob");
+    assert!(
+        matches!(answer, Err(redmutex::Error::InvalidInput(_))),
+        "{answer:?}"
+    );
+    let listed: Vec<String> = locker
+        .locks()
+        .unwrap()
+        .iter()
+        .map(|i| i.key().to_owned())
+        .collect();
+    assert!(listed.contains(&"real".to_owned()), "{listed:?}");
+    drop(held);
+
+    let cluster = Cluster::start();
+    let locker = Locker::builder(cluster.pool())
+        .prefix(&prefix)
+        .build()
+        .unwrap();
+    let held = locker.lock("real").unwrap();
+    let mut c = redis::cluster::ClusterClient::new(cluster.urls())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = c
+        .set(format!("{prefix}:blob"), &b"\xff\xfe\x00"[..])
+        .unwrap();
+    let answer = locker.holder("blob");
+    assert!(
+        matches!(answer, Err(redmutex::Error::InvalidInput(_))),
+        "{answer:?}"
+    );
+    let listed = locker.locks().unwrap();
+    let keys: Vec<&str> = listed.iter().map(|i| i.key()).collect();
+    assert_eq!(keys, ["real"], "{listed:?}");
+    drop(held);
 }
 
 #[test]
