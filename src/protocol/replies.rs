@@ -57,6 +57,16 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
+/// [`text`], with bytes that are not UTF-8 replaced: a key's value as an
+/// operator's view reads it (an application's binary value is no hold,
+/// and a hold's metadata is shown as far as it can be).
+fn lossy(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        other => text(other),
+    }
+}
+
 /// A bulk string is the fencing token of a grant; an array of an integer
 /// (the PTTL of the busy key, negative: no TTL) and the fencing counter is a
 /// refusal, and with a third element, 1, one by a lock-delay (the integer is
@@ -122,7 +132,7 @@ pub(crate) fn parse_release(reply: &Value) -> Result<(i64, Option<Handed>), Erro
 /// `<token>:<fence>:<metadata>` (another type, an application's string),
 /// or one without an expiry (redmutex writes every hold with one).
 fn held(value: &Value, pttl: i64, waiters: Vec<String>) -> Option<LockInfo> {
-    let value = text(value)?;
+    let value = lossy(value)?;
     let ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
     let (fencing_token, metadata, ttl) = match (LockValue::parse(&value), ttl) {
         (Some(v), Some(ttl)) => (v.fence, v.metadata, ttl),
@@ -216,7 +226,7 @@ pub(crate) fn parse_break(reply: &Value, hold: &Named) -> Result<Broken, Error> 
         }
         _ => return Err(unexpected("break", reply)),
     };
-    let ours = text(value).is_some_and(|v| !v.is_empty());
+    let ours = lossy(value).is_some_and(|v| !v.is_empty());
     let waiters = waiter_list(waiting).ok_or_else(|| unexpected("break", reply))?;
     let info = held(value, pttl, waiters).ok_or_else(|| unexpected("break", reply))?;
     Ok(Some((named(info, hold), ours, handed)))
