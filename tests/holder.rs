@@ -6,6 +6,20 @@ use std::time::Duration;
 
 use common::{key, Cluster, Server};
 use redis::Commands;
+
+/// Sets `key` to `value` for a minute (`PX`).
+fn set_for_a_minute(c: &mut redis::Connection, key: &str, value: &[u8]) {
+    let minute = redis::SetOptions::default().with_expiration(redis::SetExpiry::PX(60_000));
+    let _: () = c.set_options(key, value, minute).unwrap();
+}
+
+/// `answer` is a refusal with `InvalidInput` (a key that is no hold).
+fn refused<T: std::fmt::Debug>(answer: &Result<T, redmutex::Error>, what: &str) {
+    assert!(
+        matches!(answer, Err(redmutex::Error::InvalidInput(_))),
+        "{what}: {answer:?}"
+    );
+}
 use redmutex::Locker;
 
 #[test]
@@ -73,15 +87,9 @@ fn a_key_redmutex_did_not_write_is_no_hold() {
         }
         set.exec(&mut c).unwrap();
         let answer = locker.holder(name);
-        assert!(
-            matches!(answer, Err(redmutex::Error::InvalidInput(_))),
-            "{name}: {answer:?}"
-        );
+        refused(&answer, name);
         let broken = locker.break_lock(name, "not a lock");
-        assert!(
-            matches!(broken, Err(redmutex::Error::InvalidInput(_))),
-            "{name}: {broken:?}"
-        );
+        refused(&broken, name);
         let kept: Option<String> = c.get(format!("{prefix}:{name}")).unwrap();
         assert_eq!(kept.as_deref(), Some(value), "{name} was touched");
         // It blocks the lock all the same.
@@ -117,23 +125,11 @@ fn a_lock_like_value_with_a_token_redmutex_never_mints_is_no_hold() {
     {
         let name = format!("look-{i}");
         let value = format!("{owner}:{fence}:someone");
-        let _: () = c
-            .set_options(
-                format!("{prefix}:{name}"),
-                &value,
-                redis::SetOptions::default().with_expiration(redis::SetExpiry::PX(60_000)),
-            )
-            .unwrap();
+        set_for_a_minute(&mut c, &format!("{prefix}:{name}"), value.as_bytes());
         let answer = locker.holder(&name);
-        assert!(
-            matches!(answer, Err(redmutex::Error::InvalidInput(_))),
-            "{fence}: {answer:?}"
-        );
+        refused(&answer, fence);
         let broken = locker.break_lock(&name, "not a lock");
-        assert!(
-            matches!(broken, Err(redmutex::Error::InvalidInput(_))),
-            "{fence}: {broken:?}"
-        );
+        refused(&broken, fence);
     }
     let listed = locker.locks().unwrap();
     assert!(listed.is_empty(), "{listed:?}");
@@ -157,24 +153,10 @@ fn a_binary_value_is_no_hold_and_no_listing_fails_for_it() {
         .unwrap();
     let mut lookalike = format!("{}:5:", "ab".repeat(16)).into_bytes();
     lookalike.push(0xff);
-    let _: () = c
-        .set_options(
-            format!("{prefix}:lookalike"),
-            &lookalike[..],
-            redis::SetOptions::default().with_expiration(redis::SetExpiry::PX(60_000)),
-        )
-        .unwrap();
+    set_for_a_minute(&mut c, &format!("{prefix}:lookalike"), &lookalike);
     let answer = locker.holder("blob");
-    assert!(
-        matches!(answer, Err(redmutex::Error::InvalidInput(_))),
-        "{answer:?}"
-    );
-    let listed: Vec<String> = locker
-        .locks()
-        .unwrap()
-        .iter()
-        .map(|i| i.key().to_owned())
-        .collect();
+    refused(&answer, "blob");
+    let listed = common::listed_keys(&locker);
     assert!(listed.contains(&"real".to_owned()), "{listed:?}");
     drop(held);
 
@@ -192,13 +174,8 @@ fn a_binary_value_is_no_hold_and_no_listing_fails_for_it() {
         .set(format!("{prefix}:blob"), &b"\xff\xfe\x00"[..])
         .unwrap();
     let answer = locker.holder("blob");
-    assert!(
-        matches!(answer, Err(redmutex::Error::InvalidInput(_))),
-        "{answer:?}"
-    );
-    let listed = locker.locks().unwrap();
-    let keys: Vec<&str> = listed.iter().map(|i| i.key()).collect();
-    assert_eq!(keys, ["real"], "{listed:?}");
+    refused(&answer, "blob");
+    assert_eq!(common::listed_keys(&locker), ["real"]);
     drop(held);
 }
 

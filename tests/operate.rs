@@ -735,13 +735,7 @@ fn a_lock_of_a_nested_prefix_listed_by_the_outer_one_is_broken_as_its_own_prefix
         .unwrap();
     let operator = server.builder().prefix(&outer).build().unwrap();
     let held = inner.lock("job").unwrap();
-    let listed: Vec<String> = operator
-        .locks()
-        .unwrap()
-        .iter()
-        .map(|i| i.key().to_owned())
-        .collect();
-    assert_eq!(listed, ["team:job"]);
+    assert_eq!(common::listed_keys(&operator), ["team:job"]);
     operator
         .break_lock("team:job", "stuck")
         .unwrap()
