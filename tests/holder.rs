@@ -1,4 +1,5 @@
 //! `Locker::holder`: who holds a key, with metadata, TTL and fencing token.
+#![allow(clippy::unwrap_used)] // test helpers fail loudly: that is the point
 
 mod common;
 
