@@ -11,8 +11,9 @@ use std::time::{Duration, SystemTime};
 ///
 /// Only holds are reported. A key that exists but was not written by
 /// redmutex (another type, a string that is not `<owner
-/// token>:<fencing token>:<metadata>`, or one without an expiry, which
-/// redmutex never writes) is no hold: `holder` and
+/// token>:<fencing token>:<metadata>` with a token a grant can have, from
+/// 1 to 2^63 - 1, or one without an expiry, which redmutex never writes)
+/// is no hold: `holder` and
 /// [`Locker::break_lock`](crate::Locker::break_lock) refuse it with
 /// [`Error::InvalidInput`](crate::Error::InvalidInput), and `locks` never
 /// lists it. It blocks the lock all the same, until it goes.
@@ -240,12 +241,12 @@ pub struct AuditEntry {
 
 impl AuditEntry {
     /// When it happened, by the clock of the Redis server that keeps the
-    /// trail: the moment it was written there (its stream entry's ID), or,
-    /// when the server made a later event of the same hold that was
-    /// written first (by another locker, or another thread of this one),
-    /// that event's time, so that a hold's events read in order in time
-    /// too. On one server it is never before the event, and at most the
-    /// writer's queue delay after it.
+    /// trail, in whole milliseconds: the millisecond it was written there
+    /// (its stream entry's ID), or, when the server made a later event of
+    /// the same hold that was written first (by another locker, or another
+    /// thread of this one), that event's, so that a hold's events read in
+    /// order in time too. On one server it is never a millisecond before
+    /// the event's, and at most the writer's queue delay after it.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

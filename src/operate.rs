@@ -22,6 +22,13 @@ impl Locker {
     /// (another value, or one without an expiry: see [`LockInfo`]). Blocks
     /// for the walk.
     ///
+    /// A lock key does not say its prefix: the locks of a prefix nested in
+    /// this one (`<prefix>:team`) are listed as this one's (`team:<key>`),
+    /// and without a prefix every prefix's are. Break those with a locker
+    /// of their own prefix: this one's [`break_lock`](Locker::break_lock)
+    /// would free the key but leave their lock-delay and queue, and tell
+    /// their holder the key was gone, not broken.
+    ///
     /// # Cost
     ///
     /// It walks the keyspace with `SCAN` (never `KEYS`): on one server, on
@@ -163,7 +170,8 @@ impl Locker {
     }
 
     /// The prefix's audit trail from `since` on (all of it with `None`; by
-    /// [`AuditEntry::time`]), oldest first: every break, and with
+    /// [`AuditEntry::time`], from the millisecond of `since`, as those
+    /// times are whole milliseconds), oldest first: every break, and with
     /// [`Builder::audit`](crate::Builder::audit) every grant, release and
     /// downgrade of the lockers that turned it on (leaderships' too). The events of one
     /// hold are in the order the server made them, whichever locker wrote

@@ -154,3 +154,37 @@ fn a_hand_over_whose_take_up_failed_is_no_grant_in_the_trail() {
     }
     panic!("in 5 rounds the claim was never taken away before its take-up");
 }
+
+#[test]
+fn a_trail_read_from_a_moment_has_every_event_made_after_it() {
+    // `audit(Some(t))` is the trail "from `t` on": an event the server made
+    // after `t` is in it. The stream's times are whole milliseconds (an
+    // entry's ID), and `t` is not: an event written in the millisecond of
+    // `t`, after it, was left out (in about half of these rounds), where
+    // the stream read from `t`'s millisecond has it.
+    let server = Server::start();
+    let prefix = key("audit-since");
+    let locker = server
+        .builder()
+        .prefix(&prefix)
+        .audit(true)
+        .build()
+        .unwrap();
+    let mut missed = Vec::new();
+    for round in 0..40 {
+        let k = format!("k{round}");
+        let t = std::time::SystemTime::now();
+        locker.lock(&k).unwrap().unlock().unwrap();
+        let trail = locker.audit(Some(t)).unwrap();
+        let events = of_key(&trail, &k);
+        if events.len() != 2 {
+            missed.push((round, events));
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "{} of 40 rounds lost events made after `since`, first: {:?}",
+        missed.len(),
+        missed.first()
+    );
+}

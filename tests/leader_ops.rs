@@ -161,3 +161,34 @@ fn a_broken_leader_hands_the_lead_to_the_next_candidate() {
     assert_eq!(election.leader().unwrap().unwrap().term(), now.term());
     now.resign().unwrap();
 }
+
+#[test]
+fn a_leaders_release_in_the_trail_carries_the_value_it_proclaimed() {
+    // A leadership's audit events carry the leader's value, "as listings
+    // show it": after `proclaim`, the listing (and a break) show the new
+    // value, so its release must too. Before, the release carried the
+    // value it campaigned with.
+    let server = Server::start();
+    let prefix = key("leader-proclaimed");
+    let (a, _) = locker(&server, &prefix, Duration::from_secs(60));
+    let leading = a.election("primary").unwrap().campaign("starting").unwrap();
+    leading.proclaim("10.0.0.7:8080").unwrap();
+    let name = "__redmutex__:election:primary";
+    let listed = a.holder(name).unwrap().expect("the leader's hold");
+    assert_eq!(listed.metadata(), "10.0.0.7:8080");
+    leading.resign().unwrap();
+    let trail: Vec<(String, String)> = a
+        .audit(None)
+        .unwrap()
+        .iter()
+        .map(|e| (e.action().to_owned(), e.metadata().to_owned()))
+        .collect();
+    let event = |action: &str, value: &str| (action.to_owned(), value.to_owned());
+    assert_eq!(
+        trail,
+        [
+            event("grant", "starting"),
+            event("release", "10.0.0.7:8080")
+        ]
+    );
+}

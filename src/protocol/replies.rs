@@ -57,6 +57,16 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
+/// [`text`], with bytes that are not UTF-8 replaced: a key's value as an
+/// operator's view reads it (an application's binary value is no hold,
+/// and a hold's metadata is shown as far as it can be).
+fn lossy(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        other => text(other),
+    }
+}
+
 /// A bulk string is the fencing token of a grant; an array of an integer
 /// (the PTTL of the busy key, negative: no TTL) and the fencing counter is a
 /// refusal, and with a third element, 1, one by a lock-delay (the integer is
@@ -122,7 +132,7 @@ pub(crate) fn parse_release(reply: &Value) -> Result<(i64, Option<Handed>), Erro
 /// `<token>:<fence>:<metadata>` (another type, an application's string),
 /// or one without an expiry (redmutex writes every hold with one).
 fn held(value: &Value, pttl: i64, waiters: Vec<String>) -> Option<LockInfo> {
-    let value = text(value)?;
+    let value = lossy(value)?;
     let ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
     let (fencing_token, metadata, ttl) = match (LockValue::parse(&value), ttl) {
         (Some(v), Some(ttl)) => (v.fence, v.metadata, ttl),
@@ -216,7 +226,7 @@ pub(crate) fn parse_break(reply: &Value, hold: &Named) -> Result<Broken, Error> 
         }
         _ => return Err(unexpected("break", reply)),
     };
-    let ours = text(value).is_some_and(|v| !v.is_empty());
+    let ours = lossy(value).is_some_and(|v| !v.is_empty());
     let waiters = waiter_list(waiting).ok_or_else(|| unexpected("break", reply))?;
     let info = held(value, pttl, waiters).ok_or_else(|| unexpected("break", reply))?;
     Ok(Some((named(info, hold), ours, handed)))
@@ -361,11 +371,17 @@ impl<'a> LockValue<'a> {
         format!("{}:{}:{}", self.token, self.fence, self.metadata)
     }
 
-    /// Parses a stored value; `None` for anything that is not one of ours.
+    /// Parses a stored value; `None` for anything that is not one of ours:
+    /// the fencing token as the scripts mint it and `lua/break.lua` reads
+    /// it (digits, no leading zero, at most 2^63 - 1, INCR's limit).
     pub(crate) fn parse(value: &'a str) -> Option<Self> {
         let mut parts = value.splitn(3, ':');
         let token = parts.next()?;
-        let fence = parts.next()?.parse().ok()?;
+        let fence = parts.next()?;
+        if !fence.bytes().all(|b| b.is_ascii_digit()) || fence.starts_with('0') {
+            return None;
+        }
+        let fence = u64::try_from(fence.parse::<i64>().ok()?).ok()?;
         let metadata = parts.next()?;
         (token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit())).then_some(LockValue {
             token,
@@ -524,6 +540,16 @@ mod tests {
         );
         assert!(!format!("{parsed:?}").contains(token));
         assert!(LockValue::parse("short:1:m").is_none());
+        // Fencing tokens no grant has: left to the caller to refuse.
+        for fence in ["0", "05", "+5", "", "9223372036854775808"] {
+            let stored = format!("{}:{fence}:m", "ab".repeat(16));
+            assert!(LockValue::parse(&stored).is_none(), "{fence}");
+        }
+        let top = format!("{}:9223372036854775807:m", "ab".repeat(16));
+        assert_eq!(
+            LockValue::parse(&top).map(|v| v.fence),
+            Some(i64::MAX as u64)
+        );
     }
 
     #[test]

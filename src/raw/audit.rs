@@ -160,12 +160,18 @@ impl RawLock {
     /// With [`Builder::audit`](crate::Builder::audit) on: `action` (`grant`,
     /// `release`) of the hold `a`, with fencing token `fence`, to the audit
     /// trail, one event per key, with the metadata its keys carry (a
-    /// leader's: the value it campaigned with), as a listing shows it.
+    /// leader's: the value it campaigned with, or proclaimed last), as a
+    /// listing shows it.
     pub(crate) fn audit_held(self: &Arc<Self>, a: &Acquisition, fence: u64, action: &str) {
         if !self.config.audit {
             return;
         }
         let cluster = self.config.topology.is_cluster();
+        let proclaimed = a.proclaimed.lock().clone();
+        let metadata = proclaimed
+            .as_deref()
+            .or(a.metadata.as_deref())
+            .unwrap_or(&self.config.metadata);
         for key in a.keys.locks.iter() {
             let Some(hold) = self.config.keys.named(key, cluster) else {
                 continue;
@@ -175,7 +181,7 @@ impl RawLock {
                 action,
                 key: &info.key,
                 kind: info.kind,
-                metadata: a.metadata.as_deref().unwrap_or(&self.config.metadata),
+                metadata,
                 fence,
                 reason: "",
             });
@@ -208,11 +214,11 @@ impl RawLock {
         self.trail(cmd, event.action, event.key)
     }
 
-    /// The audit trail from `since` on (all of it with `None`), oldest
-    /// first and each hold's events in the server's order (see
-    /// [`server_order`]), read from the first instance once this locker's
-    /// queued events are written (waiting at most the checkout and I/O
-    /// timeouts for them).
+    /// The audit trail from the millisecond of `since` on (all of it with
+    /// `None`), oldest first and each hold's events in the server's order
+    /// (see [`server_order`]), read from the first instance once this
+    /// locker's queued events are written (waiting at most the checkout
+    /// and I/O timeouts for them).
     pub(crate) fn read_audit(&self, since: Option<SystemTime>) -> Result<Vec<AuditEntry>, Error> {
         // This locker's own events queued so far first (bounded).
         let bound = self
@@ -237,11 +243,10 @@ impl RawLock {
                 .arg(AUDIT_LEN.saturating_mul(2))
                 .query::<Value>(c)?)
         })?;
-        let mut events = server_order(parse_audit(&reply)?);
-        if let Some(since) = since {
-            events.retain(|e| e.time >= since);
-        }
-        Ok(events)
+        // Read from the millisecond of `since`, the times' unit: an event
+        // written in it after `since` is in. `server_order` moves a time
+        // only to another's read here, so none goes before that.
+        Ok(server_order(parse_audit(&reply)?))
     }
 }
 

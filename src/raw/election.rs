@@ -80,7 +80,12 @@ impl RawLock {
     pub(crate) fn proclaim(&self, a: &Acquisition, value: &str) -> Result<bool, Error> {
         check_value(value)?;
         let call = scripts::proclaim(&a.keys, a.owner().as_str(), value);
-        self.acknowledged_script(&call, "proclaim")
+        let set = self.acknowledged_script(&call, "proclaim");
+        // The key carries it (on the master, if not replicated).
+        if matches!(set, Ok(true) | Err(Error::NotReplicated { .. })) {
+            *a.proclaimed.lock() = Some(value.to_owned());
+        }
+        set
     }
 
     /// Puts the first live candidate queued with `value` at the head of

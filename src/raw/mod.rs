@@ -84,6 +84,9 @@ pub(crate) struct Acquisition {
     /// The metadata its keys carry instead of the locker's (an election
     /// candidate's value).
     pub(crate) metadata: Option<String>,
+    /// The value its leader proclaimed last (see `election.rs`), which its
+    /// key carries since: its audit events' metadata.
+    pub(crate) proclaimed: Mutex<Option<String>>,
     /// The fencing counter as the latest refused attempt saw it: a lock
     /// handed over to this acquisition with a token at or below it was
     /// handed over before that attempt, and lost since.
@@ -113,6 +116,7 @@ impl Acquisition {
             caller_keys,
             keys,
             metadata: None,
+            proclaimed: Mutex::new(None),
             floor: AtomicU64::new(0),
             slot: AtomicUsize::new(NO_SLOT),
             stalled: AtomicU64::new(0),

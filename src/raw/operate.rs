@@ -4,6 +4,7 @@
 //! waiters woken as after a release, its event written to the audit trail
 //! (`audit.rs`); why a holder's keys are gone.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -153,9 +154,12 @@ impl RawLock {
             .hold_keys(hold, self.config.topology.is_cluster());
         let watched = Arc::clone(keys.watched());
         let keep = time::millis_ceil(BREAK_MARK_MARGIN);
+        // Announced where a release of the hold is (on a Cluster, its
+        // slot's shard channel), so it is handed over as a release would.
+        let channel = self.channel_for(&keys).map(Cow::into_owned);
         let (this, hold2, reason2) = (Arc::clone(self), hold.clone(), reason.to_owned());
         let answers = self.fan.run(self.instances.len(), move |i| {
-            let channel = this.wake.channel().unwrap_or("");
+            let channel = channel.as_deref().unwrap_or("");
             let call = scripts::break_hold(&keys, &reason2, channel, keep, MAX_LISTED_WAITERS);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
             replies::parse_break(&reply, &hold2)

@@ -46,6 +46,7 @@ impl Acquisition {
             caller_keys: Arc::clone(&self.caller_keys),
             keys,
             metadata: self.metadata.clone(),
+            proclaimed: Mutex::new(None),
             floor: AtomicU64::new(self.floor.load(Ordering::SeqCst)),
             slot: AtomicUsize::new(slot),
             stalled: AtomicU64::new(self.stalled.load(Ordering::SeqCst)),

@@ -950,3 +950,13 @@ pub fn recording_losses(
         .unwrap();
     (locker, told)
 }
+
+/// The names of the holds `locker` lists (`LockInfo::key`), in order.
+pub fn listed_keys(locker: &Locker) -> Vec<String> {
+    locker
+        .locks()
+        .unwrap()
+        .iter()
+        .map(|i| i.key().to_owned())
+        .collect()
+}
