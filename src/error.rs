@@ -54,7 +54,8 @@ pub enum Error {
     /// kin), a read-write lock it holds (for a write) or holds the write
     /// of (for a read), every permit of a semaphore, an election it leads.
     /// Nothing is sent to Redis. A guard counts for the thread that took it
-    /// until its hold ends, even moved to another thread.
+    /// until its hold ends, even moved to another thread, unless its lease
+    /// is lost ([`Guard::is_lost`](crate::Guard::is_lost)).
     ///
     /// Returned at once, with no round trip, by every call that takes a
     /// hold: [`Locker::lock`](crate::Locker::lock) and

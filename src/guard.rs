@@ -85,6 +85,9 @@ struct Held {
     /// Its grant is in the audit trail (with `Builder::audit`): only then
     /// is its release.
     audited: bool,
+    /// Its number in the locker's registry of holds by thread (taken out
+    /// when this ends: see `raw/held.rs`).
+    filed: u64,
 }
 
 // `Guard` is `Send + Sync`: every field is (`Arc`s of `Send + Sync` data, a
@@ -126,6 +129,7 @@ impl Guard {
             .filter(|_| watchdog_on);
         let first = acquisition.caller_keys.first().map_or("", String::as_str);
         lease.watch(first, on_change, watchdog_on);
+        let filed = shared.file(&acquisition, &lease);
         let mut guard = Guard {
             keys: Arc::clone(&acquisition.caller_keys),
             fence,
@@ -139,6 +143,7 @@ impl Guard {
                 since: Instant::now(),
                 counted: true,
                 audited,
+                filed,
             }),
         };
         if watchdog_on {
@@ -559,6 +564,14 @@ impl Held {
         if self.counted {
             self.shared.count_loss(&self.acquisition, lease);
         }
+    }
+}
+
+/// The hold ended (or this guard was consumed into another one): it no
+/// longer counts for its thread.
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.shared.unfile(&self.acquisition, self.filed);
     }
 }
 

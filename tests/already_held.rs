@@ -92,17 +92,18 @@ fn a_guard_moved_to_another_thread_counts_for_the_thread_that_took_it() {
     let k = key("moved");
     let guard = locker.lock(&k).unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let (busy_tx, busy_rx) = std::sync::mpsc::channel();
     let (l, k2) = (locker.clone(), k.clone());
     let holder = std::thread::spawn(move || {
         // The thread the guard went to may wait for it (it did not take it).
-        let busy = l.try_lock(&k2).map(|g| g.is_none());
+        busy_tx.send(l.try_lock(&k2).map(|g| g.is_none())).unwrap();
         rx.recv().unwrap();
         drop(guard);
-        busy
     });
+    assert!(matches!(busy_rx.recv().unwrap(), Ok(true)));
     refused(&server, &k, || locker.try_lock(&k));
     tx.send(()).unwrap();
-    assert!(matches!(holder.join().unwrap(), Ok(true)));
+    holder.join().unwrap();
     // Its hold ended over there: free for this thread again.
     locker.lock(&k).unwrap().unlock().unwrap();
 }
@@ -159,4 +160,23 @@ fn a_leader_campaigning_again_is_refused() {
     refused(&server, &name, || election.campaign("a"));
     refused(&server, &name, || election.try_campaign("b"));
     leadership.resign().unwrap();
+}
+
+#[test]
+fn a_guard_whose_lease_is_lost_no_longer_counts() {
+    let server = Server::start();
+    let locker = server.locker();
+    let k = key("lost");
+    let guard = locker.lock(&k).unwrap();
+    let _: () = redis::cmd("DEL").arg(&k).query(&mut server.conn()).unwrap();
+    // Not known lost yet: it still counts.
+    refused(&server, &k, || locker.try_lock(&k));
+    assert!(matches!(
+        guard.extend(Duration::from_secs(30)),
+        Err(Error::Lost { .. })
+    ));
+    // Known lost: whoever holds the key now, not this thread.
+    let next = locker.lock(&k).unwrap();
+    assert!(next.fencing_token() > guard.fencing_token());
+    drop((guard, next));
 }

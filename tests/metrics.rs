@@ -65,7 +65,7 @@ fn what_stats_counts_is_reported_by_prefix_and_kind() {
     // A timeout.
     let held = locker.lock(secret).unwrap();
     assert!(matches!(
-        locker.lock_timeout(secret, Duration::from_millis(50)),
+        common::elsewhere(|| locker.lock_timeout(secret, Duration::from_millis(50))),
         Err(Error::Timeout { .. })
     ));
     // A hand-over to a waiter queued behind the holder (the timeout's wait

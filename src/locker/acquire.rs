@@ -25,6 +25,7 @@ impl Locker {
 
     /// One attempt of a prepared acquisition (a lock's or a permit's).
     pub(crate) fn try_acquisition(&self, acquisition: Acquisition) -> Result<Option<Guard>, Error> {
+        self.shared.refuse_self_wait(&acquisition)?;
         let asked = Instant::now();
         let acquisition = Arc::new(acquisition);
         let queue = self.shared.queue_mode(&acquisition, Queue::Respect);
@@ -59,6 +60,7 @@ impl Locker {
         wait: Option<Duration>,
         stop: Option<&AtomicBool>,
     ) -> Result<Guard, Error> {
+        self.shared.refuse_self_wait(&acquisition)?;
         let start = Instant::now();
         let acquisition = Arc::new(acquisition);
         // The key errors and log events name (the first, for several).

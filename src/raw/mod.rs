@@ -13,7 +13,8 @@
 //! announcement to this locker's waiters); `redlock.rs` holds the
 //! Redlock-only parts (the fan-out threads, each master's breaker, the
 //! proposal and the write-back), and `later.rs` the releases sent again;
-//! `audit.rs` writes the audit trail's events on a thread of its own.
+//! `audit.rs` writes the audit trail's events on a thread of its own;
+//! `held.rs` files the holds of this locker's guards by thread.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -62,6 +63,9 @@ pub(crate) struct RawLock {
     pub(crate) stats: Recorder,
     /// The audit trail's events waiting to be written (see `audit.rs`).
     trail: audit::Trail,
+    /// The holds of this locker's guards in this process, by thread (see
+    /// `held.rs`).
+    registry: held::Registry,
 }
 
 // `RawLock` is `Send + Sync`: connectors are required to be, and `Config` and
@@ -228,6 +232,7 @@ impl RawLock {
             later: later::Later::new(instances.len()),
             stats: Recorder::new(config.stats, config.keys.prefix()),
             trail: audit::Trail::default(),
+            registry: held::Registry::default(),
             instances,
             config,
             wake,
@@ -546,6 +551,7 @@ impl RawLock {
 mod audit;
 mod election;
 mod guarded;
+mod held;
 mod later;
 mod mutex;
 mod operate;

@@ -71,11 +71,10 @@ impl Kind {
     }
 }
 
-/// What an event is recorded of (an acquisition): its [`Kind`], asked
-/// only with the `metrics` feature, so that without it recording does not
-/// even look.
+/// What an event is recorded of (an acquisition): its [`Kind`], asked by
+/// the recorder only with the `metrics` feature, so that without it
+/// recording does not even look.
 pub(crate) trait Kinded {
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     fn kind(&self) -> Kind;
 }
 

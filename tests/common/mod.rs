@@ -960,3 +960,10 @@ pub fn listed_keys(locker: &Locker) -> Vec<String> {
         .map(|i| i.key().to_owned())
         .collect()
 }
+
+/// Runs `f` on another thread and returns what it returned: a probe of a
+/// hold this thread took, which this thread itself would be refused
+/// (`Error::AlreadyHeld`: a thread is never left to wait for itself).
+pub fn elsewhere<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| s.spawn(f).join().unwrap())
+}
