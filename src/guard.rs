@@ -9,10 +9,10 @@ use crate::config::validate_ttl;
 use crate::lease::watchdog::{Renewal, Watchdog};
 use crate::lease::Lease;
 use crate::raw::{Acquisition, RawLock};
-use crate::stats::recorder::{Kind, Kinded};
 use crate::time;
 use crate::Error;
 
+mod counted;
 mod downgrade;
 mod lease;
 
@@ -510,15 +510,6 @@ impl Guard {
     }
 }
 
-/// What the stats count this guard's grant as: its acquisition's kind.
-impl Kinded for Guard {
-    fn kind(&self) -> Kind {
-        self.held
-            .as_ref()
-            .map_or(Kind::Lock, |h| h.acquisition.kind())
-    }
-}
-
 impl Held {
     /// Stops the watchdog (no renewal starts after that, and one in flight
     /// is waited for, so none can race the delete and report a false loss),
@@ -564,14 +555,6 @@ impl Held {
         if self.counted {
             self.shared.count_loss(&self.acquisition, lease);
         }
-    }
-}
-
-/// The hold ended (or this guard was consumed into another one): it no
-/// longer counts for its thread.
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.shared.unfile(&self.acquisition, self.filed);
     }
 }
 

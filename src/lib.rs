@@ -19,6 +19,8 @@
 // stats/              a locker's live figures:
 //   mod.rs            `Stats` and `Durations`, what callers read
 //   recorder.rs       the recorder: atomic counters, log-scale histograms; no lock
+//   kind.rs           what an event is of (a hold's kind) and a loss's reason
+//   export.rs         (feature `metrics`) each event reported to the `metrics` facade
 // fence.rs            `fence`: a resource that admits fencing tokens (any Redis connection)
 // builder.rs          `Builder`: checks the settings and builds a `Locker` (above it)
 //   builder/host.rs   the default metadata: host name and pid

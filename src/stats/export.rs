@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use metrics::{Key, Label, Level, Metadata, Unit};
 
-use super::recorder::{Kind, Loss};
+use super::kind::{Kind, Loss};
 
 /// What an event is said to come from (`redmutex::stats`).
 static METADATA: Metadata<'static> =

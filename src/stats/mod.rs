@@ -5,6 +5,7 @@
 
 #[cfg(feature = "metrics")]
 mod export;
+mod kind;
 pub(crate) mod recorder;
 
 use std::fmt;

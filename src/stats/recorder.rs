@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+pub(crate) use super::kind::{Kind, Kinded, Loss};
 use super::{Durations, Stats};
 
 /// Sub-buckets per power of two: 2^SUB_BITS.
@@ -34,65 +35,6 @@ pub(super) fn bucket_top(i: usize) -> u64 {
     let width = 1u64 << (e - SUB_BITS);
     let low = (1u64 << e).saturating_add((k % SUB) as u64 * width);
     low.saturating_add(width - 1)
-}
-
-/// What a hold is, as the metrics label it (`kind`); the recorder's own
-/// word for it, since this layer imports nothing of the crate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Lock,
-    Permit,
-    Read,
-    Write,
-    Leader,
-}
-
-impl Kind {
-    /// Every kind, in the order of the variants.
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) const ALL: [Kind; 5] = [
-        Kind::Lock,
-        Kind::Permit,
-        Kind::Read,
-        Kind::Write,
-        Kind::Leader,
-    ];
-
-    /// The label: `lock`, `permit`, `read`, `write` or `leader`.
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Kind::Lock => "lock",
-            Kind::Permit => "permit",
-            Kind::Read => "read",
-            Kind::Write => "write",
-            Kind::Leader => "leader",
-        }
-    }
-}
-
-/// What an event is recorded of (an acquisition): its [`Kind`], asked by
-/// the recorder only with the `metrics` feature, so that without it
-/// recording does not even look.
-pub(crate) trait Kinded {
-    fn kind(&self) -> Kind;
-}
-
-impl Kinded for Kind {
-    fn kind(&self) -> Kind {
-        *self
-    }
-}
-
-/// A loss's reason, as counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Loss {
-    /// The deadline passed without a confirmed renewal.
-    Expired,
-    /// Redis showed the key gone or someone else's.
-    NotOurs,
-    /// An operator broke the hold (`Locker::break_lock`).
-    Broken,
 }
 
 /// Durations as they are recorded: a bucket count each, and the largest.
