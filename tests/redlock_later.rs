@@ -1,0 +1,60 @@
+//! Redlock's releases sent again to a master that missed them (issue 42
+//! items 1 and 2): for as long as the key left there can live (an
+//! `extend`ed guard's key lives longer than the configured TTL), and to a
+//! master that refused the release for a moment (`BUSY`, a script running
+//! past the busy threshold) as to one that did not answer.
+#![allow(
+    clippy::disallowed_methods, // tests spawn threads and hold a fault for a while
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{holders_of, key, redlock_builder, servers, wait_until};
+
+/// How long the key of a missed release may stay on the master once it
+/// answers again: the re-sent release comes after at most a second's pause
+/// (see `raw/later.rs`); 20 s is generous on a loaded machine, and far
+/// below the minute the keys of these tests live.
+const FREED_WITHIN: Duration = Duration::from_secs(20);
+
+/// A guard extended to a minute (the locker's TTL is 3 s) is unlocked
+/// while one master hangs for twice the configured TTL: the release sent
+/// again must still reach that master once it answers, since the key there
+/// lives a minute, not the configured TTL.
+#[test]
+fn an_extended_guards_release_is_sent_again_for_as_long_as_its_key_lives() {
+    let servers = servers(3);
+    let ttl = Duration::from_secs(3);
+    let io = Duration::from_millis(300);
+    let locker = redlock_builder(&servers)
+        .ttl(ttl)
+        .io_timeout(io)
+        .checkout_timeout(io)
+        .watchdog(false)
+        .build()
+        .unwrap();
+    let k = key("rl-later-extended");
+    let g = locker.lock(&k).unwrap();
+    g.extend(Duration::from_secs(60)).unwrap();
+    servers[0].pause();
+    g.unlock().unwrap();
+    // The fault itself: the master stays hung past the configured TTL (no
+    // event to wait for; its length is the point of the test).
+    std::thread::sleep(ttl * 2);
+    servers[0].resume();
+    wait_until(
+        "the release sent again to the master that hung",
+        FREED_WITHIN,
+        || holders_of(&servers[..1], &k) == 0,
+    );
+    let g = locker
+        .lock_timeout(&k, Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("the lock was still blocked: {e}"));
+    assert_eq!(holders_of(&servers, &k), 3);
+    g.unlock().unwrap();
+}
