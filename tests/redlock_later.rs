@@ -14,7 +14,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{holders_of, key, redlock_builder, servers, wait_until};
+use common::{holders_of, key, redlock_builder, servers, wait_until, Server};
 
 /// How long the key of a missed release may stay on the master once it
 /// answers again: the re-sent release comes after at most a second's pause
@@ -57,4 +57,67 @@ fn an_extended_guards_release_is_sent_again_for_as_long_as_its_key_lives() {
         .unwrap_or_else(|e| panic!("the lock was still blocked: {e}"));
     assert_eq!(holders_of(&servers, &k), 3);
     g.unlock().unwrap();
+}
+
+/// A master busy with a long script answers `BUSY` to everything but
+/// `SCRIPT KILL` (past `busy-reply-threshold`, formerly `lua-time-limit`):
+/// a release it refused so must be sent again once it answers, as to a
+/// master that did not answer at all.
+#[test]
+fn a_release_refused_busy_is_sent_again() {
+    let servers = servers(3);
+    let locker = redlock_builder(&servers)
+        .ttl(Duration::from_secs(60))
+        .watchdog(false)
+        .build()
+        .unwrap();
+    let k = key("rl-later-busy");
+    let g = locker.lock(&k).unwrap();
+    let busy = busy_spell(&servers[0]);
+    // Answered (BUSY) at once: the release's majority holds.
+    g.unlock().unwrap();
+    assert_eq!(holders_of(&servers[1..], &k), 0);
+    end_busy_spell(&servers[0], busy);
+    wait_until(
+        "the release sent again to the master that was busy",
+        FREED_WITHIN,
+        || holders_of(&servers[..1], &k) == 0,
+    );
+    locker
+        .lock_timeout(&k, Duration::from_secs(10))
+        .unwrap()
+        .unlock()
+        .unwrap();
+}
+
+/// Starts a script that loops until killed on `server`, and returns once
+/// the server answers `BUSY` to others.
+fn busy_spell(server: &Server) -> std::thread::JoinHandle<()> {
+    server.config_set("lua-time-limit", "50");
+    let mut conn = server.conn();
+    conn.set_read_timeout(None).unwrap();
+    let looping = std::thread::spawn(move || {
+        // Ends with an error once killed.
+        let _ = redis::cmd("EVAL")
+            .arg("while true do end")
+            .arg(0)
+            .query::<redis::Value>(&mut conn);
+    });
+    let mut probe = server.conn();
+    wait_until("the server answers BUSY", Duration::from_secs(20), || {
+        matches!(
+            redis::cmd("PING").query::<String>(&mut probe),
+            Err(e) if e.code() == Some("BUSY")
+        )
+    });
+    looping
+}
+
+/// Kills the script of [`busy_spell`] and waits for its end.
+fn end_busy_spell(server: &Server, looping: std::thread::JoinHandle<()>) {
+    let _: () = redis::cmd("SCRIPT")
+        .arg("KILL")
+        .query(&mut server.conn())
+        .unwrap();
+    looping.join().unwrap();
 }
