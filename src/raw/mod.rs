@@ -95,6 +95,10 @@ pub(crate) struct Acquisition {
     /// failed for want of a connection: it may still arrive, after the
     /// release too, so the release is sent there again later.
     stalled: AtomicU64,
+    /// Redlock: the longest TTL (ms) a renewal of its keys asked for (an
+    /// `extend` beyond the locker's TTL): a release that missed a master
+    /// is sent there again for as long as the key left there can live.
+    longest_ttl: AtomicU64,
     /// Its guard's loss was counted in the stats (once per guard).
     pub(crate) loss_counted: AtomicBool,
 }
@@ -116,6 +120,7 @@ impl Acquisition {
             floor: AtomicU64::new(0),
             slot: AtomicUsize::new(NO_SLOT),
             stalled: AtomicU64::new(0),
+            longest_ttl: AtomicU64::new(0),
             loss_counted: AtomicBool::new(false),
         })
     }

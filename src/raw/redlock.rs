@@ -72,6 +72,21 @@ impl Acquisition {
         }
     }
 
+    /// Notes that a renewal sets its keys' TTL to `ttl` (see
+    /// `longest_ttl`).
+    pub(super) fn note_ttl(&self, ttl: Duration) {
+        self.longest_ttl
+            .fetch_max(time::millis_ceil(ttl), Ordering::SeqCst);
+    }
+
+    /// The longest a key of ours may live after the call that put it there:
+    /// `ttl` (the locker's), or longer where a renewal asked for longer.
+    pub(super) fn longest_ttl(&self, ttl: Duration) -> Duration {
+        ttl.max(Duration::from_millis(
+            self.longest_ttl.load(Ordering::SeqCst),
+        ))
+    }
+
     /// Whether a call that puts our keys on master `i` may still arrive.
     pub(super) fn stalled_on(&self, i: usize) -> bool {
         i < 64 && self.stalled.load(Ordering::SeqCst) & (1 << i) != 0
