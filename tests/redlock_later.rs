@@ -121,3 +121,64 @@ fn end_busy_spell(server: &Server, looping: std::thread::JoinHandle<()>) {
         .unwrap();
     looping.join().unwrap();
 }
+
+/// A master restarting reads its data and answers `LOADING` meanwhile (a
+/// `DEBUG RELOAD` slowed by `key-load-delay` here): a release it refused
+/// so must be sent again once it answers.
+#[test]
+fn a_release_refused_loading_is_sent_again() {
+    let servers = servers(3);
+    let locker = redlock_builder(&servers)
+        .ttl(Duration::from_secs(60))
+        .watchdog(false)
+        .build()
+        .unwrap();
+    let k = key("rl-later-loading");
+    let g = locker.lock(&k).unwrap();
+    let loading = loading_spell(&servers[0]);
+    g.unlock().unwrap();
+    assert_eq!(holders_of(&servers[1..], &k), 0);
+    loading.join().unwrap();
+    wait_until(
+        "the release sent again to the master that was loading",
+        FREED_WITHIN,
+        || holders_of(&servers[..1], &k) == 0,
+    );
+    locker
+        .lock_timeout(&k, Duration::from_secs(10))
+        .unwrap()
+        .unlock()
+        .unwrap();
+}
+
+/// Starts a `DEBUG RELOAD` of `server` that takes seconds (2,000 keys
+/// loaded a millisecond each, the server answering others `LOADING`
+/// meanwhile), and returns once it answers `LOADING`; the handle ends with
+/// the reload.
+fn loading_spell(server: &Server) -> std::thread::JoinHandle<()> {
+    let _: () = redis::cmd("DEBUG")
+        .arg("POPULATE")
+        .arg(2000)
+        .arg("rl-later-filler")
+        .query(&mut server.conn())
+        .unwrap();
+    server.config_set("key-load-delay", "1000");
+    server.config_set("loading-process-events-interval-bytes", "1024");
+    let mut conn = server.conn();
+    conn.set_read_timeout(None).unwrap();
+    let reloading = std::thread::spawn(move || {
+        let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut conn).unwrap();
+    });
+    let mut probe = server.conn();
+    wait_until(
+        "the server answers LOADING",
+        Duration::from_secs(20),
+        || {
+            matches!(
+                redis::cmd("PING").query::<String>(&mut probe),
+                Err(e) if e.code() == Some("LOADING")
+            )
+        },
+    );
+    reloading
+}
