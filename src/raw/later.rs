@@ -6,7 +6,9 @@
 //! the others delete it; every later grant would meet it there as a
 //! rival's and give up, for the rest of the TTL. So a guard's release that
 //! failed on a master for want of a connection (a timeout, a refused or
-//! skipped call) is kept here, and one thread per such master sends it
+//! skipped call), or that the master refused for a moment (`BUSY` while a
+//! script runs past the busy threshold, `LOADING` while it restarts), is
+//! kept here, and one thread per such master sends it
 //! again, owner-checked as every release is, after [`PAUSE`] (doubling up
 //! to [`LONGEST_PAUSE`] while the master does not answer) until the
 //! master answers, past its breaker (a try costs this thread, not a
@@ -40,6 +42,7 @@ use redis::{ConnectionLike, Value};
 
 use super::{Acquisition, RawLock};
 use crate::protocol::scripts;
+use crate::quorum;
 use crate::time;
 
 /// How soon a master that did not answer a release is tried again; the
@@ -173,8 +176,9 @@ impl RawLock {
                     }
                 }
                 match result {
-                    // Still out of reach: the others wait for the next round.
-                    Err(e) if e.is_connection() => break,
+                    // Still out of reach, or refusing (busy, loading): the
+                    // others wait for the next round.
+                    Err(e) if quorum::unanswered(&e) => break,
                     // Sent again after each (growing) pause until given up.
                     _ if repeat => {}
                     // Answered (or refused for good): done with it, and

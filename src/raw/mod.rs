@@ -169,8 +169,9 @@ fn acknowledged(config: &Config, c: &mut dyn ConnectionLike) -> Result<(), Error
     {
         Ok(acked) => acked,
         // The server answered, with a refusal: `WAIT` unknown, renamed
-        // away, or denied by an ACL, as on managed services.
-        Err(e) if e.code().is_some() && !e.is_io_error() => {
+        // away, or denied by an ACL, as on managed services. (Not a
+        // refusal for a moment, a busy server's: that is no answer.)
+        Err(e) if e.code().is_some() && !e.is_io_error() && !quorum::refused_for_a_moment(&e) => {
             return Err(Error::Unsupported {
                 reason: format!(
                     "the server refuses WAIT ({}), which min_replicas needs: build the \

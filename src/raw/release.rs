@@ -28,7 +28,8 @@ impl RawLock {
     /// been lost. With the hand-over, if there was one.
     ///
     /// A guard's release, the end of `a`'s token: with several instances,
-    /// one that could not be reached is sent it again once it answers, and
+    /// one that could not be reached, or refused it for a moment (`BUSY`,
+    /// `LOADING`), is sent it again once it answers, and
     /// one where a renewal or the write-back may still arrive is sent it
     /// again for a while (see `later.rs`), so that the key left (or put
     /// back) there does not block every later grant for a TTL.
@@ -39,7 +40,7 @@ impl RawLock {
         let (answers, handed) = self.release_everywhere(a);
         if self.instances.len() > 1 {
             for (i, answer) in answers.iter().enumerate() {
-                let failed = matches!(answer, Err(e) if e.is_connection());
+                let failed = matches!(answer, Err(e) if quorum::unanswered(e));
                 if failed || a.stalled_on(i) {
                     self.release_later(i, a, a.stalled_on(i));
                 }
