@@ -225,12 +225,14 @@ impl Guard {
     /// that wakes up and writes is refused, where a write after
     /// [`ensure_held`](Guard::ensure_held) would land. Returns every
     /// command's reply, in order. Blocks for two round trips: one to learn
-    /// the commands' keys (`COMMAND GETKEYS` and `COMMAND INFO`; on a
-    /// Cluster, one per command and one more), then the script, each
-    /// within the I/O timeout, after a checkout within its timeout.
+    /// the commands' keys (a script that asks `COMMAND GETKEYS` of each
+    /// command and `COMMAND INFO` of their names, and replies once, however
+    /// many the commands), then the script, each within the I/O timeout,
+    /// after a checkout within its timeout: so at most a checkout and two
+    /// I/O timeouts on a hung server, whatever the pipeline's length.
     ///
     /// - **Keys.** The commands' keys are asked of the server first (one
-    ///   round trip for all of them) and declared to the script, as Redis
+    ///   round trip for all of them, on a Cluster too) and declared to the script, as Redis
     ///   wants, so Cluster routing and ACL key rules apply to them: a key an
     ///   ACL user may not touch refuses the whole script (`NOPERM`, as
     ///   [`Error::Redis`]) before any command runs. The question of the

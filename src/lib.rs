@@ -59,7 +59,7 @@
 //   replies.rs        every script reply parsed; the lock value built and parsed
 //   slots.rs          cluster hash slots and hash tags
 //   commands.rs       a caller's commands for a script: their args, their keys (COMMAND
-//                     GETKEYS), the script's replies read back
+//                     GETKEYS, asked in one script), the script's replies read back
 // lease/              a lease and what keeps it:
 //   mod.rs            `Lease`, the local view (deadline, state, renewal serialized)
 //   state.rs          `LeaseState`, `LeaseChange`, the callback, the lease's changes of state

@@ -488,7 +488,7 @@ mod tests {
     #[test]
     fn scripts_are_assembled_as_their_helpers_line_says() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol/lua");
-        let scripts: [(&str, &Lua); 20] = [
+        let scripts: [(&str, &Lua); 21] = [
             ("acquire", &ACQUIRE),
             ("dequeue", &DEQUEUE),
             ("permit_acquire", &PERMIT_ACQUIRE),
@@ -509,6 +509,7 @@ mod tests {
             ("observe", &OBSERVE),
             ("guarded", &GUARDED),
             ("fence", &FENCE),
+            ("command_keys", &COMMAND_KEYS),
         ];
         let mut files: Vec<String> = fs::read_dir(&dir)
             .unwrap()
