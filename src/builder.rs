@@ -445,7 +445,10 @@ impl Builder {
     /// An acquire timeout shorter than the delay gives up before the
     /// delay ends (with [`Error::Timeout`]); give waiters a timeout longer
     /// than the delay plus the TTL. With Redlock each master applies the
-    /// delay to its own keys. Defaults to zero: no delay, as before.
+    /// delay to its own keys. An election's leadership is delayed too (a
+    /// leader that vanished may be paused, and still act as leader when it
+    /// wakes); its resignation is a release, and hands over at once.
+    /// Defaults to zero: no delay, as before.
     ///
     /// ```no_run
     /// # let pool = redmutex::pool("redis://127.0.0.1/")?;

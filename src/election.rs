@@ -25,7 +25,10 @@ use crate::Error;
 /// the next candidate at once, and one that dies (killed, its host gone)
 /// is replaced when its lease runs out (the locker's TTL, 30 s by default),
 /// plus at most a dead waiter's stay when the first candidate queued died
-/// too.
+/// too, and plus the locker's [`lock_delay`](crate::Builder::lock_delay)
+/// if it has one: a leader that vanished without resigning may only be
+/// paused (GC, swap, a suspended VM), and act as leader when it wakes; the
+/// delay lets what it writes then land before its successor leads.
 ///
 /// A cheap handle (a clone of the locker and the name), `Clone + Send +
 /// Sync`. Works on one server, Sentinel and a Cluster (where a candidate

@@ -443,6 +443,9 @@ pub(crate) fn release(
                 .arg(channel)
                 .arg(ELECTION_LOG_CAP)
                 .arg(time::millis_ceil(ELECTION_LOG_KEEP));
+            if unmark {
+                call.key(&*keys.delays).arg("1");
+            }
             return call;
         }
         Hold::Lock | Hold::Permit => {}

@@ -193,14 +193,12 @@ fn acknowledged(config: &Config, c: &mut dyn ConnectionLike) -> Result<(), Error
 }
 
 impl RawLock {
-    /// The lock-delay of a hold of `keys` (see `Builder::lock_delay`): none
-    /// for an election's leadership, whose resignation is a clean release
-    /// and whose log tells each change.
-    pub(crate) fn lock_delay(&self, keys: &LockKeys) -> Duration {
-        match keys.hold {
-            Hold::Leader { .. } => Duration::ZERO,
-            _ => self.config.lock_delay,
-        }
+    /// The lock-delay of a hold of `keys` (see `Builder::lock_delay`): the
+    /// locker's, for every kind of hold. An election's leadership too: a
+    /// leader that vanished without resigning may be paused, and still act
+    /// as leader when it wakes; its resignation is a clean release.
+    pub(crate) fn lock_delay(&self, _keys: &LockKeys) -> Duration {
+        self.config.lock_delay
     }
 
     pub(crate) fn new(instances: Vec<Arc<dyn Connector>>, config: Config) -> Self {
