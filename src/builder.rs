@@ -210,7 +210,11 @@ impl Builder {
     /// has passed since the grant, it stops renewing, the lease runs out at
     /// its deadline (at most a TTL later), and the guard becomes lost, with a
     /// `warn` log event (target `redmutex::renew`) saying why. A job that
-    /// hangs then cannot keep the lock forever. Defaults to none.
+    /// hangs then cannot keep the lock forever, nor can a guard that is
+    /// never dropped (`std::mem::forget`, a leak), whose watchdog renews
+    /// it for as long as the process lives otherwise (see the `Guard`
+    /// docs' "Resource leaking"). Every guard is bounded so, an election's
+    /// [`Leadership`](crate::Leadership) too. Defaults to none.
     ///
     /// ```no_run
     /// # let pool = redmutex::pool("redis://127.0.0.1/")?;

@@ -293,8 +293,12 @@ impl Election {
 /// watchdog. Made by [`Election::campaign`] and its kin.
 ///
 /// Dropping it resigns, as [`resign`](Leadership::resign) does, errors
-/// logged (as a guard's drop releases). `Send` and `Sync`: it may be
-/// moved to, or shared with, the thread that does the leader's work.
+/// logged (as a guard's drop releases). One never dropped
+/// (`std::mem::forget`) leads for as long as its process lives, renewed
+/// by its watchdog, unless the locker has a
+/// [`max_hold`](crate::Builder::max_hold) (see the [`Guard`] docs'
+/// "Resource leaking"). `Send` and `Sync`: it may be moved to, or shared
+/// with, the thread that does the leader's work.
 ///
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

@@ -40,9 +40,25 @@ mod lease;
 ///
 /// # Resource leaking
 ///
-/// A guard that is never dropped (`std::mem::forget`, a process killed, an
-/// abort on panic) leaves its key in Redis; with no watchdog renewing it, it
-/// expires after at most one TTL, and others get the lock then.
+/// A guard that is never dropped while its process lives
+/// (`std::mem::forget`, `Box::leak`, a reference cycle of `Arc`s) keeps its
+/// watchdog, which renews the lease for as long as the process lives: the
+/// lock stays held, and nobody else gets it. [`Builder::max_hold`]
+/// bounds even that: once `max_hold` has passed since the grant the
+/// watchdog stops renewing, and the key expires at most one lease later
+/// (the TTL, or the one of the guard's last [`extend`](Guard::extend)),
+/// whether the guard was forgotten or is still in use. This holds
+/// for every guard: a lock's, a permit's, a read or the write hold's, and a
+/// [`Leadership`](crate::Leadership)'s (a forgotten leader is never
+/// replaced without it).
+///
+/// A guard whose process ends without dropping it (killed, an abort on
+/// panic), or one never dropped with no watchdog
+/// ([`Builder::watchdog`]`(false)`), leaves its key in Redis until its
+/// lease runs out: at most one lease, and others get the lock then.
+///
+/// [`Builder::max_hold`]: crate::Builder::max_hold
+/// [`Builder::watchdog`]: crate::Builder::watchdog
 ///
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
