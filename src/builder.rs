@@ -206,15 +206,11 @@ impl Builder {
         self
     }
 
-    /// The longest a guard's watchdog keeps its lease alive: once `hold`
-    /// has passed since the grant, it stops renewing, the lease runs out at
-    /// its deadline (at most a TTL later), and the guard becomes lost, with a
-    /// `warn` log event (target `redmutex::renew`) saying why. A job that
-    /// hangs then cannot keep the lock forever, nor can a guard that is
-    /// never dropped (`std::mem::forget`, a leak), whose watchdog renews
-    /// it for as long as the process lives otherwise (see the `Guard`
-    /// docs' "Resource leaking"). Every guard is bounded so, an election's
-    /// [`Leadership`](crate::Leadership) too. Defaults to none.
+    /// The longest a guard's watchdog keeps its lease alive: once `hold` has passed since the
+    /// grant, it stops renewing, the lease runs out at its deadline (at most a TTL later), and the
+    /// guard becomes lost, with a `warn` log event (target `redmutex::renew`) saying why. A job
+    /// that hangs, or a guard never dropped (see `Guard`'s "Resource leaking"), a leadership too,
+    /// then cannot keep the lock forever. Defaults to none.
     ///
     /// ```no_run
     /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
@@ -446,13 +442,10 @@ impl Builder {
     /// order through the delay, and come back when it ends (the refusal
     /// says when) rather than at their backoff.
     ///
-    /// An acquire timeout shorter than the delay gives up before the
-    /// delay ends (with [`Error::Timeout`]); give waiters a timeout longer
-    /// than the delay plus the TTL. With Redlock each master applies the
-    /// delay to its own keys. An election's leadership is delayed too (a
-    /// leader that vanished may be paused, and still act as leader when it
-    /// wakes); its resignation is a release, and hands over at once.
-    /// Defaults to zero: no delay, as before.
+    /// An acquire timeout shorter than the delay gives up before the delay ends (with
+    /// [`Error::Timeout`]); give waiters a timeout longer than the delay plus the TTL. With
+    /// Redlock each master applies the delay to its own keys. Elections too: a vanished leader
+    /// may be paused. Defaults to zero: no delay, as before.
     ///
     /// ```no_run
     /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
