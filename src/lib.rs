@@ -47,6 +47,7 @@
 //                     connection lent to the listener
 //   nodes.rs          a cluster's nodes: the master of a slot, a connection to one node
 //   pool.rs           `pool()`, `pool_with()`, `SocketTimeouts`
+//   sent.rs           a request written now, its reply read later (Redlock's lock and unlock)
 // server.rs           what a server must offer (version, scripting), told at first use
 // protocol/           what is kept in Redis and said to it:
 //   keys.rs           the key layout (lock, counter, queue, waiters, marks, audit, channel)

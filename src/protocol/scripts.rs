@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use redis::{
     Cmd, ConnectionLike, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind,
-    ToRedisArgs,
+    ToRedisArgs, Value,
 };
 
 use crate::defaults::{ELECTION_LOG_CAP, ELECTION_LOG_KEEP};
@@ -110,11 +110,29 @@ impl Call {
     /// NOSCRIPT reply means the script did not run, so running it once more
     /// is safe.
     pub(crate) fn invoke<T: FromRedisValue>(&self, con: &mut dyn ConnectionLike) -> RedisResult<T> {
-        match self.command("EVALSHA", &self.lua.sha).query(con) {
+        let reply = con.req_command(&self.command("EVALSHA", &self.lua.sha));
+        self.answer(reply, con)
+    }
+
+    /// This call's `EVALSHA`, packed: a request written on a connection
+    /// whose reply is read later, and given to [`Call::answer`].
+    pub(crate) fn request(&self) -> Vec<u8> {
+        self.command("EVALSHA", &self.lua.sha).get_packed_command()
+    }
+
+    /// The reply to this call's `EVALSHA` (read on `con`), as
+    /// [`Call::invoke`] gives it: when NOSCRIPT, the script run again by
+    /// its source on `con`.
+    pub(crate) fn answer<T: FromRedisValue>(
+        &self,
+        reply: RedisResult<Value>,
+        con: &mut dyn ConnectionLike,
+    ) -> RedisResult<T> {
+        match reply.and_then(Value::extract_error) {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 self.eval().query(con)
             }
-            other => other,
+            other => Ok(redis::from_redis_value(other?)?),
         }
     }
 

@@ -11,7 +11,7 @@
 //! semaphore's permits), `rw.rs` (a read-write lock's holds); what a
 //! granted hold does is in `renew.rs` and `release.rs` (with the release's
 //! announcement to this locker's waiters); `redlock.rs` holds the
-//! Redlock-only parts (the fan-out threads, each master's breaker, the
+//! Redlock-only parts (the fan-out, each master's breaker, the
 //! proposal and the write-back), and `later.rs` the releases sent again;
 //! `audit.rs` writes the audit trail's events on a thread of its own.
 
@@ -346,10 +346,7 @@ impl RawLock {
         };
         breaker.check()?;
         let result = call();
-        match &result {
-            Err(e) if e.is_connection() => breaker.trip(),
-            _ => breaker.reset(),
-        }
+        breaker.note(&result);
         result
     }
 
@@ -401,11 +398,17 @@ impl RawLock {
             .flatten()
             .map(|p| (p, bound));
         let sent = Instant::now();
-        let (this, a2) = (Arc::clone(self), Arc::clone(a));
-        let answers = self.fan.run(n, move |i| {
-            let proposal = proposal.as_ref().map(|(p, bound)| (p.as_str(), *bound));
-            this.acquire_on(i, &a2, queue, proposal)
-        });
+        let at_once = proposal.as_ref().map(|(p, bound)| (p.as_str(), *bound));
+        let answers = match self.acquire_at_once(a, queue, at_once) {
+            Some(answers) => answers,
+            None => {
+                let (this, a2) = (Arc::clone(self), Arc::clone(a));
+                self.fan.run(n, move |i| {
+                    let proposal = proposal.as_ref().map(|(p, bound)| (p.as_str(), *bound));
+                    this.acquire_on(i, &a2, queue, proposal)
+                })
+            }
+        };
         let ttl = self.config.ttl;
         let drift = time::drift(ttl, self.config.drift);
         let answered: Arc<[bool]> = answers.iter().map(Result::is_ok).collect();
@@ -480,13 +483,7 @@ impl RawLock {
         proposal: Option<(&str, u64)>,
     ) -> Result<Grant, Error> {
         let config = &self.config;
-        let ttl = time::millis_ceil(config.ttl);
-        let owner = a.owner();
-        let metadata = a.metadata.as_deref().unwrap_or(&config.metadata);
-        let token = owner.as_str();
-        let delay = time::millis_ceil(self.lock_delay(&a.keys));
-        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal, delay);
-        let release_by_token = || scripts::release_by_eval(&a.keys, token, delay > 0);
+        let (call, release_by_token) = self.acquire_call(a, queue, proposal);
         let mut grant = None;
         let (checkout, io) = (config.checkout_timeout, config.io_timeout);
         let checked = self.version_checked.get(i);
@@ -495,23 +492,13 @@ impl RawLock {
                 server::check_version(c)?;
                 checked.store(true, Ordering::Relaxed);
             }
-            let reply = call.invoke::<Value>(c)?;
-            let (g, floor) = if a.is_permit() {
-                let (g, floor, slot) = replies::parse_permit_acquire(&reply)?;
-                if let Some(slot) = slot {
-                    a.slot.store(slot, Ordering::SeqCst);
-                }
-                (g, floor)
-            } else {
-                replies::parse_acquire(&reply)?
-            };
-            a.floor.store(floor, Ordering::SeqCst);
+            let g = a.grant_in(&call.invoke::<Value>(c)?)?;
             if matches!(g, Grant::Granted(_)) {
                 if let Err(e) = acknowledged(config, c) {
                     if matches!(e, Error::NotReplicated { .. } | Error::Unsupported { .. }) {
                         // Its own failure changes nothing we report. (After
                         // an I/O error the connector releases; see above.)
-                        let _ = release_by_token().query::<Value>(c);
+                        let _ = release_by_token.query::<Value>(c);
                     }
                     return Err(e);
                 }
@@ -521,9 +508,45 @@ impl RawLock {
         };
         self.guarded(i, || {
             self.instance(i)?
-                .run(checkout, io, &mut op, Some(release_by_token()))
+                .run(checkout, io, &mut op, Some(release_by_token.clone()))
         })?;
         grant.ok_or_else(|| replies::unexpected("acquire", &Value::Nil))
+    }
+
+    /// The acquire script's call for `a`, and the release by token that
+    /// undoes it (a plain `EVAL`, see [`scripts::release_by_eval`]).
+    fn acquire_call(
+        &self,
+        a: &Acquisition,
+        queue: Queue,
+        proposal: Option<(&str, u64)>,
+    ) -> (scripts::Call, redis::Cmd) {
+        let config = &self.config;
+        let ttl = time::millis_ceil(config.ttl);
+        let owner = a.owner();
+        let metadata = a.metadata.as_deref().unwrap_or(&config.metadata);
+        let token = owner.as_str();
+        let delay = time::millis_ceil(self.lock_delay(&a.keys));
+        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal, delay);
+        (call, scripts::release_by_eval(&a.keys, token, delay > 0))
+    }
+}
+
+impl Acquisition {
+    /// What an acquire script's `reply` says, noted here: the permit
+    /// granted, and the counter a refusal saw (see `floor`).
+    fn grant_in(&self, reply: &Value) -> Result<Grant, Error> {
+        let (g, floor) = if self.is_permit() {
+            let (g, floor, slot) = replies::parse_permit_acquire(reply)?;
+            if let Some(slot) = slot {
+                self.slot.store(slot, Ordering::SeqCst);
+            }
+            (g, floor)
+        } else {
+            replies::parse_acquire(reply)?
+        };
+        self.floor.store(floor, Ordering::SeqCst);
+        Ok(g)
     }
 }
 
