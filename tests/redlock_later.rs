@@ -59,27 +59,26 @@ fn an_extended_guards_release_is_sent_again_for_as_long_as_its_key_lives() {
     g.unlock().unwrap();
 }
 
-/// A master busy with a long script answers `BUSY` to everything but
-/// `SCRIPT KILL` (past `busy-reply-threshold`, formerly `lua-time-limit`):
-/// a release it refused so must be sent again once it answers, as to a
-/// master that did not answer at all.
-#[test]
-fn a_release_refused_busy_is_sent_again() {
+/// A guard unlocked while `refuse` has master 0
+/// refuse every command (it returns what ends that): the release it
+/// refused must be sent again once it answers, as to a master that did not
+/// answer at all.
+fn a_refused_release_is_sent_again(name: &str, refuse: impl FnOnce(&Server) -> Spell<'_>) {
     let servers = servers(3);
     let locker = redlock_builder(&servers)
         .ttl(Duration::from_secs(60))
         .watchdog(false)
         .build()
         .unwrap();
-    let k = key("rl-later-busy");
+    let k = key(name);
     let g = locker.lock(&k).unwrap();
-    let busy = busy_spell(&servers[0]);
-    // Answered (BUSY) at once: the release's majority holds.
+    let end = refuse(&servers[0]);
+    // Answered (refused) at once: the release's majority holds.
     g.unlock().unwrap();
     assert_eq!(holders_of(&servers[1..], &k), 0);
-    end_busy_spell(&servers[0], busy);
+    end();
     wait_until(
-        "the release sent again to the master that was busy",
+        "the release sent again to the master that refused it",
         FREED_WITHIN,
         || holders_of(&servers[..1], &k) == 0,
     );
@@ -90,9 +89,26 @@ fn a_release_refused_busy_is_sent_again() {
         .unwrap();
 }
 
-/// Starts a script that loops until killed on `server`, and returns once
-/// the server answers `BUSY` to others.
-fn busy_spell(server: &Server) -> std::thread::JoinHandle<()> {
+/// What ends a spell of refusals, once they have begun.
+type Spell<'a> = Box<dyn FnOnce() + 'a>;
+
+/// A master busy with a long script answers `BUSY` to everything but
+/// `SCRIPT KILL` (past `busy-reply-threshold`, formerly `lua-time-limit`).
+#[test]
+fn a_release_refused_busy_is_sent_again() {
+    a_refused_release_is_sent_again("rl-later-busy", busy_spell);
+}
+
+/// A master restarting reads its data and answers `LOADING` meanwhile (a
+/// `DEBUG RELOAD` slowed by `key-load-delay` here).
+#[test]
+fn a_release_refused_loading_is_sent_again() {
+    a_refused_release_is_sent_again("rl-later-loading", loading_spell);
+}
+
+/// Starts a script that loops until killed on `server`, once the server
+/// answers `BUSY` to others; the spell ends with `SCRIPT KILL`.
+fn busy_spell(server: &Server) -> Spell<'_> {
     server.config_set("lua-time-limit", "50");
     let mut conn = server.conn();
     conn.set_read_timeout(None).unwrap();
@@ -103,59 +119,20 @@ fn busy_spell(server: &Server) -> std::thread::JoinHandle<()> {
             .arg(0)
             .query::<redis::Value>(&mut conn);
     });
-    let mut probe = server.conn();
-    wait_until("the server answers BUSY", Duration::from_secs(20), || {
-        matches!(
-            redis::cmd("PING").query::<String>(&mut probe),
-            Err(e) if e.code() == Some("BUSY")
-        )
-    });
-    looping
-}
-
-/// Kills the script of [`busy_spell`] and waits for its end.
-fn end_busy_spell(server: &Server, looping: std::thread::JoinHandle<()>) {
-    let _: () = redis::cmd("SCRIPT")
-        .arg("KILL")
-        .query(&mut server.conn())
-        .unwrap();
-    looping.join().unwrap();
-}
-
-/// A master restarting reads its data and answers `LOADING` meanwhile (a
-/// `DEBUG RELOAD` slowed by `key-load-delay` here): a release it refused
-/// so must be sent again once it answers.
-#[test]
-fn a_release_refused_loading_is_sent_again() {
-    let servers = servers(3);
-    let locker = redlock_builder(&servers)
-        .ttl(Duration::from_secs(60))
-        .watchdog(false)
-        .build()
-        .unwrap();
-    let k = key("rl-later-loading");
-    let g = locker.lock(&k).unwrap();
-    let loading = loading_spell(&servers[0]);
-    g.unlock().unwrap();
-    assert_eq!(holders_of(&servers[1..], &k), 0);
-    loading.join().unwrap();
-    wait_until(
-        "the release sent again to the master that was loading",
-        FREED_WITHIN,
-        || holders_of(&servers[..1], &k) == 0,
-    );
-    locker
-        .lock_timeout(&k, Duration::from_secs(10))
-        .unwrap()
-        .unlock()
-        .unwrap();
+    refused_with(server, "BUSY");
+    Box::new(move || {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("KILL")
+            .query(&mut server.conn())
+            .unwrap();
+        looping.join().unwrap();
+    })
 }
 
 /// Starts a `DEBUG RELOAD` of `server` that takes seconds (2,000 keys
 /// loaded a millisecond each, the server answering others `LOADING`
-/// meanwhile), and returns once it answers `LOADING`; the handle ends with
-/// the reload.
-fn loading_spell(server: &Server) -> std::thread::JoinHandle<()> {
+/// meanwhile), once it answers `LOADING`; the spell ends with the reload.
+fn loading_spell(server: &Server) -> Spell<'_> {
     let _: () = redis::cmd("DEBUG")
         .arg("POPULATE")
         .arg(2000)
@@ -169,16 +146,21 @@ fn loading_spell(server: &Server) -> std::thread::JoinHandle<()> {
     let reloading = std::thread::spawn(move || {
         let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut conn).unwrap();
     });
+    refused_with(server, "LOADING");
+    Box::new(move || reloading.join().unwrap())
+}
+
+/// Waits until `server` answers others with the error `code`.
+fn refused_with(server: &Server, code: &str) {
     let mut probe = server.conn();
     wait_until(
-        "the server answers LOADING",
+        &format!("the server answers {code}"),
         Duration::from_secs(20),
         || {
             matches!(
                 redis::cmd("PING").query::<String>(&mut probe),
-                Err(e) if e.code() == Some("LOADING")
+                Err(e) if e.code() == Some(code)
             )
         },
     );
-    reloading
 }
