@@ -161,6 +161,14 @@ impl Watcher {
         self.killed_job
     }
 
+    /// Whether a watcher of this run has killed the command (a kill
+    /// margin before the lease's deadline, this process alive but stopped
+    /// or stuck).
+    pub fn has_killed_job(&mut self) -> bool {
+        self.exited();
+        self.killed_job
+    }
+
     /// Tells the watcher the lease's local deadline, when it changed.
     pub fn deadline(&mut self, until: Instant) -> io::Result<()> {
         if self.sent == Some(until) {

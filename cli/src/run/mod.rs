@@ -119,11 +119,7 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
             // it) in time. Not the command's own ending: a loss.
             watcher.done();
             drop(guard);
-            say!(
-                "redmutex: the watcher process killed the command: the lease of lock {:?} was \
-                 not renewed in time (redmutex was stopped or stuck)",
-                args.key
-            );
+            say!("redmutex: {}", killed_by_watcher(args));
             ExitCode::from(LOST)
         }
         Ok((status, true)) => {
@@ -148,12 +144,20 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
                 &signals,
                 Some((&mut watcher, &guard)),
             );
+            // A watcher that killed the job first (this process was
+            // stopped past its kill point) is the story, not what this
+            // process found when it resumed.
+            let why = if watcher.has_killed_job() {
+                killed_by_watcher(args)
+            } else {
+                format!("{why}: the command was stopped")
+            };
             watcher.done();
             if let Some(t) = &terminal {
                 t.give_back(group);
             }
             end_lease(guard, emptied);
-            say!("redmutex: {why}: the command was stopped");
+            say!("redmutex: {why}");
             if !emptied {
                 say_stuck(args);
             }
@@ -182,6 +186,15 @@ fn end_lease(guard: Guard, emptied: bool) {
         // either, since dropping releases.
         std::mem::forget(guard);
     }
+}
+
+/// The message when the watcher killed the command.
+fn killed_by_watcher(args: &RunArgs) -> String {
+    format!(
+        "the watcher process killed the command: the lease of lock {:?} was not renewed in \
+         time (redmutex was stopped or stuck)",
+        args.key
+    )
 }
 
 /// The message when the group did not empty after its SIGKILL.
