@@ -2,7 +2,8 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches};
 
 use crate::args::{Cli, Command};
 use crate::connect::locker;
@@ -11,14 +12,21 @@ use crate::{operate, run, verbose, watch};
 
 /// Runs the command line's command and returns its exit code.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|matches| Ok((Cli::from_arg_matches(&matches)?, matches)));
+    let (mut cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             let code = if e.use_stderr() { USAGE } else { 0 };
             let _ = e.print();
             return ExitCode::from(code);
         }
     };
+    // Messages say where the URL came from (it may be the environment's).
+    if let (Some(server), Some((_, sub))) = (cli.command.server_mut(), matches.subcommand()) {
+        server.from_env = sub.value_source("url") == Some(ValueSource::EnvVariable);
+    }
     match cli.command {
         Command::Holder(args) => operate::holder(&args),
         Command::List(args) => operate::list(&args),

@@ -120,6 +120,21 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// The server options of the command, if it talks to one.
+    pub fn server_mut(&mut self) -> Option<&mut Server> {
+        match self {
+            Command::Run(a) => Some(&mut a.server),
+            Command::Holder(a) => Some(&mut a.server),
+            Command::List(a) => Some(&mut a.server),
+            Command::Break(a) => Some(&mut a.server),
+            Command::Audit(a) => Some(&mut a.server),
+            Command::Leader(a) | Command::Observe(a) => Some(&mut a.server),
+            Command::Watch { .. } => None,
+        }
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct Server {
     /// The Redis server [default: $REDIS_URL, else redis://127.0.0.1:6379/]
@@ -135,6 +150,9 @@ pub struct Server {
     /// A prefix for the key in Redis [default: none: the key as given]
     #[arg(long)]
     pub prefix: Option<String>,
+    /// Whether `url` came from `$REDIS_URL` (set after parsing).
+    #[arg(skip)]
+    pub from_env: bool,
 }
 
 #[derive(Args, Debug)]

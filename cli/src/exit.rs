@@ -21,19 +21,27 @@ pub fn usage(message: &str) -> ExitCode {
     ExitCode::from(USAGE)
 }
 
-/// The exit code of a failed call, said on stderr: a usage error for bad
+/// The exit code of a failed call to the server `server` (its URL as
+/// shown, see `connect::shown`), said on stderr: a usage error for bad
 /// input, else Redis unavailable.
-pub fn failed(e: &redmutex::Error) -> ExitCode {
+pub fn failed(e: &redmutex::Error, server: &str) -> ExitCode {
     match e {
         redmutex::Error::InvalidInput(m) => usage(m),
         e => {
-            say!("redmutex: {e}{}", source(e));
+            say!("redmutex: {server}: {}", chain(e));
             ExitCode::from(UNAVAILABLE)
         }
     }
 }
 
-/// `: <cause>` for an error with a source, to say what went wrong.
-pub fn source(e: &dyn std::error::Error) -> String {
-    e.source().map(|s| format!(": {s}")).unwrap_or_default()
+/// `e` and each of its causes, joined by `: `, as one line.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        line.push_str(": ");
+        line.push_str(&c.to_string());
+        cause = c.source();
+    }
+    line
 }

@@ -5,8 +5,8 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use crate::args::{AuditArgs, BreakArgs, HolderArgs, LeaderArgs, ListArgs};
-use crate::connect::locker;
-use crate::exit::{failed, source, usage, UNAVAILABLE};
+use crate::connect::{locker, shown};
+use crate::exit::{chain, failed, usage, UNAVAILABLE};
 use crate::{holder, leader, ops};
 
 /// `redmutex holder`.
@@ -17,7 +17,7 @@ pub fn holder(args: &HolderArgs) -> ExitCode {
     };
     let info = match locker.holder(&args.key) {
         Ok(info) => info,
-        Err(e) => return failed(&e),
+        Err(e) => return failed(&e, &shown(&args.server)),
     };
     let waiters = info.as_ref().map_or(0, |i| i.waiters().len());
     let waiters = u64::try_from(waiters).unwrap_or(u64::MAX);
@@ -42,7 +42,7 @@ pub fn list(args: &ListArgs) -> ExitCode {
     };
     let holds = match locker.locks_matching(args.pattern.as_deref().unwrap_or("*")) {
         Ok(holds) => holds,
-        Err(e) => return failed(&e),
+        Err(e) => return failed(&e, &shown(&args.server)),
     };
     print(&if args.json {
         ops::json(&holds)
@@ -67,7 +67,7 @@ pub fn break_lock(args: &BreakArgs) -> ExitCode {
             print("free: nothing broken\n");
             ExitCode::from(1)
         }
-        Err(e) => failed(&e),
+        Err(e) => failed(&e, &shown(&args.server)),
     }
 }
 
@@ -89,7 +89,7 @@ pub fn audit(args: &AuditArgs) -> ExitCode {
             });
             ExitCode::SUCCESS
         }
-        Err(e) => failed(&e),
+        Err(e) => failed(&e, &shown(&args.server)),
     }
 }
 
@@ -139,7 +139,7 @@ pub fn show_leader(args: &LeaderArgs) -> ExitCode {
             }
         }
         Err(e) => {
-            say!("redmutex: {e}{}", source(&e));
+            say!("redmutex: {}: {}", shown(&args.server), chain(&e));
             ExitCode::from(UNAVAILABLE)
         }
     }
@@ -154,7 +154,7 @@ pub fn observe(args: &LeaderArgs) -> ExitCode {
     let observer = match election.observe() {
         Ok(o) => o,
         Err(e) => {
-            say!("redmutex: {e}{}", source(&e));
+            say!("redmutex: {}: {}", shown(&args.server), chain(&e));
             return ExitCode::from(UNAVAILABLE);
         }
     };
@@ -167,7 +167,7 @@ pub fn observe(args: &LeaderArgs) -> ExitCode {
             }
             // Said, and followed on: the observer goes on from where it was
             // once Redis answers again.
-            Err(e) => say!("redmutex: {e}{}", source(&e)),
+            Err(e) => say!("redmutex: {}: {}", shown(&args.server), chain(&e)),
         }
     }
     ExitCode::SUCCESS

@@ -21,12 +21,19 @@ fn an_unreachable_server_is_named_without_its_password() {
         &["run", "-w", "1s", "ukey", "--", "true"],
     ] {
         for from_env in [true, false] {
-            let mut cmd = s.cmd(args);
-            if from_env {
+            let option = format!("--url={url}");
+            let mut cmd = if from_env {
+                let mut cmd = s.cmd(args);
                 cmd.env("REDIS_URL", &url);
+                cmd
             } else {
-                cmd.env_remove("REDIS_URL").arg(format!("--url={url}"));
-            }
+                // The option after the subcommand's name, before its key.
+                let mut with_url = args.to_vec();
+                with_url.insert(1, &option);
+                let mut cmd = s.cmd(&with_url);
+                cmd.env_remove("REDIS_URL");
+                cmd
+            };
             let out = cmd.output().unwrap();
             let said = String::from_utf8_lossy(&out.stderr);
             assert_eq!(code(&out), 69, "{args:?}: {out:?}");

@@ -28,7 +28,8 @@ use self::stop::{kill_at, stop_group, supervise};
 use self::take::take;
 use self::terminal::Terminal;
 use crate::args::{kill_grace, kill_margin, RunArgs};
-use crate::exit::{source, LOST, UNAVAILABLE};
+use crate::connect::shown;
+use crate::exit::{chain, LOST, UNAVAILABLE};
 use crate::watch::Watcher;
 
 /// `redmutex run`: takes the lock, starts the watcher, runs the command,
@@ -234,9 +235,10 @@ fn finish(guard: Guard, status: ExitStatus, args: &RunArgs, taken_at: Instant) -
             // The lock was ours throughout as far as anyone can tell; it
             // expires at its TTL.
             say!(
-                "redmutex: releasing lock {:?} failed, it expires by itself: {e}{}",
+                "redmutex: releasing lock {:?} failed, it expires by itself: {}: {}",
                 args.key,
-                source(&e)
+                shown(&args.server),
+                chain(&e)
             );
             ExitCode::from(code)
         }

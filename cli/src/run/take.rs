@@ -10,7 +10,8 @@ use redmutex::{Error, Guard, Locker};
 
 use super::signals::signalled;
 use crate::args::RunArgs;
-use crate::exit::{failed, source, UNAVAILABLE};
+use crate::connect::shown;
+use crate::exit::{chain, failed, UNAVAILABLE};
 
 /// The first pause after a connection error while waiting; it doubles
 /// after each error in a row, up to [`MOST_PAUSE`].
@@ -40,7 +41,7 @@ pub fn take(
             return Err(ExitCode::from(args.conflict_exit_code));
         }
         Ok(None) => {}
-        Err(e) => return Err(failed(&e)),
+        Err(e) => return Err(failed(&e, &shown(&args.server))),
     }
     let deadline = args.wait.and_then(|w| start.checked_add(w));
     let mut last: Option<Error> = None;
@@ -55,12 +56,12 @@ pub fn take(
             Err(Error::Timeout { .. }) => return Err(gave_up(locker, args, start, last.as_ref())),
             Err(Error::Cancelled { .. }) => return Err(signalled(signals)),
             Err(e) if e.is_connection() => e,
-            Err(e) => return Err(failed(&e)),
+            Err(e) => return Err(failed(&e, &shown(&args.server))),
         };
         log::warn!(
             target: "redmutex::run",
-            "lock {key:?}: waiting goes on after an error, retried in {pause:?}: {error}{}",
-            source(&error)
+            "lock {key:?}: waiting goes on after an error, retried in {pause:?}: {}",
+            chain(&error)
         );
         last = Some(error);
         let wake = deadline.map_or(pause, |d| {
@@ -85,9 +86,10 @@ fn gave_up(locker: &Locker, args: &RunArgs, start: Instant, last: Option<&Error>
         Err(e) if e.is_connection() => {
             let last = last.unwrap_or(&e);
             say!(
-                "redmutex: gave up on lock {key:?} after waiting {waited:?}: Redis cannot be \
-                 reached: {last}{}",
-                source(last)
+                "redmutex: gave up on lock {key:?} after waiting {waited:?}: Redis at {} cannot \
+                 be reached: {}",
+                shown(&args.server),
+                chain(last)
             );
             ExitCode::from(UNAVAILABLE)
         }
@@ -102,7 +104,7 @@ fn gave_up(locker: &Locker, args: &RunArgs, start: Instant, last: Option<&Error>
                 _ => String::new(),
             };
             let error = last.map_or(String::new(), |e| {
-                format!(" (an error on the way: {e}{})", source(e))
+                format!(" (an error on the way: {})", chain(e))
             });
             say!("redmutex: lock {key:?} is busy: waited {waited:?}{held}{error}");
             ExitCode::from(args.conflict_exit_code)
