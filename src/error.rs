@@ -525,6 +525,27 @@ mod tests {
     }
 
     #[test]
+    fn io_words_read_as_part_of_a_sentence() {
+        assert_eq!(
+            plain_io("Connection refused (os error 111)"),
+            "connection refused"
+        );
+        assert_eq!(
+            plain_io("failed to lookup address information"),
+            "failed to lookup address information"
+        );
+        assert_eq!(plain_io(""), "");
+        let refused = Error::Redis(redis::RedisError::from(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )));
+        assert_eq!(
+            refused.to_string(),
+            "cannot reach redis: connection refused"
+        );
+        assert!(std::error::Error::source(&refused).is_none());
+    }
+
+    #[test]
     fn helpers_sort_errors() {
         let timeout = Error::Timeout {
             key: "k".into(),
