@@ -17,7 +17,7 @@ use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitCode, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use redmutex::{Error, Guard, Locker};
@@ -119,7 +119,7 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
             // The watcher killed it: this process did not renew (or tell
             // it) in time. Not the command's own ending: a loss.
             watcher.done();
-            drop(guard);
+            end_lease(guard, true);
             say!("redmutex: {}", killed_by_watcher(args));
             ExitCode::from(LOST)
         }
@@ -167,12 +167,40 @@ pub fn run(locker: &Locker, args: &RunArgs) -> ExitCode {
     }
 }
 
+/// How long the end of a hold after a stop waits for Redis at most: the
+/// job was stopped because the lease could not be promised, most often
+/// because Redis cannot be reached, where a release would wait out the
+/// pool's checkout timeout (2 s) for nothing. Past this, the key expires
+/// by itself at the lease's end, as it would after a failed release.
+const END_AFTER_STOP: Duration = Duration::from_millis(500);
+
+/// Ends the hold after a stop (see [`end_lease_now`]) on a thread of its
+/// own, waiting for it at most [`END_AFTER_STOP`]: this process exits
+/// soon after its job, whatever Redis does. Without a thread, it ends
+/// the hold here.
+fn end_lease(guard: Guard, emptied: bool) {
+    let (done, ended) = mpsc::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("release".into())
+        .spawn(move || {
+            end_lease_now(guard, emptied);
+            let _ = done.send(());
+        });
+    if spawned.is_ok() && ended.recv_timeout(END_AFTER_STOP).is_err() {
+        log::warn!(
+            target: "redmutex::run",
+            "the release was not confirmed within {END_AFTER_STOP:?}: the lock expires by \
+             itself at the lease's end"
+        );
+    }
+}
+
 /// Ends the hold after a stop: released when the group has exited; else
 /// (a process of it outlived its SIGKILL: in uninterruptible sleep, or
 /// slow to exit) not released but no longer renewed: the key is left to
 /// expire at the lease's local deadline (owner checked, no DEL), so the
 /// lock is not given away before the lease would have ended anyway.
-fn end_lease(guard: Guard, emptied: bool) {
+fn end_lease_now(guard: Guard, emptied: bool) {
     if emptied {
         drop(guard);
         return;
