@@ -166,8 +166,9 @@ pub struct RunArgs {
     /// Give up at once when the lock is busy.
     #[arg(short = 'n', long, conflicts_with = "wait")]
     pub nonblock: bool,
-    /// Give up when the lock is still busy after this long [default: wait
-    /// until it is free].
+    /// Give up when the lock is still busy after this long: 1.5s, 2m,
+    /// 1h30m, or a number of seconds as flock -w takes it (10) [default:
+    /// wait until it is free].
     #[arg(short = 'w', long, value_parser = duration)]
     pub wait: Option<Duration>,
     /// After a lost lease (or --max-hold), SIGKILL the command's process
