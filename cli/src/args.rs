@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::duration::duration;
+use crate::duration::{duration, show};
 use crate::exit::BUSY;
 
 const EXIT_CODES: &str = "\
@@ -305,18 +305,21 @@ impl RunArgs {
             // does not: below this, the run would start the job and
             // then stop it (or its watcher kill it) with the lease fine.
             return Err(format!(
-                "--ttl {:?} is below the command's minimum of {:?}: the kill grace (a third \
-                 of the TTL) plus the kill margin ({margin:?}) must fit in half the TTL",
-                self.ttl, MIN_TTL
+                "--ttl {} is below the command's minimum of {}: the kill grace (a third of the \
+                 TTL) plus the kill margin ({}) must fit in half the TTL",
+                show(self.ttl),
+                show(MIN_TTL),
+                show(margin)
             ));
         }
         if let Some(grace) = self.kill_grace {
             if grace.saturating_add(margin) > self.ttl / 2 {
                 return Err(format!(
-                    "--kill-grace {grace:?} plus the kill margin ({margin:?}) must be at most \
-                     half the TTL ({:?}), so that the command is stopped before the lease \
-                     could run out",
-                    self.ttl
+                    "--kill-grace {} plus the kill margin ({}) must be at most half the TTL ({}), \
+                     so that the command is stopped before the lease could run out",
+                    show(grace),
+                    show(margin),
+                    show(self.ttl / 2)
                 ));
             }
         }

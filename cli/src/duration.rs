@@ -70,9 +70,64 @@ fn to_duration(nanos: u128) -> Option<Duration> {
     Some(Duration::new(secs, sub))
 }
 
+/// `d` as the command's options take it, the way a person writes it:
+/// `0s`, `250ms`, `1.5s`, `1m30s`, `1h30m` (to the millisecond; below a
+/// second, to the microsecond).
+pub fn show(d: Duration) -> String {
+    if d.is_zero() {
+        return "0s".to_owned();
+    }
+    if d < Duration::from_secs(1) {
+        let micros = d.as_micros();
+        return format!("{}{}ms", micros / 1000, fraction(micros % 1000, 3));
+    }
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    let millis = d.subsec_millis();
+    if s > 0 || millis > 0 {
+        out.push_str(&format!("{s}{}s", fraction(u128::from(millis), 3)));
+    }
+    out
+}
+
+/// `.` and the `digits`-digit fraction `part`, its trailing zeros left
+/// out; nothing for zero.
+fn fraction(part: u128, digits: usize) -> String {
+    if part == 0 {
+        return String::new();
+    }
+    let text = format!("{part:0digits$}");
+    format!(".{}", text.trim_end_matches('0'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_are_shown_as_written() {
+        for text in [
+            "0s", "250ms", "0.5ms", "1s", "1.5s", "30s", "1m30s", "1h30m", "2h", "1h0m1s",
+        ] {
+            let d = duration(text).unwrap();
+            let shown = show(d);
+            assert_eq!(duration(&shown), Ok(d), "{text} shown as {shown}");
+        }
+        assert_eq!(show(Duration::from_secs(5400)), "1h30m");
+        assert_eq!(show(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(show(Duration::from_millis(3_021)), "3.021s");
+        assert_eq!(show(Duration::from_secs(10) / 3), "3.333s");
+        assert_eq!(show(Duration::from_secs(1) / 3), "333.333ms");
+        assert_eq!(show(Duration::from_nanos(1)), "0ms");
+        assert_eq!(show(Duration::from_secs(3601)), "1h1s");
+    }
 
     #[test]
     fn durations() {

@@ -29,6 +29,7 @@ use self::take::take;
 use self::terminal::Terminal;
 use crate::args::{kill_grace, kill_margin, RunArgs};
 use crate::connect::shown;
+use crate::duration::show;
 use crate::exit::{chain, LOST, UNAVAILABLE};
 use crate::watch::Watcher;
 
@@ -189,8 +190,9 @@ fn end_lease(guard: Guard, emptied: bool) {
     if spawned.is_ok() && ended.recv_timeout(END_AFTER_STOP).is_err() {
         log::warn!(
             target: "redmutex::run",
-            "the release was not confirmed within {END_AFTER_STOP:?}: the lock expires by \
-             itself at the lease's end"
+            "the release was not confirmed within {}: the lock expires by itself at the \
+             lease's end",
+            show(END_AFTER_STOP)
         );
     }
 }
@@ -229,9 +231,9 @@ fn killed_by_watcher(args: &RunArgs) -> String {
 /// The message when the group did not empty after its SIGKILL.
 fn say_stuck(args: &RunArgs) {
     say!(
-        "redmutex: processes of the command's group were still alive {:?} after SIGKILL: lock \
+        "redmutex: processes of the command's group were still alive {} after SIGKILL: lock \
          {:?} is not released, it expires at the lease's end",
-        kill_grace(args),
+        show(kill_grace(args)),
         args.key
     );
 }

@@ -11,6 +11,7 @@ use redmutex::{Error, Guard, Locker};
 use super::signals::signalled;
 use crate::args::RunArgs;
 use crate::connect::shown;
+use crate::duration::show;
 use crate::exit::{chain, failed, UNAVAILABLE};
 
 /// The first pause after a connection error while waiting; it doubles
@@ -60,7 +61,8 @@ pub fn take(
         };
         log::warn!(
             target: "redmutex::run",
-            "lock {key:?}: waiting goes on after an error, retried in {pause:?}: {}",
+            "lock {key:?}: waiting goes on after an error, retried in {}: {}",
+            show(pause),
             chain(&error)
         );
         last = Some(error);
@@ -86,8 +88,9 @@ fn gave_up(locker: &Locker, args: &RunArgs, start: Instant, last: Option<&Error>
         Err(e) if e.is_connection() => {
             let last = last.unwrap_or(&e);
             say!(
-                "redmutex: gave up on lock {key:?} after waiting {waited:?}: Redis at {} cannot \
-                 be reached: {}",
+                "redmutex: gave up on lock {key:?} after waiting {}: Redis at {} cannot be \
+                 reached: {}",
+                show(waited),
                 shown(&args.server),
                 chain(last)
             );
@@ -106,7 +109,10 @@ fn gave_up(locker: &Locker, args: &RunArgs, start: Instant, last: Option<&Error>
             let error = last.map_or(String::new(), |e| {
                 format!(" (an error on the way: {})", chain(e))
             });
-            say!("redmutex: lock {key:?} is busy: waited {waited:?}{held}{error}");
+            say!(
+                "redmutex: lock {key:?} is busy: waited {}{held}{error}",
+                show(waited)
+            );
             ExitCode::from(args.conflict_exit_code)
         }
     }
