@@ -302,7 +302,7 @@ fn chain(e: &Error) -> Vec<String> {
 fn assert_said_once(e: &Error) {
     let levels = chain(e);
     for (i, lower) in levels.iter().enumerate().skip(1) {
-        for upper in &levels[..i] {
+        for upper in levels.iter().take(i) {
             assert!(
                 !upper.contains(lower.as_str()),
                 "said twice: {lower:?} is already in {upper:?} (chain {levels:?})"
