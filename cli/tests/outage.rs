@@ -35,6 +35,22 @@ fn stop_and_exit_times(s: &Setup, run: &mut Child) -> (Instant, Instant) {
     }
 }
 
+/// A run (with `extra` options) of a job that stops on SIGTERM, and Redis
+/// killed under it: the run's output (exit 70 checked), when the job was
+/// told to stop and when the run had exited.
+fn outage(name: &str, extra: &[&str]) -> (Setup, std::process::Output, Instant, Instant) {
+    let mut s = setup(name);
+    let mut args = vec!["run", "--ttl", "3s"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["okey", "--", "sh", "-c", STOPS_ON_TERM]);
+    let mut run = s.start(&args);
+    s.server.kill();
+    let (term, exited) = stop_and_exit_times(&s, &mut run);
+    let out = finish(run);
+    assert_eq!(code(&out), 70, "{out:?}");
+    (s, out, term, exited)
+}
+
 /// Redis is killed under a running job: once the lease can no longer be
 /// promised the job gets SIGTERM, and `redmutex` exits within a second or
 /// so of that, not after waiting out the release's checkout timeout (2 s)
@@ -43,21 +59,7 @@ fn stop_and_exit_times(s: &Setup, run: &mut Child) -> (Instant, Instant) {
 /// behaviour, which never took less than the checkout timeout.
 #[test]
 fn redmutex_exits_soon_after_stopping_its_job_when_redis_stops() {
-    let mut s = setup("outage-exit");
-    let mut run = s.start(&[
-        "run",
-        "--ttl",
-        "3s",
-        "okey",
-        "--",
-        "sh",
-        "-c",
-        STOPS_ON_TERM,
-    ]);
-    s.server.kill();
-    let (term, exited) = stop_and_exit_times(&s, &mut run);
-    let out = finish(run);
-    assert_eq!(code(&out), 70, "{out:?}");
+    let (s, out, term, exited) = outage("outage-exit", &[]);
     assert!(
         s.file("out").exists(),
         "the job was not told to stop: {out:?}"
@@ -74,22 +76,7 @@ fn redmutex_exits_soon_after_stopping_its_job_when_redis_stops() {
 /// connection attempt: 18 identical "Connection refused" lines before).
 #[test]
 fn verbose_says_each_line_once_with_repeats_counted() {
-    let mut s = setup("outage-verbose");
-    let mut run = s.start(&[
-        "run",
-        "-v",
-        "--ttl",
-        "3s",
-        "vokey",
-        "--",
-        "sh",
-        "-c",
-        STOPS_ON_TERM,
-    ]);
-    s.server.kill();
-    let _ = stop_and_exit_times(&s, &mut run);
-    let out = finish(run);
-    assert_eq!(code(&out), 70, "{out:?}");
+    let (_s, out, _, _) = outage("outage-verbose", &["-v"]);
     let said = String::from_utf8_lossy(&out.stderr);
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for line in said.lines() {

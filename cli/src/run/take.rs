@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use redmutex::{Error, Guard, Locker};
+use redmutex::{Error, Guard, LockInfo, Locker};
 
 use super::signals::signalled;
 use crate::args::RunArgs;
@@ -98,12 +98,7 @@ fn gave_up(locker: &Locker, args: &RunArgs, start: Instant, last: Option<&Error>
         }
         holder => {
             let held = match holder {
-                Ok(Some(info)) => format!(
-                    "; held by {:?}, {} ms left, fencing token {}",
-                    info.metadata(),
-                    info.ttl().as_millis(),
-                    info.fencing_token()
-                ),
+                Ok(Some(info)) => format!("; {}", held_by(&info)),
                 _ => String::new(),
             };
             let error = last.map_or(String::new(), |e| {
@@ -118,15 +113,21 @@ fn gave_up(locker: &Locker, args: &RunArgs, start: Instant, last: Option<&Error>
     }
 }
 
-/// `; held by ...` for a busy message: who holds `key`, if that can be told.
+/// `: held by ...` for a busy message: who holds `key`, if that can be
+/// told.
 fn holder_of(locker: &Locker, key: &str) -> String {
     match locker.holder(key) {
-        Ok(Some(info)) => format!(
-            ": held by {:?}, {} ms left, fencing token {}",
-            info.metadata(),
-            info.ttl().as_millis(),
-            info.fencing_token()
-        ),
+        Ok(Some(info)) => format!(": {}", held_by(&info)),
         _ => String::new(),
     }
+}
+
+/// `held by <metadata>, <ms> ms left, fencing token <n>`.
+fn held_by(info: &LockInfo) -> String {
+    format!(
+        "held by {:?}, {} ms left, fencing token {}",
+        info.metadata(),
+        info.ttl().as_millis(),
+        info.fencing_token()
+    )
 }
