@@ -212,8 +212,12 @@ pub enum Error {
     /// No pooled connection could be had within the checkout timeout (the
     /// server is down, or every connection is busy). The message says why
     /// the last connection attempt failed (`connection refused`, `timed
-    /// out`), when one did; the r2d2 error is in the field, not repeated as
-    /// `source()`.
+    /// out`) when r2d2 kept that for this call: it keeps the last one for
+    /// the next checkout that gives up, so of several calls waiting at once
+    /// (or a checkout timeout shorter than r2d2's pause between attempts,
+    /// up to half its own connection timeout) one is told, the others say
+    /// only that no connection was free or made in time. The r2d2 error is
+    /// in the field, not repeated as `source()`.
     ///
     /// Returned by every method that talks to Redis.
     #[error("no redis connection within the checkout timeout: {}", pool_cause(.0))]
