@@ -261,8 +261,8 @@ impl Error {
 
     /// Whether Redis could not be reached or did not answer in time: no
     /// pooled connection within the checkout timeout, a connection refused,
-    /// cut or timed out, or (with several instances) too few of them
-    /// answering. The lock's state is unknown to this process; a guard
+    /// cut or timed out ([`Error::Unreachable`] from `Locker::open` too),
+    /// or (with several instances) too few of them answering. The lock's state is unknown to this process; a guard
     /// stays valid until its deadline unless renewed.
     ///
     /// ```no_run
