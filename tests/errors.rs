@@ -311,14 +311,21 @@ fn assert_said_once(e: &Error) {
     }
 }
 
+/// The port of a server that was started and stopped: nothing listens
+/// there now.
+fn closed_port() -> u16 {
+    let mut server = Server::start();
+    let port = server.port();
+    server.kill();
+    port
+}
+
 /// A server that stopped: its port refuses connections. `Locker::open`
 /// says so at once, with the address (never the password), as fast as it
 /// tells a wrong password.
 #[test]
 fn a_closed_port_is_told_at_once_with_its_address() {
-    let mut server = Server::start();
-    let port = server.port();
-    server.kill();
+    let port = closed_port();
     let url = format!("redis://:{PASSWORD}@127.0.0.1:{port}/");
     let (opened, took) = common::timed(|| Locker::open(&url));
     let e = opened.unwrap_err();
@@ -388,10 +395,7 @@ fn a_stopped_server_is_told_with_the_cause() {
 /// checkout timeout.
 #[test]
 fn a_pool_to_a_closed_port_says_the_connection_was_refused() {
-    let mut server = Server::start();
-    let port = server.port();
-    server.kill();
-    let url = format!("redis://127.0.0.1:{port}/");
+    let url = format!("redis://127.0.0.1:{}/", closed_port());
     let locker = Locker::builder(redmutex::pool(&url).unwrap())
         .checkout_timeout(Duration::from_millis(300))
         .build()
