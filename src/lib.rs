@@ -24,7 +24,7 @@
 // config.rs           the frozen `Config`, the `Topology` decided once, the duration checks
 // defaults.rs         every default and limit (`DEFAULT_*`, `MAX_TTL`, ...); imports nothing
 // error.rs            `Error`, with `is_timeout` / `is_connection`
-// open.rs             URLs checked and told in words, the password check of `open`,
+// open.rs             URLs checked and told in words, the server and password check of `open`,
 //                     the Sentinel and Cluster pools
 // backoff.rs          `Backoff`, retry delays as pure functions
 // raw/                the mechanism, on every instance (asked in parallel), decided by quorum.rs:
