@@ -206,11 +206,11 @@ impl Builder {
         self
     }
 
-    /// The longest a guard's watchdog keeps its lease alive: once `hold`
-    /// has passed since the grant, it stops renewing, the lease runs out at
-    /// its deadline (at most a TTL later), and the guard becomes lost, with a
-    /// `warn` log event (target `redmutex::renew`) saying why. A job that
-    /// hangs then cannot keep the lock forever. Defaults to none.
+    /// The longest a guard's watchdog keeps its lease alive: once `hold` has passed since the
+    /// grant, it stops renewing, the lease runs out at its deadline (at most a TTL later), and the
+    /// guard becomes lost, with a `warn` log event (target `redmutex::renew`) saying why. A job
+    /// that hangs, or a guard never dropped (see `Guard`'s "Resource leaking"), a leadership too,
+    /// then cannot keep the lock forever. Defaults to none.
     ///
     /// ```no_run
     /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
@@ -442,10 +442,10 @@ impl Builder {
     /// keep their queue order through the delay, and come back when it ends
     /// (the refusal says when) rather than at their backoff.
     ///
-    /// An acquire timeout shorter than the delay gives up before the
-    /// delay ends (with [`Error::Timeout`]); give waiters a timeout longer
-    /// than the delay plus the TTL. With Redlock each master applies the
-    /// delay to its own keys. Defaults to zero: no delay, as before.
+    /// An acquire timeout shorter than the delay gives up before the delay ends (with
+    /// [`Error::Timeout`]); give waiters a timeout longer than the delay plus the TTL. With
+    /// Redlock each master applies the delay to its own keys. Elections too: a vanished leader
+    /// may be paused. Defaults to zero: no delay, as before.
     ///
     /// ```no_run
     /// # let pool = redmutex::pool("redis://127.0.0.1/")?;

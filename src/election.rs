@@ -25,7 +25,10 @@ use crate::Error;
 /// the next candidate at once, and one that dies (killed, its host gone)
 /// is replaced when its lease runs out (the locker's TTL, 30 s by default),
 /// plus at most a dead waiter's stay when the first candidate queued died
-/// too.
+/// too, and plus the locker's [`lock_delay`](crate::Builder::lock_delay)
+/// if it has one: a leader that vanished without resigning may only be
+/// paused (GC, swap, a suspended VM), and act as leader when it wakes; the
+/// delay lets what it writes then land before its successor leads.
 ///
 /// An operator sees the leader in [`Locker::locks`] (kind
 /// [`LockKind::Leader`](crate::LockKind::Leader), named
@@ -297,8 +300,12 @@ impl Election {
 /// watchdog. Made by [`Election::campaign`] and its kin.
 ///
 /// Dropping it resigns, as [`resign`](Leadership::resign) does, errors
-/// logged (as a guard's drop releases). `Send` and `Sync`: it may be
-/// moved to, or shared with, the thread that does the leader's work.
+/// logged (as a guard's drop releases). One never dropped
+/// (`std::mem::forget`) leads for as long as its process lives, renewed
+/// by its watchdog, unless the locker has a
+/// [`max_hold`](crate::Builder::max_hold) (see the [`Guard`] docs'
+/// "Resource leaking"). `Send` and `Sync`: it may be moved to, or shared
+/// with, the thread that does the leader's work.
 ///
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

@@ -44,9 +44,25 @@ pub use downgrade::DowngradeError;
 ///
 /// # Resource leaking
 ///
-/// A guard that is never dropped (`std::mem::forget`, a process killed, an
-/// abort on panic) leaves its key in Redis; with no watchdog renewing it, it
-/// expires after at most one TTL, and others get the lock then.
+/// A guard that is never dropped while its process lives
+/// (`std::mem::forget`, `Box::leak`, a reference cycle of `Arc`s) keeps its
+/// watchdog, which renews the lease for as long as the process lives: the
+/// lock stays held, and nobody else gets it. [`Builder::max_hold`]
+/// bounds even that: once `max_hold` has passed since the grant the
+/// watchdog stops renewing, and the key expires at most one lease later
+/// (the TTL, or the one of the guard's last [`extend`](Guard::extend)),
+/// whether the guard was forgotten or is still in use. This holds
+/// for every guard: a lock's, a permit's, a read or the write hold's, and a
+/// [`Leadership`](crate::Leadership)'s (a forgotten leader is never
+/// replaced without it).
+///
+/// A guard whose process ends without dropping it (killed, an abort on
+/// panic), or one never dropped with no watchdog
+/// ([`Builder::watchdog`]`(false)`), leaves its key in Redis until its
+/// lease runs out: at most one lease, and others get the lock then.
+///
+/// [`Builder::max_hold`]: crate::Builder::max_hold
+/// [`Builder::watchdog`]: crate::Builder::watchdog
 ///
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -242,15 +258,17 @@ impl Guard {
     /// that wakes up and writes is refused, where a write after
     /// [`ensure_held`](Guard::ensure_held) would land. Returns every
     /// command's reply, in order. Blocks for two round trips: one to learn
-    /// the commands' keys (`COMMAND GETKEYS` and `COMMAND INFO`; on a
-    /// Cluster, one per command and one more), then the script, each
-    /// within the I/O timeout, after a checkout within its timeout; and
-    /// when the script finds the lock gone, one more (with its own
-    /// checkout) to read whether an operator broke it, so that the loss is
+    /// the commands' keys (a script that asks `COMMAND GETKEYS` of each
+    /// command and `COMMAND INFO` of their names, and replies once, however
+    /// many the commands), then the script, each within the I/O timeout,
+    /// after a checkout within its timeout: so at most a checkout and two
+    /// I/O timeouts on a hung server, whatever the pipeline's length. When
+    /// the script finds the lock gone, one more (with its own checkout and
+    /// I/O timeout) reads whether an operator broke it, so that the loss is
     /// told as a break (see [`lost_reason`](Guard::lost_reason)).
     ///
     /// - **Keys.** The commands' keys are asked of the server first (one
-    ///   round trip for all of them) and declared to the script, as Redis
+    ///   round trip for all of them, on a Cluster too) and declared to the script, as Redis
     ///   wants, so Cluster routing and ACL key rules apply to them: a key an
     ///   ACL user may not touch refuses the whole script (`NOPERM`, as
     ///   [`Error::Redis`]) before any command runs. The question of the

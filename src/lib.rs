@@ -27,7 +27,7 @@
 // config.rs           the frozen `Config`, the `Topology` decided once, the duration checks
 // defaults.rs         every default and limit (`DEFAULT_*`, `MAX_TTL`, ...); imports nothing
 // error.rs            `Error`, with `is_timeout` / `is_connection`
-// open.rs             URLs checked and told in words, the password check of `open`,
+// open.rs             URLs checked and told in words, the server and password check of `open`,
 //                     the Sentinel and Cluster pools
 // backoff.rs          `Backoff`, retry delays as pure functions
 // raw/                the mechanism, on every instance (asked in parallel), decided by quorum.rs:
@@ -51,6 +51,7 @@
 //                     connection lent to the listener
 //   nodes.rs          a cluster's nodes: the master of a slot, a connection to one node
 //   pool.rs           `pool()`, `pool_with()`, `SocketTimeouts`
+//   sent.rs           a request written now, its reply read later (Redlock's lock and unlock)
 // server.rs           what a server must offer (version, scripting), told at first use
 // protocol/           what is kept in Redis and said to it:
 //   keys.rs           the key layout (lock, counter, queue, waiters, marks, audit, channel)
@@ -64,7 +65,7 @@
 //   replies.rs        every script reply parsed; the lock value built and parsed
 //   slots.rs          cluster hash slots and hash tags
 //   commands.rs       a caller's commands for a script: their args, their keys (COMMAND
-//                     GETKEYS), the script's replies read back
+//                     GETKEYS, asked in one script), the script's replies read back
 // lease/              a lease and what keeps it:
 //   mod.rs            `Lease`, the local view (deadline, state, renewal serialized)
 //   state.rs          `LeaseState`, `LeaseChange`, the callback, the lease's changes of state

@@ -123,26 +123,32 @@ impl Locker {
     }
 
     /// `Locker::new(redmutex::pool(url)?)`: default settings over a pool
-    /// made for locking, after one connection that checks the password.
+    /// made for locking, after one connection that checks the server and
+    /// the password.
     ///
     /// That connection (a `PING`, then closed) returns within the I/O
     /// timeout, [`DEFAULT_IO_TIMEOUT`](crate::DEFAULT_IO_TIMEOUT), host
     /// name lookup included (it runs on a thread of its own, which a server
-    /// that does not answer may keep a few timeouts longer); a server
-    /// that cannot be reached or does not answer within it does not fail
-    /// the call (it may come up later, and lock calls say so meanwhile), but
-    /// a refused password does, at once. For Sentinel use
-    /// [`Locker::open_sentinel`], for a Cluster [`Locker::open_cluster`],
-    /// for several independent masters (Redlock) [`Builder::instance`].
+    /// that does not answer may keep a few timeouts longer). A server that
+    /// refuses the connection fails the call at once, as a refused password
+    /// does; one that never answers, within the I/O timeout; one that
+    /// answers the handshake but is slow to answer the `PING` passes. To
+    /// build a locker before the server is up (it may come up later, and
+    /// lock calls say so meanwhile), use `Locker::new(redmutex::pool(url)?)`,
+    /// which sends nothing. For Sentinel use [`Locker::open_sentinel`], for
+    /// a Cluster [`Locker::open_cluster`], for several independent masters
+    /// (Redlock) [`Builder::instance`].
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidUrl`] when `url` is not a valid Redis URL (saying
-    /// which part is wrong), is TLS without the `tls` feature, names
-    /// Sentinel or a Cluster, or a database the server does not have;
-    /// [`Error::Auth`] when the server refuses the password, or requires
-    /// one that `url` lacks; [`Error::Unsupported`] when it does not know
-    /// `HELLO` (which `protocol=resp3` needs).
+    /// [`Error::Unreachable`] when no connection can be made (refused, an
+    /// unknown host, no answer within the I/O timeout), with the address
+    /// tried and why; [`Error::InvalidUrl`] when `url` is not a valid Redis
+    /// URL (saying which part is wrong), is TLS without the `tls` feature,
+    /// names Sentinel or a Cluster, or a database the server does not
+    /// have; [`Error::Auth`] when the server refuses the password, or
+    /// requires one that `url` lacks; [`Error::Unsupported`] when it does
+    /// not know `HELLO` (which `protocol=resp3` needs).
     ///
     /// ```no_run
     /// let locker = redmutex::Locker::open("redis://127.0.0.1:6379/")?;
@@ -154,7 +160,7 @@ impl Locker {
         // provider the check's connection needs.
         let client = open::client(url)?;
         let pool = conn::pool_with(client.clone());
-        open::check_credentials(&client, DEFAULT_IO_TIMEOUT)?;
+        open::check_server(&client, DEFAULT_IO_TIMEOUT)?;
         Ok(Locker::new(pool))
     }
 

@@ -1,7 +1,10 @@
 //! What a URL opens: the URL checked part by part and told in words, the
-//! password checked at once by `Locker::open`, and the pools for Sentinel
-//! and Cluster.
+//! server and the password checked at once by `Locker::open`, and the
+//! pools for Sentinel and Cluster.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use r2d2::Pool;
@@ -10,7 +13,7 @@ use redis::sentinel::{LockedSentinelClient, SentinelClient, SentinelServerType};
 
 use crate::conn::{self, SocketTimeouts};
 use crate::defaults::DEFAULT_IO_TIMEOUT;
-use crate::error::auth_reason;
+use crate::error::{auth_reason, unreachable_reason};
 use crate::time;
 use crate::Error;
 
@@ -135,49 +138,82 @@ fn url_problem(url: &str, tls: bool) -> Option<String> {
     None
 }
 
-/// Fails with [`Error::Auth`] when the server refuses `client`'s
-/// credentials (or lack of them): one connection and a `PING`, waited for
-/// at most `timeout` in all. A server that cannot be reached, or does not
-/// answer in time, passes: it is told at first use, as before (it may come
-/// up later).
+/// Connects to `client`'s server once and sends a `PING`, within
+/// `timeout` in all: [`Error::Unreachable`] (with the address, never a
+/// password) when no connection can be made (refused, an unknown host, no
+/// answer to the handshake in time), [`Error::Auth`] when the server
+/// refuses the credentials (or lack of them), [`Error::Unsupported`] or
+/// [`Error::InvalidUrl`] for a handshake it refuses. A server that
+/// answered the handshake but not the `PING` in what was left of `timeout`
+/// passes: it is reachable, only slow.
 ///
 /// The connection is made on a thread of its own, because redis-rs bounds
 /// neither the host name's lookup nor its handshake as a whole (it waits
 /// the timeout again for each handshake reply it misses, up to four): a
 /// silent server held the caller twice the timeout or more. The thread ends
 /// by itself when those end. No thread, no check.
-pub(crate) fn check_credentials(client: &redis::Client, timeout: Duration) -> Result<(), Error> {
+pub(crate) fn check_server(client: &redis::Client, timeout: Duration) -> Result<(), Error> {
+    let address = client.get_connection_info().addr().to_string();
+    let connected = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
-    let client = client.clone();
-    let spawned = std::thread::Builder::new()
-        .name("redmutex-open".into())
-        .spawn(move || {
-            let _ = tx.send(ask_credentials(&client, timeout));
-        });
+    let spawned = {
+        let client = client.clone();
+        let address = address.clone();
+        let connected = Arc::clone(&connected);
+        std::thread::Builder::new()
+            .name("redmutex-open".into())
+            .spawn(move || {
+                let _ = tx.send(ask_server(&client, &address, timeout, &connected));
+            })
+    };
     if spawned.is_err() {
         return Ok(());
     }
-    // Not told in time (or the thread died): as a server not reached.
-    rx.recv_timeout(timeout).unwrap_or(Ok(()))
+    match rx.recv_timeout(timeout) {
+        Ok(told) => told,
+        // Connected, and the PING not answered yet: slow, not unreachable.
+        Err(_) if connected.load(Ordering::SeqCst) => Ok(()),
+        Err(RecvTimeoutError::Timeout) => Err(Error::Unreachable {
+            address,
+            reason: format!("timed out (no answer within {timeout:?})"),
+        }),
+        // The thread died without a word: as no check.
+        Err(RecvTimeoutError::Disconnected) => Ok(()),
+    }
 }
 
 /// The check itself: connect, then `PING` with what the handshake left of
-/// `timeout`.
-fn ask_credentials(client: &redis::Client, timeout: Duration) -> Result<(), Error> {
+/// `timeout`; `connected` is set once the handshake is done.
+fn ask_server(
+    client: &redis::Client,
+    address: &str,
+    timeout: Duration,
+    connected: &AtomicBool,
+) -> Result<(), Error> {
     let Some(deadline) = time::deadline(Instant::now(), timeout) else {
         return Ok(());
     };
     let mut conn = match client.get_connection_with_timeout(timeout) {
         Ok(conn) => conn,
         Err(e) => {
+            let reason = unreachable_reason(&e, timeout);
             return match Error::from(e) {
                 e @ (Error::Auth { .. } | Error::Unsupported { .. } | Error::InvalidUrl { .. }) => {
                     Err(e)
                 }
-                _ => Ok(()),
-            }
+                _ => match reason {
+                    Some(reason) => Err(Error::Unreachable {
+                        address: address.to_owned(),
+                        reason,
+                    }),
+                    // Another answer (a server still loading, say): it is
+                    // there, and lock calls say the rest.
+                    None => Ok(()),
+                },
+            };
         }
     };
+    connected.store(true, Ordering::SeqCst);
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero()
         || conn.set_read_timeout(Some(left)).is_err()

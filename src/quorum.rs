@@ -13,6 +13,25 @@ pub(crate) fn quorum(n: usize) -> usize {
     n / 2 + 1
 }
 
+/// Whether an instance's error `e` counts as no answer: the call did not
+/// reach it (a connection failure, see [`Error::is_connection`]), or the
+/// server refused it for a moment (see [`refused_for_a_moment`]). Either
+/// way nothing ran there, and the call may run once it answers: a
+/// release is sent there again (see `raw/later.rs`).
+pub(crate) fn unanswered(e: &Error) -> bool {
+    e.is_connection() || matches!(e, Error::Redis(r) if refused_for_a_moment(r))
+}
+
+/// Whether a server refused a command for a moment, and ran nothing: too
+/// busy to run anything (`BUSY`, a script past the busy threshold;
+/// `LOADING`, a restart reading its data), or waiting for its cluster or
+/// its master (`TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, which redis-rs
+/// itself waits out and retries). Not a refusal of what was asked.
+pub(crate) fn refused_for_a_moment(e: &redis::RedisError) -> bool {
+    const PASSING: [&str; 5] = ["BUSY", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN"];
+    e.code().is_some_and(|c| PASSING.contains(&c))
+}
+
 /// What is left of a lease of `ttl` after `elapsed` and the `drift`
 /// allowance; `None` when nothing is.
 pub(crate) fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
@@ -236,6 +255,35 @@ mod tests {
 
     fn err() -> Error {
         Error::InvalidInput("down".into())
+    }
+
+    /// The error of a server's reply `line` (`-CODE detail`).
+    fn replied(line: &str) -> redis::RedisError {
+        match redis::parse_redis_value(format!("-{line}\r\n").as_bytes()) {
+            Ok(redis::Value::ServerError(e)) => e.into(),
+            other => panic!("not an error reply: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_refusal_for_a_moment_counts_as_no_answer() {
+        for line in [
+            "BUSY Redis is busy running a script",
+            "LOADING Redis is loading the dataset in memory",
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+            "CLUSTERDOWN The cluster is down",
+            "MASTERDOWN Link with MASTER is down",
+        ] {
+            assert!(refused_for_a_moment(&replied(line)), "{line}");
+            assert!(unanswered(&Error::Redis(replied(line))), "{line}");
+        }
+        for line in ["ERR unknown command", "NOPERM no rights", "NOSCRIPT none"] {
+            assert!(!refused_for_a_moment(&replied(line)), "{line}");
+            assert!(!unanswered(&Error::Redis(replied(line))), "{line}");
+        }
+        let timeout = std::io::Error::new(std::io::ErrorKind::TimedOut, "late");
+        assert!(unanswered(&Error::Redis(timeout.into())));
+        assert!(!unanswered(&err()));
     }
 
     #[test]

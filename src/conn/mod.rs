@@ -18,9 +18,11 @@ use crate::Error;
 
 pub(crate) mod nodes;
 mod pool;
+mod sent;
 
 pub(crate) use pool::builder;
 pub use pool::{pool, pool_with, SocketTimeouts};
+pub(crate) use sent::{Idle, Sent};
 
 /// An operation on one connection: what [`Connector::run`] runs.
 pub(crate) type Op<'a> = &'a mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>;
@@ -78,6 +80,13 @@ pub(crate) trait Connector: Send + Sync + 'static {
     /// Sets a connection aside for renewals, if none is and the pool has
     /// one idle and at least [`MIN_POOL_FOR_SPARE`] connections. Never waits.
     fn reserve(&self);
+
+    /// A plain connection of the pool that is idle now, checked out without
+    /// waiting, for a request whose reply is read later (see
+    /// [`Idle::send`]): so one thread asks several servers at once. `None`
+    /// when none is idle, or the pool's connections are not plain redis-rs
+    /// ones (a cluster's).
+    fn idle(&self) -> Option<Box<dyn Idle>>;
 
     /// Whether this is a Redis Cluster (keys of one script must share a slot).
     fn is_cluster(&self) -> bool;
@@ -173,7 +182,23 @@ where
     if let Err(e) = bound_io(conn, io) {
         return (Err(e), After::Closed);
     }
-    let result = op(&mut **conn).map_err(|e| match &e {
+    let result = op(&mut **conn);
+    after_op(conn, result)
+}
+
+/// What became of `conn` after an operation that gave `result`, with that
+/// result (a server's refusal to run scripts made the typed error). One
+/// that reached a master demoted by a failover (READONLY) is closed, so
+/// that the pool discards it.
+fn after_op<M>(
+    conn: &mut PooledConnection<M>,
+    result: Result<redis::Value, Error>,
+) -> (Result<redis::Value, Error>, After)
+where
+    M: ManageConnection,
+    M::Connection: ConnectionLike,
+{
+    let result = result.map_err(|e| match &e {
         Error::Redis(r) => crate::server::scripting_refused(r).unwrap_or(e),
         _ => e,
     });
@@ -239,6 +264,34 @@ fn settle<M>(
                 }
             }
         });
+}
+
+/// After an operation on `conn` (of `pool`) that gave `result` and left
+/// the connection so (`after`): the connection settled or dropped as that
+/// says, `undo` sent after an I/O error (see [`Connector::run`]).
+fn done_with<M>(
+    pool: &Pool<M>,
+    conn: PooledConnection<M>,
+    checkout: Duration,
+    io: Duration,
+    (result, after): (Result<redis::Value, Error>, After),
+    undo: Option<redis::Cmd>,
+) -> Result<redis::Value, Error>
+where
+    M: ManageConnection,
+    M::Connection: ConnectionLike,
+{
+    let undo = undo.filter(|_| matches!(&result, Err(Error::Redis(e)) if e.is_io_error()));
+    match after {
+        After::Fine => {}
+        After::TimedOut => settle(conn, undo, None),
+        After::Closed => {
+            if let Some(undo) = undo {
+                undo_on_fresh(pool, checkout, io, undo);
+            }
+        }
+    }
+    result
 }
 
 /// Runs `undo` on a fresh connection, on a thread of its own (the one the
@@ -331,6 +384,14 @@ where
         TypeId::of::<M>() == TypeId::of::<redis::cluster::ClusterClient>()
     }
 
+    fn idle(&self) -> Option<Box<dyn Idle>> {
+        if TypeId::of::<M::Connection>() != TypeId::of::<redis::Connection>() {
+            return None;
+        }
+        let conn = self.pool.try_get()?;
+        Some(sent::checked(self.pool.clone(), conn))
+    }
+
     fn lend(&self, checkout: Duration) -> Result<Option<Box<dyn Lent>>, Error> {
         if self.is_cluster() || self.pool.max_size() < MIN_POOL_FOR_LISTENER {
             return Ok(None);
@@ -386,18 +447,8 @@ where
         op: Op<'_>,
         undo: Option<redis::Cmd>,
     ) -> Result<redis::Value, Error> {
-        let (result, after) = run_on_conn(&mut conn, io, op);
-        let undo = undo.filter(|_| matches!(&result, Err(Error::Redis(e)) if e.is_io_error()));
-        match after {
-            After::Fine => {}
-            After::TimedOut => settle(conn, undo, None),
-            After::Closed => {
-                if let Some(undo) = undo {
-                    undo_on_fresh(&self.pool, checkout, io, undo);
-                }
-            }
-        }
-        result
+        let done = run_on_conn(&mut conn, io, op);
+        done_with(&self.pool, conn, checkout, io, done, undo)
     }
 
     /// [`Connector::run_renewal`] once it has the spare's slot: on the

@@ -11,7 +11,7 @@
 //! semaphore's permits), `rw.rs` (a read-write lock's holds); what a
 //! granted hold does is in `renew.rs` and `release.rs` (with the release's
 //! announcement to this locker's waiters); `redlock.rs` holds the
-//! Redlock-only parts (the fan-out threads, each master's breaker, the
+//! Redlock-only parts (the fan-out, each master's breaker, the
 //! proposal and the write-back), and `later.rs` the releases sent again;
 //! `audit.rs` writes the audit trail's events on a thread of its own;
 //! `held.rs` files the holds of this locker's guards by thread.
@@ -102,6 +102,10 @@ pub(crate) struct Acquisition {
     /// failed for want of a connection: it may still arrive, after the
     /// release too, so the release is sent there again later.
     stalled: AtomicU64,
+    /// Redlock: the longest TTL (ms) a renewal of its keys asked for (an
+    /// `extend` beyond the locker's TTL): a release that missed a master
+    /// is sent there again for as long as the key left there can live.
+    longest_ttl: AtomicU64,
     /// Its guard's loss was counted in the stats (once per guard).
     pub(crate) loss_counted: AtomicBool,
 }
@@ -124,6 +128,7 @@ impl Acquisition {
             floor: AtomicU64::new(0),
             slot: AtomicUsize::new(NO_SLOT),
             stalled: AtomicU64::new(0),
+            longest_ttl: AtomicU64::new(0),
             loss_counted: AtomicBool::new(false),
         })
     }
@@ -188,8 +193,9 @@ fn acknowledged(config: &Config, c: &mut dyn ConnectionLike) -> Result<(), Error
     {
         Ok(acked) => acked,
         // The server answered, with a refusal: `WAIT` unknown, renamed
-        // away, or denied by an ACL, as on managed services.
-        Err(e) if e.code().is_some() && !e.is_io_error() => {
+        // away, or denied by an ACL, as on managed services. (Not a
+        // refusal for a moment, a busy server's: that is no answer.)
+        Err(e) if e.code().is_some() && !e.is_io_error() && !quorum::refused_for_a_moment(&e) => {
             return Err(Error::Unsupported {
                 reason: format!(
                     "the server refuses WAIT ({}), which min_replicas needs: build the \
@@ -211,14 +217,12 @@ fn acknowledged(config: &Config, c: &mut dyn ConnectionLike) -> Result<(), Error
 }
 
 impl RawLock {
-    /// The lock-delay of a hold of `keys` (see `Builder::lock_delay`): none
-    /// for an election's leadership, whose resignation is a clean release
-    /// and whose log tells each change.
-    pub(crate) fn lock_delay(&self, keys: &LockKeys) -> Duration {
-        match keys.hold {
-            Hold::Leader { .. } => Duration::ZERO,
-            _ => self.config.lock_delay,
-        }
+    /// The lock-delay of a hold of `keys` (see `Builder::lock_delay`): the
+    /// locker's, for every kind of hold. An election's leadership too: a
+    /// leader that vanished without resigning may be paused, and still act
+    /// as leader when it wakes; its resignation is a clean release.
+    pub(crate) fn lock_delay(&self, _keys: &LockKeys) -> Duration {
+        self.config.lock_delay
     }
 
     pub(crate) fn new(instances: Vec<Arc<dyn Connector>>, config: Config) -> Self {
@@ -367,10 +371,7 @@ impl RawLock {
         };
         breaker.check()?;
         let result = call();
-        match &result {
-            Err(e) if e.is_connection() => breaker.trip(),
-            _ => breaker.reset(),
-        }
+        breaker.note(&result);
         result
     }
 
@@ -422,11 +423,17 @@ impl RawLock {
             .flatten()
             .map(|p| (p, bound));
         let sent = Instant::now();
-        let (this, a2) = (Arc::clone(self), Arc::clone(a));
-        let answers = self.fan.run(n, move |i| {
-            let proposal = proposal.as_ref().map(|(p, bound)| (p.as_str(), *bound));
-            this.acquire_on(i, &a2, queue, proposal)
-        });
+        let at_once = proposal.as_ref().map(|(p, bound)| (p.as_str(), *bound));
+        let answers = match self.acquire_at_once(a, queue, at_once) {
+            Some(answers) => answers,
+            None => {
+                let (this, a2) = (Arc::clone(self), Arc::clone(a));
+                self.fan.run(n, move |i| {
+                    let proposal = proposal.as_ref().map(|(p, bound)| (p.as_str(), *bound));
+                    this.acquire_on(i, &a2, queue, proposal)
+                })
+            }
+        };
         let ttl = self.config.ttl;
         let drift = time::drift(ttl, self.config.drift);
         let answered: Arc<[bool]> = answers.iter().map(Result::is_ok).collect();
@@ -501,13 +508,7 @@ impl RawLock {
         proposal: Option<(&str, u64)>,
     ) -> Result<Grant, Error> {
         let config = &self.config;
-        let ttl = time::millis_ceil(config.ttl);
-        let owner = a.owner();
-        let metadata = a.metadata.as_deref().unwrap_or(&config.metadata);
-        let token = owner.as_str();
-        let delay = time::millis_ceil(self.lock_delay(&a.keys));
-        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal, delay);
-        let release_by_token = || scripts::release_by_eval(&a.keys, token, delay > 0);
+        let (call, release_by_token) = self.acquire_call(a, queue, proposal);
         let mut grant = None;
         let (checkout, io) = (config.checkout_timeout, config.io_timeout);
         let checked = self.version_checked.get(i);
@@ -516,23 +517,13 @@ impl RawLock {
                 server::check_version(c)?;
                 checked.store(true, Ordering::Relaxed);
             }
-            let reply = call.invoke::<Value>(c)?;
-            let (g, floor) = if a.is_permit() {
-                let (g, floor, slot) = replies::parse_permit_acquire(&reply)?;
-                if let Some(slot) = slot {
-                    a.slot.store(slot, Ordering::SeqCst);
-                }
-                (g, floor)
-            } else {
-                replies::parse_acquire(&reply)?
-            };
-            a.floor.store(floor, Ordering::SeqCst);
+            let g = a.grant_in(&call.invoke::<Value>(c)?)?;
             if matches!(g, Grant::Granted(_)) {
                 if let Err(e) = acknowledged(config, c) {
                     if matches!(e, Error::NotReplicated { .. } | Error::Unsupported { .. }) {
                         // Its own failure changes nothing we report. (After
                         // an I/O error the connector releases; see above.)
-                        let _ = release_by_token().query::<Value>(c);
+                        let _ = release_by_token.query::<Value>(c);
                     }
                     return Err(e);
                 }
@@ -542,9 +533,45 @@ impl RawLock {
         };
         self.guarded(i, || {
             self.instance(i)?
-                .run(checkout, io, &mut op, Some(release_by_token()))
+                .run(checkout, io, &mut op, Some(release_by_token.clone()))
         })?;
         grant.ok_or_else(|| replies::unexpected("acquire", &Value::Nil))
+    }
+
+    /// The acquire script's call for `a`, and the release by token that
+    /// undoes it (a plain `EVAL`, see [`scripts::release_by_eval`]).
+    fn acquire_call(
+        &self,
+        a: &Acquisition,
+        queue: Queue,
+        proposal: Option<(&str, u64)>,
+    ) -> (scripts::Call, redis::Cmd) {
+        let config = &self.config;
+        let ttl = time::millis_ceil(config.ttl);
+        let owner = a.owner();
+        let metadata = a.metadata.as_deref().unwrap_or(&config.metadata);
+        let token = owner.as_str();
+        let delay = time::millis_ceil(self.lock_delay(&a.keys));
+        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal, delay);
+        (call, scripts::release_by_eval(&a.keys, token, delay > 0))
+    }
+}
+
+impl Acquisition {
+    /// What an acquire script's `reply` says, noted here: the permit
+    /// granted, and the counter a refusal saw (see `floor`).
+    fn grant_in(&self, reply: &Value) -> Result<Grant, Error> {
+        let (g, floor) = if self.is_permit() {
+            let (g, floor, slot) = replies::parse_permit_acquire(reply)?;
+            if let Some(slot) = slot {
+                self.slot.store(slot, Ordering::SeqCst);
+            }
+            (g, floor)
+        } else {
+            replies::parse_acquire(reply)?
+        };
+        self.floor.store(floor, Ordering::SeqCst);
+        Ok(g)
     }
 }
 

@@ -50,6 +50,7 @@ impl Acquisition {
             floor: AtomicU64::new(self.floor.load(Ordering::SeqCst)),
             slot: AtomicUsize::new(slot),
             stalled: AtomicU64::new(self.stalled.load(Ordering::SeqCst)),
+            longest_ttl: AtomicU64::new(self.longest_ttl.load(Ordering::SeqCst)),
             loss_counted: AtomicBool::new(false),
         }))
     }

@@ -108,6 +108,9 @@ impl RawLock {
             };
             (value.format(), fence)
         });
+        if self.instances.len() > 1 {
+            a.note_ttl(ttl);
+        }
         let sent = Instant::now();
         let noted = Arc::clone(a);
         let (this, a) = (Arc::clone(self), Arc::clone(a));

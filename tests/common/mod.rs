@@ -967,3 +967,21 @@ pub fn listed_keys(locker: &Locker) -> Vec<String> {
 pub fn elsewhere<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|s| s.spawn(f).join().unwrap())
 }
+
+/// The name the fan-out threads of a Redlock locker carry (Linux keeps its
+/// first 15 bytes).
+const FAN_OUT_NAME: &str = "redmutex-redloc";
+
+/// The ids of this process's Redlock fan-out threads (Linux: read from
+/// `/proc`; a test that counts them needs a test binary of its own).
+pub fn fan_out_threads() -> std::collections::BTreeSet<u64> {
+    let tasks = std::fs::read_dir("/proc/self/task").expect("read /proc/self/task");
+    tasks
+        .filter_map(|t| {
+            let t = t.ok()?;
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            let tid = t.file_name().to_str()?.parse().ok()?;
+            comm.trim().starts_with(FAN_OUT_NAME).then_some(tid)
+        })
+        .collect()
+}

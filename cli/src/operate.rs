@@ -1,0 +1,188 @@
+//! The operator's commands: `holder`, `list`, `break`, `audit`, `leader`
+//! and `observe`.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use crate::args::{AuditArgs, BreakArgs, HolderArgs, LeaderArgs, ListArgs};
+use crate::connect::{locker, shown};
+use crate::exit::{chain, failed, usage, UNAVAILABLE};
+use crate::{holder, leader, ops};
+
+/// `redmutex holder`.
+pub fn holder(args: &HolderArgs) -> ExitCode {
+    let locker = match locker(&args.server, None, None, None) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let info = match locker.holder(&args.key) {
+        Ok(info) => info,
+        Err(e) => return failed(&e, &shown(&args.server)),
+    };
+    let waiters = info.as_ref().map_or(0, |i| i.waiters().len());
+    let waiters = u64::try_from(waiters).unwrap_or(u64::MAX);
+    let line = if args.json {
+        holder::json(&args.key, info.as_ref(), waiters)
+    } else {
+        holder::text(info.as_ref(), waiters)
+    };
+    print(&line);
+    if info.is_some() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// `redmutex list`.
+pub fn list(args: &ListArgs) -> ExitCode {
+    let locker = match locker(&args.server, None, None, None) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let holds = match locker.locks_matching(args.pattern.as_deref().unwrap_or("*")) {
+        Ok(holds) => holds,
+        Err(e) => return failed(&e, &shown(&args.server)),
+    };
+    print(&if args.json {
+        ops::json(&holds)
+    } else {
+        ops::table(&holds)
+    });
+    ExitCode::SUCCESS
+}
+
+/// `redmutex break`.
+pub fn break_lock(args: &BreakArgs) -> ExitCode {
+    let locker = match locker(&args.server, None, None, None) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    match locker.break_lock(&args.key, &args.reason) {
+        Ok(Some(info)) => {
+            print(&ops::broken(&info, &args.reason));
+            ExitCode::SUCCESS
+        }
+        Ok(None) => {
+            print("free: nothing broken\n");
+            ExitCode::from(1)
+        }
+        Err(e) => failed(&e, &shown(&args.server)),
+    }
+}
+
+/// `redmutex audit`.
+pub fn audit(args: &AuditArgs) -> ExitCode {
+    let locker = match locker(&args.server, None, None, None) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let since = args
+        .since
+        .and_then(|d| std::time::SystemTime::now().checked_sub(d));
+    match locker.audit(since) {
+        Ok(events) => {
+            print(&if args.json {
+                ops::audit_json(&events)
+            } else {
+                ops::audit_text(&events)
+            });
+            ExitCode::SUCCESS
+        }
+        Err(e) => failed(&e, &shown(&args.server)),
+    }
+}
+
+/// Writes `text` to stdout. A closed stdout loses it; the exit code still
+/// tells the outcome.
+fn print(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+}
+
+/// The election of `args` and its locker, or the exit code of a usage
+/// error.
+fn election(args: &LeaderArgs) -> Result<(redmutex::Election, redmutex::Locker), ExitCode> {
+    let locker = locker(&args.server, None, None, None)?;
+    let election = locker.election(&args.name).map_err(|e| match e {
+        redmutex::Error::InvalidInput(m) => usage(&m),
+        e => usage(&e.to_string()),
+    })?;
+    Ok((election, locker))
+}
+
+/// Writes one state as a line (with `queued`, the candidates queued, on a
+/// line of their own or in the JSON object); false when stdout is closed.
+fn print_leader(
+    args: &LeaderArgs,
+    leader: Option<&redmutex::Leader>,
+    queued: Option<&[String]>,
+) -> bool {
+    let line = if args.json {
+        leader::json(&args.name, leader, queued)
+    } else {
+        leader::text(leader) + &leader::queued_text(queued.unwrap_or_default())
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(line.as_bytes())
+        .and_then(|()| out.flush())
+        .is_ok()
+}
+
+/// `redmutex leader`.
+pub fn show_leader(args: &LeaderArgs) -> ExitCode {
+    let (election, locker) = match election(args) {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    // The candidates queued, as a listing names them (a second read: the
+    // lead may change in between).
+    let key = format!("__redmutex__:election:{}", args.name);
+    match election
+        .leader()
+        .and_then(|l| Ok((l, locker.holder(&key)?)))
+    {
+        Ok((leader, held)) => {
+            let queued = held.map(|h| h.waiters().to_vec()).unwrap_or_default();
+            // A closed stdout loses the answer; the exit code still tells it.
+            print_leader(args, leader.as_ref(), Some(&queued));
+            if leader.is_some() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            say!("redmutex: {}: {}", shown(&args.server), chain(&e));
+            ExitCode::from(UNAVAILABLE)
+        }
+    }
+}
+
+/// `redmutex observe`: runs until killed, or stdout is closed (exit 0).
+pub fn observe(args: &LeaderArgs) -> ExitCode {
+    let election = match election(args) {
+        Ok((e, _)) => e,
+        Err(code) => return code,
+    };
+    let observer = match election.observe() {
+        Ok(o) => o,
+        Err(e) => {
+            say!("redmutex: {}: {}", shown(&args.server), chain(&e));
+            return ExitCode::from(UNAVAILABLE);
+        }
+    };
+    for change in observer {
+        match change {
+            Ok(leader) => {
+                if !print_leader(args, leader.as_ref(), None) {
+                    return ExitCode::SUCCESS;
+                }
+            }
+            // Said, and followed on: the observer goes on from where it was
+            // once Redis answers again.
+            Err(e) => say!("redmutex: {}: {}", shown(&args.server), chain(&e)),
+        }
+    }
+    ExitCode::SUCCESS
+}
