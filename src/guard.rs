@@ -512,15 +512,6 @@ impl Guard {
         self.held.as_ref().map(|h| (&h.shared, &h.acquisition))
     }
 
-    /// Has the watchdog tell the callback, now, the changes this guard's
-    /// caller made to the lease (rather than at its next renewal, or never
-    /// if the guard goes first).
-    pub(crate) fn tell_changes(&self) {
-        if let Some(dog) = self.held.as_ref().and_then(|h| h.watchdog.as_ref()) {
-            dog.poke();
-        }
-    }
-
     fn lost(&self) -> Error {
         Error::Lost {
             key: self.keys.first().cloned().unwrap_or_default(),

@@ -79,7 +79,7 @@ impl Guard {
             };
             return Err(DowngradeError {
                 error: Error::InvalidInput(what.to_owned()),
-                guard: Some(self),
+                guard: Some(Box::new(self)),
             });
         }
         let lost = |guard: &Guard| DowngradeError {
@@ -152,7 +152,8 @@ impl Guard {
 /// ```
 pub struct DowngradeError {
     error: Error,
-    guard: Option<Guard>,
+    /// Boxed: an error stays small, on the path that does not fail too.
+    guard: Option<Box<Guard>>,
 }
 
 impl DowngradeError {
@@ -184,7 +185,7 @@ impl DowngradeError {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn into_guard(self) -> Option<Guard> {
-        self.guard
+        self.guard.map(|g| *g)
     }
 
     /// The error and the guard, if handed back.
@@ -197,7 +198,7 @@ impl DowngradeError {
     /// # Ok::<(), redmutex::Error>(())
     /// ```
     pub fn into_parts(self) -> (Error, Option<Guard>) {
-        (self.error, self.guard)
+        (self.error, self.guard.map(|g| *g))
     }
 }
 
