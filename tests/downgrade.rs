@@ -16,10 +16,7 @@ use redmutex::{Error, Locker};
 
 /// The read-write lock's queue of `name` (no prefix, one server).
 fn rw_queued(server: &Server, name: &str) -> u64 {
-    redis::cmd("ZCARD")
-        .arg(format!("__redmutex__:rw-queue:{name}"))
-        .query(&mut server.conn())
-        .unwrap()
+    common::queued_in(server, &format!("__redmutex__:rw-queue:{name}"))
 }
 
 #[test]

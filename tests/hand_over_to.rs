@@ -16,10 +16,7 @@ const LONG: Duration = Duration::from_secs(20);
 
 /// How many candidates are queued for the election `name` (no prefix).
 fn queued(server: &Server, name: &str) -> u64 {
-    redis::cmd("ZCARD")
-        .arg(format!("__redmutex__:election-queue:{name}"))
-        .query(&mut server.conn())
-        .unwrap()
+    common::queued_in(server, &format!("__redmutex__:election-queue:{name}"))
 }
 
 /// A locker whose candidates retry only every minute: only a hand-over
@@ -92,15 +89,7 @@ fn the_lead_goes_to_the_chosen_candidate_ahead_of_the_others() {
     second.join().unwrap().resign().unwrap();
 
     // Observers saw each leader in order, with no gap between them.
-    let values: Vec<Option<String>> = (0..6)
-        .map(|_| {
-            observer
-                .next()
-                .unwrap()
-                .unwrap()
-                .map(|l| l.value().to_owned())
-        })
-        .collect();
+    let values = common::observed(&mut observer, 6);
     let want = ["v1", "v2", "other-1", "other-3", "other-2"];
     let want: Vec<Option<String>> = want
         .iter()

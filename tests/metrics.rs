@@ -90,11 +90,7 @@ fn what_stats_counts_is_reported_by_prefix_and_kind() {
             .unwrap()
     };
     common::wait_until("the waiter is queued", Duration::from_secs(10), || {
-        redis::cmd("ZCARD")
-            .arg(common::queue_keys(Some(prefix), secret).0)
-            .query::<u64>(&mut server.conn())
-            .unwrap()
-            == 1
+        common::queued_in(&server, &common::queue_keys(Some(prefix), secret).0) == 1
     });
     held.unlock().unwrap();
     waiter.join().unwrap().unwrap().unlock().unwrap();

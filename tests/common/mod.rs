@@ -985,3 +985,24 @@ pub fn fan_out_threads() -> std::collections::BTreeSet<u64> {
         })
         .collect()
 }
+
+/// How many waiters the queue `queue` (a sorted set's key) holds.
+pub fn queued_in(server: &Server, queue: &str) -> u64 {
+    redis::cmd("ZCARD")
+        .arg(queue)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+/// The values of the next `n` states `observer` yields (`None`: no leader).
+pub fn observed(observer: &mut redmutex::Observer, n: usize) -> Vec<Option<String>> {
+    (0..n)
+        .map(|_| {
+            observer
+                .next()
+                .unwrap()
+                .unwrap()
+                .map(|l| l.value().to_owned())
+        })
+        .collect()
+}
