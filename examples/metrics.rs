@@ -58,10 +58,16 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     held.unlock()?;
     waiter.join().map_err(|_| "the waiter panicked")??;
-    // A timeout.
+    // A timeout, of another thread (this one would be told it holds the
+    // lock already: Error::AlreadyHeld).
     let held = locker.lock("report")?;
-    let timed_out = locker.lock_timeout("report", Duration::from_millis(50));
-    assert!(timed_out.is_err_and(|e| e.is_timeout()));
+    let other = locker.clone();
+    std::thread::scope(|s| {
+        let timed_out = s.spawn(|| other.lock_timeout("report", Duration::from_millis(50)));
+        assert!(timed_out
+            .join()
+            .is_ok_and(|r| r.is_err_and(|e| e.is_timeout())));
+    });
     held.unlock()?;
     // A permit, a read and a write hold, a leader.
     locker.semaphore("exports", 2)?.acquire()?.unlock()?;
