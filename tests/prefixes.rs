@@ -1,0 +1,243 @@
+//! A hold named through another prefix (issue 43): a lock key does not say
+//! its prefix (`jobs:nr` is lock `nr` of prefix `jobs`, or lock `jobs:nr`
+//! of no prefix), so an operator's locker of another prefix (none, an
+//! outer one, a nested one) must find the hold under its own prefix: read
+//! its waiters there, break it as its own prefix would (its holder told
+//! the operator's reason, the break in that prefix's audit trail), and
+//! write nothing under a prefix that holds nothing; or change nothing.
+// Test helpers fail loudly: that is the point.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+mod common;
+
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use common::{dump, key, redlock_builder, servers, wait_until, Cluster, Server};
+use redmutex::{Error, Guard, Locker};
+
+/// A locker of `prefix` (none: `None`) over `server` with `metadata`, a
+/// short TTL (renewals every 300 ms).
+fn locker(server: &Server, prefix: Option<&str>, metadata: &str) -> Locker {
+    let mut b = server
+        .builder()
+        .metadata(metadata)
+        .ttl(Duration::from_millis(900));
+    if let Some(p) = prefix {
+        b = b.prefix(p);
+    }
+    b.build().unwrap()
+}
+
+/// `b` waiting for `key` on a thread (up to 30 s), once `a` sees it queued.
+fn lock_behind(a: &Locker, b: &Locker, key: &str) -> JoinHandle<Result<Guard, Error>> {
+    let (b, k) = (b.clone(), key.to_owned());
+    let waiting = std::thread::spawn(move || b.lock_timeout(&k, Duration::from_secs(30)));
+    wait_until("the waiter queued", Duration::from_secs(20), || {
+        a.holder(key)
+            .unwrap()
+            .is_some_and(|i| i.waiters().len() == 1)
+    });
+    waiting
+}
+
+/// The keys of no prefix's own (`__redmutex__:...`) in `keys`.
+fn at_the_root(keys: impl IntoIterator<Item = String>) -> Vec<String> {
+    keys.into_iter()
+        .filter(|k| k.starts_with("__redmutex__:"))
+        .collect()
+}
+
+/// Asserts that `held` learns, within 5 s, that it was broken for `reason`.
+fn told(held: &Guard, reason: &str) {
+    assert!(held.wait_lost(Duration::from_secs(5)), "not told");
+    assert_eq!(
+        held.lost_reason().as_deref(),
+        Some(format!("broken by an operator: {reason}").as_str()),
+        "the holder was not told the operator's reason"
+    );
+}
+
+#[test]
+fn a_lock_read_by_its_full_key_without_a_prefix_shows_its_waiters() {
+    // On 7013b77: `redmutex holder jobs:nr` and `redmutex list` (no prefix)
+    // said 0 waiting for a lock of prefix `jobs` with waiters: they read
+    // the queue of no prefix.
+    let server = Server::start();
+    let jobs = key("jobs");
+    let (a, b) = (
+        locker(&server, Some(&jobs), "alpha"),
+        locker(&server, Some(&jobs), "beta"),
+    );
+    let root = locker(&server, None, "operator");
+    let held = a.lock("nr").unwrap();
+    let waiting = lock_behind(&a, &b, "nr");
+    let full = format!("{jobs}:nr");
+    let info = root.holder(&full).unwrap().unwrap();
+    assert_eq!(info.waiters(), ["beta"], "holder: {info:?}");
+    let list = root.locks().unwrap();
+    let listed = list.iter().find(|i| i.key() == full).unwrap();
+    assert_eq!(listed.waiters(), ["beta"], "locks: {list:?}");
+    drop(held);
+    drop(waiting.join().unwrap().unwrap());
+}
+
+#[test]
+fn a_lock_broken_by_its_full_key_without_a_prefix_is_broken_as_its_own_prefix_would() {
+    // On 7013b77: `redmutex break jobs:nr` freed the key, but its holder
+    // was told "the key gone or someone else's", the waiters were not
+    // handed it, the break went to the trail of no prefix, and no prefix's
+    // counter and marks appeared at the root of the database.
+    let server = Server::start();
+    let jobs = key("jobs");
+    let (a, b) = (
+        locker(&server, Some(&jobs), "alpha"),
+        locker(&server, Some(&jobs), "beta"),
+    );
+    let root = locker(&server, None, "operator");
+    let held = a.lock("nr").unwrap();
+    let waiting = lock_behind(&a, &b, "nr");
+    let full = format!("{jobs}:nr");
+    let broken = root.break_lock(&full, "host gone").unwrap().unwrap();
+    assert_eq!(broken.metadata(), "alpha");
+    assert_eq!(broken.waiters(), ["beta"], "{broken:?}");
+    // Handed to the waiter, as its own prefix's break (or release) does.
+    let next = a.holder("nr").unwrap().unwrap();
+    assert_eq!(next.metadata(), "beta");
+    told(&held, "host gone");
+    let trail = a.audit(None).unwrap();
+    assert!(
+        trail
+            .iter()
+            .any(|e| e.action() == "break" && e.key() == "nr" && e.reason() == "host gone"),
+        "the break is not in the trail of {jobs}: {trail:?}"
+    );
+    assert_eq!(
+        at_the_root(dump(&server).into_iter().map(|(k, _)| k)),
+        [] as [String; 0]
+    );
+    drop(waiting.join().unwrap().unwrap());
+}
+
+#[test]
+fn a_permit_of_a_nested_prefix_is_listed_by_the_outer_one_and_broken_by_that_name() {
+    // The outer prefix's listing walks the keys of the prefixes nested in
+    // it: their permits, read-write holds and leaders are holds too, named
+    // by the listing so that a break of that name finds them.
+    let server = Server::start();
+    let outer = key("outer");
+    let inner = locker(&server, Some(&format!("{outer}:team")), "alpha");
+    let operator = locker(&server, Some(&outer), "operator");
+    let permit = inner.semaphore("slots", 1).unwrap().acquire().unwrap();
+    let list = operator.locks().unwrap();
+    let listed = list
+        .iter()
+        .find(|i| i.name() == "slots")
+        .unwrap_or_else(|| panic!("the nested permit is not listed: {list:?}"));
+    let name = listed.key().to_owned();
+    assert_eq!(name, "team:__redmutex__:permit:0:slots");
+    operator.break_lock(&name, "drain").unwrap().unwrap();
+    told(&permit, "drain");
+}
+
+#[test]
+fn a_lock_whose_prefix_cannot_be_told_is_left_alone() {
+    // A value like a hold's, with an expiry, under a key whose possible
+    // prefixes (`x`, none) never granted a token: nothing says which
+    // prefix's marks its holder would read, so the break changes nothing.
+    let server = Server::start();
+    let a = locker(&server, Some(&key("real")), "alpha");
+    let held = a.lock("k").unwrap();
+    let mut c = server.conn();
+    let value: String = redis::cmd("GET")
+        .arg(format!("{}:k", key("real")))
+        .query(&mut c)
+        .unwrap();
+    redis::cmd("SET")
+        .arg("x:copy")
+        .arg(&value)
+        .arg("PX")
+        .arg(60_000)
+        .exec(&mut c)
+        .unwrap();
+    let before = dump(&server);
+    let root = locker(&server, None, "operator");
+    let result = root.break_lock("x:copy", "stuck");
+    assert!(matches!(result, Err(Error::InvalidInput(_))), "{result:?}");
+    assert_eq!(dump(&server), before, "something changed");
+    held.ensure_held().unwrap();
+}
+
+#[test]
+fn a_lock_of_an_outer_prefix_named_through_a_nested_one_tells_its_holder() {
+    // Both `<p>` and `<p>:x` have granted tokens up to this lock's: its key
+    // `<p>:x:k` may be lock `x:k` of `<p>` (it is) or lock `k` of `<p>:x`.
+    // Whichever the break takes it for, its holder is told the reason.
+    let server = Server::start();
+    let p = key("amb");
+    let outer = locker(&server, Some(&p), "alpha");
+    let held = outer.lock("x:k").unwrap();
+    let nested = locker(&server, Some(&format!("{p}:x")), "beta");
+    drop(nested.lock("other").unwrap());
+    let root = locker(&server, None, "operator");
+    root.break_lock(format!("{p}:x:k"), "stuck")
+        .unwrap()
+        .unwrap();
+    told(&held, "stuck");
+}
+
+#[test]
+fn on_a_cluster_a_lock_broken_by_its_full_key_without_a_prefix_tells_its_holder() {
+    // The prefixes a key may be under each have their counter and marks in
+    // the key's slot: a break from no prefix reads and writes them there.
+    let cluster = Cluster::start();
+    let jobs = key("jobs");
+    let locker = |prefix: Option<&str>| {
+        let mut b = Locker::builder(cluster.pool())
+            .metadata("alpha")
+            .ttl(Duration::from_millis(900));
+        if let Some(p) = prefix {
+            b = b.prefix(p);
+        }
+        b.build().unwrap()
+    };
+    let (a, root) = (locker(Some(&jobs)), locker(None));
+    let held = a.lock("nr").unwrap();
+    root.break_lock(format!("{jobs}:nr"), "host gone")
+        .unwrap()
+        .unwrap();
+    told(&held, "host gone");
+    assert_eq!(at_the_root(cluster.all_keys()), [] as [String; 0]);
+}
+
+#[test]
+fn on_redlock_a_lock_broken_by_its_full_key_without_a_prefix_tells_its_holder() {
+    let masters = servers(3);
+    let jobs = key("jobs");
+    let build = |prefix: Option<&str>| {
+        let mut b = redlock_builder(&masters)
+            .metadata("alpha")
+            .ttl(Duration::from_millis(900));
+        if let Some(p) = prefix {
+            b = b.prefix(p);
+        }
+        b.build().unwrap()
+    };
+    let (a, root) = (build(Some(&jobs)), build(None));
+    let held = a.lock("nr").unwrap();
+    root.break_lock(format!("{jobs}:nr"), "host gone")
+        .unwrap()
+        .unwrap();
+    told(&held, "host gone");
+    for m in &masters {
+        assert_eq!(
+            at_the_root(dump(m).into_iter().map(|(k, _)| k)),
+            [] as [String; 0]
+        );
+    }
+}
