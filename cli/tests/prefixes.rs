@@ -60,19 +60,32 @@ fn strays<'a>(keys: &'a [String], prefix: &str) -> Vec<&'a String> {
         .collect()
 }
 
+/// Runs queued for a lock, killed if a test ends before they do.
+struct Queued(Vec<Child>);
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        for q in &mut self.0 {
+            let _ = q.kill();
+            let _ = q.wait();
+        }
+    }
+}
+
 /// `redmutex run --prefix jobs nr` holding (a job that runs until
 /// stopped), with `waiters` more runs queued behind it.
-fn jobs_nr(s: &Setup, waiters: usize) -> (Child, Vec<Child>) {
+fn jobs_nr(s: &Setup, waiters: usize) -> (Child, Queued) {
     let run = s.start(&[
         "run", "--prefix", "jobs", "--ttl", "900ms", "nr", "--", "sh", "-c", RUNS,
     ]);
-    let queued: Vec<Child> = (0..waiters)
-        .map(|_| {
+    let mut queued = Queued(Vec::new());
+    for _ in 0..waiters {
+        queued.0.push(
             s.cmd(&["run", "--prefix", "jobs", "nr", "--", "true"])
                 .spawn()
-                .unwrap()
-        })
-        .collect();
+                .unwrap(),
+        );
+    }
     let want = format!("\"waiters\":{waiters}");
     wait_for("the waiters queued", || {
         stdout(&s.run(&["holder", "--prefix", "jobs", "--json", "nr"])).contains(&want)
@@ -81,10 +94,10 @@ fn jobs_nr(s: &Setup, waiters: usize) -> (Child, Vec<Child>) {
 }
 
 /// Stops the run and lets the queued ones take the lock and end.
-fn stop(run: Child, queued: Vec<Child>) {
+fn stop(run: Child, mut queued: Queued) {
     nix_term(&run);
     let _ = finish(run);
-    for q in queued {
+    for q in std::mem::take(&mut queued.0) {
         let _ = finish_within(q);
     }
 }
@@ -198,7 +211,7 @@ fn holder_of_a_key_given_with_no_or_the_wrong_prefix_is_found_or_named() {
 #[test]
 fn a_break_of_a_key_given_with_no_or_the_wrong_prefix_is_refused_or_reaches_its_holder() {
     let s = setup("breakprefix");
-    let (run, queued) = jobs_nr(&s, 1);
+    let (run, mut queued) = jobs_nr(&s, 1);
 
     // The wrong prefix, or none: nothing there, nothing broken, nothing
     // written, and where it is held said.
@@ -248,7 +261,7 @@ fn a_break_of_a_key_given_with_no_or_the_wrong_prefix_is_refused_or_reaches_its_
             .any(|l| l.contains(" break ") && l.contains("host gone")),
         "{trail}"
     );
-    for q in queued {
+    for q in std::mem::take(&mut queued.0) {
         let _ = finish_within(q);
     }
 }
