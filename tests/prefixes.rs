@@ -241,3 +241,127 @@ fn on_redlock_a_lock_broken_by_its_full_key_without_a_prefix_tells_its_holder() 
         );
     }
 }
+
+#[test]
+fn each_hold_and_event_says_its_prefix_and_its_name_there() {
+    // `LockInfo::prefix` and `key_in_prefix`, `AuditEntry::prefix`, and
+    // `audit_all` over a prefix's trails and those nested in it (every
+    // prefix's without one), as a locker of each names them.
+    let server = Server::start();
+    let jobs = key("jobs");
+    let team = format!("{jobs}:team");
+    let other = key("other");
+    let (a, b, c, root) = (
+        locker(&server, Some(&jobs), "alpha"),
+        locker(&server, Some(&team), "beta"),
+        locker(&server, Some(&other), "gamma"),
+        locker(&server, None, "operator"),
+    );
+    let held = (
+        a.lock("nr").unwrap(),
+        b.lock("nr").unwrap(),
+        b.semaphore("slots", 1).unwrap().acquire().unwrap(),
+        c.lock("nr").unwrap(),
+        root.lock("solo").unwrap(),
+    );
+    // (name here, prefix, name there) of each hold `locker` lists.
+    let listed = |locker: &Locker| -> Vec<(String, Option<String>, String)> {
+        locker
+            .locks()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                let prefix = i.prefix().map(str::to_owned);
+                (i.key().to_owned(), prefix, i.key_in_prefix().to_owned())
+            })
+            .collect()
+    };
+    let permit = "__redmutex__:permit:0:slots";
+    let want = |name: &str, prefix: Option<&str>, there: &str| {
+        (name.to_owned(), prefix.map(str::to_owned), there.to_owned())
+    };
+    // Sorted by the name here, as `locks` promises.
+    let sorted = |mut v: Vec<(String, Option<String>, String)>| {
+        v.sort();
+        v
+    };
+    assert_eq!(
+        listed(&a),
+        sorted(vec![
+            want("nr", Some(&jobs), "nr"),
+            want("team:nr", Some(&team), "nr"),
+            want(&format!("team:{permit}"), Some(&team), permit),
+        ])
+    );
+    assert_eq!(
+        listed(&root),
+        sorted(vec![
+            want(&format!("{jobs}:nr"), Some(&jobs), "nr"),
+            want(&format!("{team}:nr"), Some(&team), "nr"),
+            want(&format!("{team}:{permit}"), Some(&team), permit),
+            want(&format!("{other}:nr"), Some(&other), "nr"),
+            want("solo", None, "solo"),
+        ])
+    );
+    // A break through any of them lands in the trail of the hold's prefix.
+    root.break_lock(format!("{team}:nr"), "one")
+        .unwrap()
+        .unwrap();
+    a.break_lock("nr", "two").unwrap().unwrap();
+    c.break_lock("nr", "three").unwrap().unwrap();
+    root.break_lock("solo", "four").unwrap().unwrap();
+    let trail = |events: Vec<redmutex::AuditEntry>| -> Vec<(Option<String>, String, String)> {
+        events
+            .into_iter()
+            .map(|e| {
+                (
+                    e.prefix().map(str::to_owned),
+                    e.key().to_owned(),
+                    e.reason().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let event = |prefix: Option<&str>, reason: &str| {
+        (
+            prefix.map(str::to_owned),
+            "nr".to_owned(),
+            reason.to_owned(),
+        )
+    };
+    assert_eq!(trail(b.audit(None).unwrap()), [event(Some(&team), "one")]);
+    assert_eq!(
+        trail(a.audit_all(None).unwrap()),
+        [event(Some(&team), "one"), event(Some(&jobs), "two")]
+    );
+    let mut everywhere = trail(root.audit_all(None).unwrap());
+    assert_eq!(everywhere.len(), 4, "{everywhere:?}");
+    everywhere.sort();
+    let mut expected = vec![
+        event(Some(&team), "one"),
+        event(Some(&jobs), "two"),
+        event(Some(&other), "three"),
+        (None, "solo".to_owned(), "four".to_owned()),
+    ];
+    expected.sort();
+    assert_eq!(everywhere, expected);
+    drop(held);
+}
+
+#[test]
+fn a_locker_of_a_prefix_breaks_no_hold_of_an_outer_one() {
+    // A locker of `<jobs>` looks under its prefix and those nested in it
+    // only. Lock `<jobs>:nr` of no prefix is not `<jobs>`'s (its counter
+    // never granted a token): its break through `<jobs>` changes nothing,
+    // and tells why, rather than mark it where its holder never looks.
+    let server = Server::start();
+    let jobs = key("jobs");
+    let root = locker(&server, None, "alpha");
+    let held = root.lock(format!("{jobs}:nr")).unwrap();
+    let operator = locker(&server, Some(&jobs), "operator");
+    let before = dump(&server);
+    let result = operator.break_lock("nr", "stuck");
+    assert!(matches!(result, Err(Error::InvalidInput(_))), "{result:?}");
+    assert_eq!(dump(&server), before, "something changed");
+    held.ensure_held().unwrap();
+}
