@@ -330,11 +330,19 @@ fn each_hold_and_event_says_its_prefix_and_its_name_there() {
         )
     };
     assert_eq!(trail(b.audit(None).unwrap()), [event(Some(&team), "one")]);
+    // In the order of their times; two trails' events of one millisecond
+    // in either order.
+    let nested = a.audit_all(None).unwrap();
+    assert!(nested.windows(2).all(|w| w[0].time() <= w[1].time()));
+    let mut nested = trail(nested);
+    nested.sort();
     assert_eq!(
-        trail(a.audit_all(None).unwrap()),
-        [event(Some(&team), "one"), event(Some(&jobs), "two")]
+        nested,
+        [event(Some(&jobs), "two"), event(Some(&team), "one")]
     );
-    let mut everywhere = trail(root.audit_all(None).unwrap());
+    let everywhere = root.audit_all(None).unwrap();
+    assert!(everywhere.windows(2).all(|w| w[0].time() <= w[1].time()));
+    let mut everywhere = trail(everywhere);
     assert_eq!(everywhere.len(), 4, "{everywhere:?}");
     everywhere.sort();
     let mut expected = vec![
