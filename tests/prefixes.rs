@@ -19,19 +19,21 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use common::{dump, key, redlock_builder, servers, wait_until, Cluster, Server};
-use redmutex::{Error, Guard, Locker};
+use redmutex::{Builder, Error, Guard, Locker};
 
-/// A locker of `prefix` (none: `None`) over `server` with `metadata`, a
+/// A locker of `builder` with `prefix` (none: `None`) and `metadata`, a
 /// short TTL (renewals every 300 ms).
-fn locker(server: &Server, prefix: Option<&str>, metadata: &str) -> Locker {
-    let mut b = server
-        .builder()
-        .metadata(metadata)
-        .ttl(Duration::from_millis(900));
+fn build(builder: Builder, prefix: Option<&str>, metadata: &str) -> Locker {
+    let mut b = builder.metadata(metadata).ttl(Duration::from_millis(900));
     if let Some(p) = prefix {
         b = b.prefix(p);
     }
     b.build().unwrap()
+}
+
+/// A locker of `prefix` over `server` (see [`build`]).
+fn locker(server: &Server, prefix: Option<&str>, metadata: &str) -> Locker {
+    build(server.builder(), prefix, metadata)
 }
 
 /// `b` waiting for `key` on a thread (up to 30 s), once `a` sees it queued.
@@ -63,28 +65,50 @@ fn told(held: &Guard, reason: &str) {
     );
 }
 
+/// Lock `nr` of a prefix of its own held by `alpha`, `beta` queued for it
+/// (of the same prefix), and an operator's locker without a prefix.
+struct Queued {
+    a: Locker,
+    root: Locker,
+    held: Guard,
+    waiting: JoinHandle<Result<Guard, Error>>,
+    /// The prefix, and the lock's whole key, `<prefix>:nr`.
+    jobs: String,
+    full: String,
+}
+
+fn queued(server: &Server) -> Queued {
+    let jobs = key("jobs");
+    let (a, b) = (
+        locker(server, Some(&jobs), "alpha"),
+        locker(server, Some(&jobs), "beta"),
+    );
+    let held = a.lock("nr").unwrap();
+    let waiting = lock_behind(&a, &b, "nr");
+    Queued {
+        root: locker(server, None, "operator"),
+        full: format!("{jobs}:nr"),
+        a,
+        held,
+        waiting,
+        jobs,
+    }
+}
+
 #[test]
 fn a_lock_read_by_its_full_key_without_a_prefix_shows_its_waiters() {
     // On 7013b77: `redmutex holder jobs:nr` and `redmutex list` (no prefix)
     // said 0 waiting for a lock of prefix `jobs` with waiters: they read
     // the queue of no prefix.
     let server = Server::start();
-    let jobs = key("jobs");
-    let (a, b) = (
-        locker(&server, Some(&jobs), "alpha"),
-        locker(&server, Some(&jobs), "beta"),
-    );
-    let root = locker(&server, None, "operator");
-    let held = a.lock("nr").unwrap();
-    let waiting = lock_behind(&a, &b, "nr");
-    let full = format!("{jobs}:nr");
-    let info = root.holder(&full).unwrap().unwrap();
+    let q = queued(&server);
+    let info = q.root.holder(&q.full).unwrap().unwrap();
     assert_eq!(info.waiters(), ["beta"], "holder: {info:?}");
-    let list = root.locks().unwrap();
-    let listed = list.iter().find(|i| i.key() == full).unwrap();
+    let list = q.root.locks().unwrap();
+    let listed = list.iter().find(|i| i.key() == q.full).unwrap();
     assert_eq!(listed.waiters(), ["beta"], "locks: {list:?}");
-    drop(held);
-    drop(waiting.join().unwrap().unwrap());
+    drop(q.held);
+    drop(q.waiting.join().unwrap().unwrap());
 }
 
 #[test]
@@ -94,34 +118,27 @@ fn a_lock_broken_by_its_full_key_without_a_prefix_is_broken_as_its_own_prefix_wo
     // handed it, the break went to the trail of no prefix, and no prefix's
     // counter and marks appeared at the root of the database.
     let server = Server::start();
-    let jobs = key("jobs");
-    let (a, b) = (
-        locker(&server, Some(&jobs), "alpha"),
-        locker(&server, Some(&jobs), "beta"),
-    );
-    let root = locker(&server, None, "operator");
-    let held = a.lock("nr").unwrap();
-    let waiting = lock_behind(&a, &b, "nr");
-    let full = format!("{jobs}:nr");
-    let broken = root.break_lock(&full, "host gone").unwrap().unwrap();
+    let q = queued(&server);
+    let broken = q.root.break_lock(&q.full, "host gone").unwrap().unwrap();
     assert_eq!(broken.metadata(), "alpha");
     assert_eq!(broken.waiters(), ["beta"], "{broken:?}");
     // Handed to the waiter, as its own prefix's break (or release) does.
-    let next = a.holder("nr").unwrap().unwrap();
+    let next = q.a.holder("nr").unwrap().unwrap();
     assert_eq!(next.metadata(), "beta");
-    told(&held, "host gone");
-    let trail = a.audit(None).unwrap();
+    told(&q.held, "host gone");
+    let trail = q.a.audit(None).unwrap();
     assert!(
         trail
             .iter()
             .any(|e| e.action() == "break" && e.key() == "nr" && e.reason() == "host gone"),
-        "the break is not in the trail of {jobs}: {trail:?}"
+        "the break is not in the trail of {}: {trail:?}",
+        q.jobs
     );
     assert_eq!(
         at_the_root(dump(&server).into_iter().map(|(k, _)| k)),
         [] as [String; 0]
     );
-    drop(waiting.join().unwrap().unwrap());
+    drop(q.waiting.join().unwrap().unwrap());
 }
 
 #[test]
@@ -191,49 +208,34 @@ fn a_lock_of_an_outer_prefix_named_through_a_nested_one_tells_its_holder() {
     told(&held, "stuck");
 }
 
-#[test]
-fn on_a_cluster_a_lock_broken_by_its_full_key_without_a_prefix_tells_its_holder() {
-    // The prefixes a key may be under each have their counter and marks in
-    // the key's slot: a break from no prefix reads and writes them there.
-    let cluster = Cluster::start();
+/// Lock `nr` of a prefix, taken by a locker of `builder()`, broken by its
+/// whole key from one without a prefix: its holder is told the reason.
+fn broken_from_no_prefix(builder: &dyn Fn() -> Builder) {
     let jobs = key("jobs");
-    let locker = |prefix: Option<&str>| {
-        let mut b = Locker::builder(cluster.pool())
-            .metadata("alpha")
-            .ttl(Duration::from_millis(900));
-        if let Some(p) = prefix {
-            b = b.prefix(p);
-        }
-        b.build().unwrap()
-    };
-    let (a, root) = (locker(Some(&jobs)), locker(None));
+    let (a, root) = (
+        build(builder(), Some(&jobs), "alpha"),
+        build(builder(), None, "operator"),
+    );
     let held = a.lock("nr").unwrap();
     root.break_lock(format!("{jobs}:nr"), "host gone")
         .unwrap()
         .unwrap();
     told(&held, "host gone");
+}
+
+#[test]
+fn on_a_cluster_a_lock_broken_by_its_full_key_without_a_prefix_tells_its_holder() {
+    // The prefixes a key may be under each have their counter and marks in
+    // the key's slot: a break from no prefix reads and writes them there.
+    let cluster = Cluster::start();
+    broken_from_no_prefix(&|| Locker::builder(cluster.pool()));
     assert_eq!(at_the_root(cluster.all_keys()), [] as [String; 0]);
 }
 
 #[test]
 fn on_redlock_a_lock_broken_by_its_full_key_without_a_prefix_tells_its_holder() {
     let masters = servers(3);
-    let jobs = key("jobs");
-    let build = |prefix: Option<&str>| {
-        let mut b = redlock_builder(&masters)
-            .metadata("alpha")
-            .ttl(Duration::from_millis(900));
-        if let Some(p) = prefix {
-            b = b.prefix(p);
-        }
-        b.build().unwrap()
-    };
-    let (a, root) = (build(Some(&jobs)), build(None));
-    let held = a.lock("nr").unwrap();
-    root.break_lock(format!("{jobs}:nr"), "host gone")
-        .unwrap()
-        .unwrap();
-    told(&held, "host gone");
+    broken_from_no_prefix(&|| redlock_builder(&masters));
     for m in &masters {
         assert_eq!(
             at_the_root(dump(m).into_iter().map(|(k, _)| k)),

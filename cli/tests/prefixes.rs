@@ -21,6 +21,26 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Asserts that `out` said on stderr where `jobs` holds what it asked for.
+fn names_jobs(out: &Output) {
+    assert!(
+        stderr(out).contains("prefix \"jobs\""),
+        "{out:?}: {}",
+        stderr(out)
+    );
+}
+
+/// Asserts that the run `ended` was stopped by a break for `reason` (exit
+/// 70, the operator's reason told).
+fn broken_for(ended: &Output, reason: &str) {
+    assert_eq!(code(ended), 70, "{ended:?}");
+    assert!(
+        stderr(ended).contains(&format!("broken by an operator: {reason}")),
+        "the holder was not told the operator's reason: {}",
+        stderr(ended)
+    );
+}
+
 /// A library locker of `prefix` (none: `None`) with `metadata`.
 fn locker(s: &Setup, prefix: Option<&str>, metadata: &str) -> redmutex::Locker {
     let mut b = redmutex::Locker::builder(redmutex::pool(&s.server.url()).unwrap())
@@ -199,11 +219,7 @@ fn holder_of_a_key_given_with_no_or_the_wrong_prefix_is_found_or_named() {
     for args in [&["holder", "nr"][..], &["holder", "--prefix", "job", "nr"]] {
         let out = s.run(args);
         assert_eq!((code(&out), stdout(&out).trim()), (1, "free"), "{args:?}");
-        assert!(
-            stderr(&out).contains("prefix \"jobs\""),
-            "{args:?}: {}",
-            stderr(&out)
-        );
+        names_jobs(&out);
     }
     stop(run, queued);
 }
@@ -226,11 +242,7 @@ fn a_break_of_a_key_given_with_no_or_the_wrong_prefix_is_refused_or_reaches_its_
             (1, "free: nothing broken"),
             "{args:?}"
         );
-        assert!(
-            stderr(&out).contains("prefix \"jobs\""),
-            "{args:?}: {}",
-            stderr(&out)
-        );
+        names_jobs(&out);
         let after = keys(&s);
         assert_eq!(strays(&after, "job"), [] as [&String; 0], "{after:?}");
         assert_eq!(
@@ -244,13 +256,7 @@ fn a_break_of_a_key_given_with_no_or_the_wrong_prefix_is_refused_or_reaches_its_
     let out = s.run(&["break", "jobs:nr", "--reason", "host gone"]);
     assert_eq!(code(&out), 0, "{out:?}");
     assert!(stdout(&out).contains("prefix \"jobs\""), "{out:?}");
-    let ended = finish(run);
-    assert_eq!(code(&ended), 70, "{ended:?}");
-    assert!(
-        stderr(&ended).contains("broken by an operator: host gone"),
-        "the holder was not told the operator's reason: {}",
-        stderr(&ended)
-    );
+    broken_for(&finish(run), "host gone");
     let after = keys(&s);
     assert_eq!(strays(&after, "job"), [] as [&String; 0], "{after:?}");
     // In its prefix's trail.
@@ -283,13 +289,7 @@ fn a_break_through_the_outer_prefix_reaches_the_holder_of_a_nested_one() {
     ]);
     let out = s.run(&["break", "--prefix", "jobs", "team:nr", "--reason", "drain"]);
     assert_eq!(code(&out), 0, "{out:?}");
-    let ended = finish(run);
-    assert_eq!(code(&ended), 70, "{ended:?}");
-    assert!(
-        stderr(&ended).contains("broken by an operator: drain"),
-        "{}",
-        stderr(&ended)
-    );
+    broken_for(&finish(run), "drain");
     let trail = stdout(&s.run(&["audit", "--prefix", "jobs:team"]));
     assert!(trail.contains("drain"), "{trail}");
     let after = keys(&s);
@@ -353,7 +353,7 @@ fn leader_of_an_election_given_with_the_wrong_prefix_names_where_it_is_led() {
         (1, "no leader"),
         "{out:?}"
     );
-    assert!(stderr(&out).contains("prefix \"jobs\""), "{}", stderr(&out));
+    names_jobs(&out);
     let out = s.run(&["leader", "--prefix", "jobs", "primary"]);
     assert_eq!(code(&out), 0, "{out:?}");
 }
