@@ -30,6 +30,17 @@ fn names_jobs(out: &Output) {
     );
 }
 
+/// The output of `run` once it ends; killed after 30 s (a run that was
+/// never told of its break runs on), which the caller's asserts then show.
+fn ended(mut run: Child) -> Output {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while run.try_wait().unwrap().is_none() && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = run.kill();
+    finish(run)
+}
+
 /// Asserts that the run `ended` was stopped by a break for `reason` (exit
 /// 70, the operator's reason told).
 fn broken_for(ended: &Output, reason: &str) {
@@ -256,7 +267,7 @@ fn a_break_of_a_key_given_with_no_or_the_wrong_prefix_is_refused_or_reaches_its_
     let out = s.run(&["break", "jobs:nr", "--reason", "host gone"]);
     assert_eq!(code(&out), 0, "{out:?}");
     assert!(stdout(&out).contains("prefix \"jobs\""), "{out:?}");
-    broken_for(&finish(run), "host gone");
+    broken_for(&ended(run), "host gone");
     let after = keys(&s);
     assert_eq!(strays(&after, "job"), [] as [&String; 0], "{after:?}");
     // In its prefix's trail.
@@ -289,7 +300,7 @@ fn a_break_through_the_outer_prefix_reaches_the_holder_of_a_nested_one() {
     ]);
     let out = s.run(&["break", "--prefix", "jobs", "team:nr", "--reason", "drain"]);
     assert_eq!(code(&out), 0, "{out:?}");
-    broken_for(&finish(run), "drain");
+    broken_for(&ended(run), "drain");
     let trail = stdout(&s.run(&["audit", "--prefix", "jobs:team"]));
     assert!(trail.contains("drain"), "{trail}");
     let after = keys(&s);
