@@ -367,4 +367,18 @@ fn leader_of_an_election_given_with_the_wrong_prefix_names_where_it_is_led() {
     names_jobs(&out);
     let out = s.run(&["leader", "--prefix", "jobs", "primary"]);
     assert_eq!(code(&out), 0, "{out:?}");
+    // `observe` says it too, when it starts, and follows the name asked.
+    let mut observer = s.cmd(&["observe", "primary"]).spawn().unwrap();
+    let err = observer.stderr.take().unwrap();
+    let (tx, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(err), &mut line);
+        let _ = tx.send(line);
+    });
+    let line = said.recv_timeout(std::time::Duration::from_secs(20));
+    observer.kill().unwrap();
+    observer.wait().unwrap();
+    let line = line.unwrap();
+    assert!(line.contains("prefix \"jobs\""), "{line}");
 }
