@@ -28,6 +28,8 @@ use std::time::{Duration, SystemTime};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockInfo {
     pub(crate) key: String,
+    pub(crate) prefix: Option<String>,
+    pub(crate) own_key: String,
     pub(crate) kind: LockKind,
     pub(crate) name: String,
     pub(crate) metadata: String,
@@ -103,6 +105,8 @@ impl LockInfo {
     pub(crate) fn blank() -> LockInfo {
         LockInfo {
             key: String::new(),
+            prefix: None,
+            own_key: String::new(),
             kind: LockKind::Lock,
             name: String::new(),
             metadata: String::new(),
@@ -112,15 +116,23 @@ impl LockInfo {
         }
     }
 
-    /// The hold's name, as the caller gives it to
-    /// [`Locker::break_lock`](crate::Locker::break_lock): a lock's key
-    /// (without the prefix); for a permit `__redmutex__:permit:<i>:<name>`,
-    /// for a read hold `__redmutex__:rw-read:<id>:<name>`, for the write
-    /// hold `__redmutex__:rw-write:<name>`, for an election's leader
+    /// The hold's name, as the locker that read it names it: what its
+    /// [`holder`](crate::Locker::holder) and
+    /// [`break_lock`](crate::Locker::break_lock) take. For a hold under
+    /// that locker's own prefix, a lock's key (without the prefix); for a
+    /// permit `__redmutex__:permit:<i>:<name>`, for a read hold
+    /// `__redmutex__:rw-read:<id>:<name>`, for the write hold
+    /// `__redmutex__:rw-write:<name>`, for an election's leader
     /// `__redmutex__:election:<name>`, where `<name>` is the semaphore's,
     /// read-write lock's or election's name (see [`name`](LockInfo::name))
     /// and `<id>` is drawn for that read hold. No lock key can contain
-    /// `__redmutex__`, so the names never meet.
+    /// `__redmutex__`, so the names never meet. For a hold under another
+    /// prefix (see [`prefix`](LockInfo::prefix)), the same name with that
+    /// prefix's own part before it: a locker of prefix `jobs` names lock
+    /// `nr` of prefix `jobs:team` `team:nr`, a locker without a prefix
+    /// names it `jobs:team:nr`; and permit `0` of semaphore `x` of prefix
+    /// `jobs:team` `team:__redmutex__:permit:0:x` and
+    /// `jobs:team:__redmutex__:permit:0:x`.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -131,6 +143,50 @@ impl LockInfo {
     /// ```
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// The prefix the hold is under (`None`: no prefix), whichever
+    /// locker read it. A lock key does not say it: `jobs:team:nr` is lock
+    /// `nr` of prefix `jobs:team`, lock `team:nr` of `jobs`, or lock
+    /// `jobs:team:nr` of no prefix. Of those, the hold is under the longest
+    /// prefix that has granted its fencing token (every grant leaves its
+    /// prefix's fencing counter at or above the token it gives); a
+    /// permit's, a read-write lock's or a leader's key names its prefix.
+    /// So a locker of any prefix (or none) reads its waiters, and
+    /// [`break_lock`](crate::Locker::break_lock) breaks it, where its own
+    /// prefix keeps them.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// // Without a prefix: every prefix's holds, each with its own.
+    /// for info in locker.locks()? {
+    ///     println!("{} {}", info.prefix().unwrap_or("-"), info.key_in_prefix());
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn prefix(&self) -> Option<&str> {
+        self.prefix.as_deref()
+    }
+
+    /// The hold's name under its own [`prefix`](LockInfo::prefix), as a
+    /// locker of that prefix names it ([`key`](LockInfo::key) is the name
+    /// the locker that read it gives it): `nr` for lock `nr` of prefix
+    /// `jobs`, whichever locker listed it.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// let operator = redmutex::Locker::builder(pool).build()?;
+    /// for info in operator.locks()? {
+    ///     // `redmutex break --prefix jobs nr` for a lock `nr` of prefix `jobs`.
+    ///     match info.prefix() {
+    ///         Some(p) => println!("--prefix {p} {}", info.key_in_prefix()),
+    ///         None => println!("{}", info.key_in_prefix()),
+    ///     }
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn key_in_prefix(&self) -> &str {
+        &self.own_key
     }
 
     /// What is held: a lock, a permit, a read or the write hold, or an
@@ -231,6 +287,7 @@ impl LockInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEntry {
     pub(crate) time: SystemTime,
+    pub(crate) prefix: Option<String>,
     pub(crate) key: String,
     pub(crate) kind: LockKind,
     pub(crate) action: String,
@@ -258,7 +315,9 @@ impl AuditEntry {
         self.time
     }
 
-    /// The hold's name, as [`LockInfo::key`] gives it.
+    /// The hold's name under the prefix of the trail
+    /// ([`prefix`](AuditEntry::prefix)), as a locker of that prefix names
+    /// it ([`LockInfo::key_in_prefix`]).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -268,6 +327,24 @@ impl AuditEntry {
     /// ```
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// The prefix whose trail holds it, the hold's own (`None`: no
+    /// prefix): the locker's for [`Locker::audit`](crate::Locker::audit),
+    /// each trail's for [`Locker::audit_all`](crate::Locker::audit_all).
+    /// A break is written to the trail of the prefix the hold is under
+    /// (see [`LockInfo::prefix`]), whichever locker broke it.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// let operator = redmutex::Locker::builder(pool).build()?;
+    /// for e in operator.audit_all(None)? {
+    ///     println!("{} {} {}", e.prefix().unwrap_or("-"), e.action(), e.key());
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn prefix(&self) -> Option<&str> {
+        self.prefix.as_deref()
     }
 
     /// What the hold was.

@@ -491,7 +491,9 @@ impl Locker {
     /// [`LockInfo::waiters`]), or `None` when it is free. One round trip.
     /// `key` is a lock's key, or any name [`locks`](Locker::locks) gives a
     /// hold ([`LockInfo::key`]: a permit, a read or write hold, an
-    /// election's leader, `__redmutex__:election:<name>`).
+    /// election's leader, `__redmutex__:election:<name>`). It is read under
+    /// its own prefix ([`LockInfo::prefix`]): a locker without a prefix
+    /// reads lock `nr` of prefix `jobs`, waiters and all, by `jobs:nr`.
     ///
     /// # Errors
     ///

@@ -1,12 +1,11 @@
 //! Operating it: the `Locker` methods an operator uses, to list every
-//! hold of a prefix, break one with its holder told, and read the audit
-//! trail. The mechanism is in `raw/operate.rs`.
+//! hold of a prefix (and of those nested in it), break one with its holder
+//! told, and read the audit trails. The mechanism is in `raw/operate.rs`.
 
 use std::time::SystemTime;
 
 use crate::info::{AuditEntry, LockInfo};
 use crate::locker::Locker;
-use crate::protocol::named::Named;
 use crate::Error;
 
 /// The longest reason a break accepts, in bytes.
@@ -14,20 +13,21 @@ const MAX_REASON: usize = 1024;
 
 impl Locker {
     /// Every lock, permit, read or write hold and election leader under
-    /// this locker's prefix right now, sorted by [`key`](LockInfo::key),
-    /// each with its kind, holder metadata, time left, fencing token and
-    /// live waiters (their metadata, in queue order). Keys that are not
-    /// holds (the fencing counters, queues, waiters, marks, election logs,
-    /// the audit trail) are never listed, nor a key redmutex did not write
-    /// (another value, or one without an expiry: see [`LockInfo`]). Blocks
-    /// for the walk.
+    /// this locker's prefix right now, and under the prefixes nested in it
+    /// (`<prefix>:team`; without a prefix, under every prefix), sorted by
+    /// [`key`](LockInfo::key), each with its own
+    /// [`prefix`](LockInfo::prefix), kind, holder metadata, time left,
+    /// fencing token and live waiters (their metadata, in queue order, as
+    /// its own prefix keeps them). Keys that are not holds (the fencing
+    /// counters, queues, waiters, marks, election logs, the audit trails)
+    /// are never listed, nor a key redmutex did not write (another value,
+    /// or one without an expiry: see [`LockInfo`]). Blocks for the walk.
     ///
-    /// A lock key does not say its prefix: the locks of a prefix nested in
-    /// this one (`<prefix>:team`) are listed as this one's (`team:<key>`),
-    /// and without a prefix every prefix's are. Break those with a locker
-    /// of their own prefix: this one's [`break_lock`](Locker::break_lock)
-    /// would free the key but leave their lock-delay and queue, and tell
-    /// their holder the key was gone, not broken.
+    /// Each is named as this locker names it ([`LockInfo::key`]: lock `nr`
+    /// of prefix `jobs:team` is `team:nr` to a locker of prefix `jobs`,
+    /// `jobs:team:nr` to one without a prefix), the name
+    /// [`holder`](Locker::holder) and [`break_lock`](Locker::break_lock)
+    /// take; [`LockInfo::key_in_prefix`] is its name under its own prefix.
     ///
     /// # Cost
     ///
@@ -56,8 +56,9 @@ impl Locker {
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
     /// for info in locker.locks()? {
     ///     println!(
-    ///         "{} ({}) held by {} for {:?} more, token {}, {} waiting",
-    ///         info.key(),
+    ///         "{} {} ({}) held by {} for {:?} more, token {}, {} waiting",
+    ///         info.prefix().unwrap_or("-"),
+    ///         info.key_in_prefix(),
     ///         info.kind().as_str(),
     ///         info.metadata(),
     ///         info.ttl(),
@@ -107,6 +108,18 @@ impl Locker {
     /// nothing changes). One round trip, and for a hold broken one more for
     /// its audit event.
     ///
+    /// It is broken under its own prefix ([`LockInfo::prefix`]), whichever
+    /// prefix this locker has: a locker without a prefix breaks lock `nr`
+    /// of prefix `jobs` by its key, `jobs:nr`, as a locker of `jobs` would
+    /// by `nr`, with its holder told, its waiters handed it, and its event
+    /// in the trail of `jobs`. Nothing is written under a prefix that has
+    /// not granted its token. When several prefixes a lock key may be
+    /// under have granted tokens up to its own (both `jobs` and `jobs:team`
+    /// for `jobs:team:nr`), it is taken for the longest one's, and its
+    /// holder's mark is left with each of them, so that its holder is told
+    /// whichever it is under. A key given under the wrong prefix names
+    /// another key: it is free (`None`), or another hold.
+    ///
     /// As the holder's own release would, it frees the key and hands it to
     /// the first live waiter (or frees it for whoever asks next), and
     /// nothing else of the lock's state is touched (its queue, the other
@@ -127,7 +140,8 @@ impl Locker {
     ///   [`Broken`](crate::LeaseChangeReason::Broken), and the locker's
     ///   [`Stats::losses_broken`](crate::Stats::losses_broken) counts it;
     /// - the break is logged (`warn`, target `redmutex::break`) and always
-    ///   written to the audit trail (see [`audit`](Locker::audit)) before
+    ///   written to the audit trail of its own prefix (see
+    ///   [`audit`](Locker::audit)) before
     ///   this returns (waiting at most the checkout and I/O timeouts for
     ///   it, a failure logged).
     ///
@@ -142,9 +156,12 @@ impl Locker {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for an empty or over-long (1024 bytes)
-    /// `reason`, for a `key` that names no hold, and for a key that
+    /// `reason`, for a `key` that names no hold, for a key that
     /// redmutex did not write (another value, or one without an expiry:
-    /// left alone, see [`LockInfo`]); [`Error::Redis`] and
+    /// left alone, see [`LockInfo`]), and for a lock key that none of the
+    /// prefixes it may be under has granted (its counter is gone, or it
+    /// was not written by redmutex: nothing tells whose holder to tell, so
+    /// it is left alone until its TTL runs out); [`Error::Redis`] and
     /// [`Error::Pool`] when Redis fails or cannot be reached.
     ///
     /// ```no_run
@@ -165,13 +182,16 @@ impl Locker {
                 "a break needs a reason of 1 to {MAX_REASON} bytes"
             )));
         }
-        let hold = Named::parse(key.as_ref())?;
-        self.shared().break_hold(&hold, reason)
+        let shared = self.shared();
+        let cluster = shared.config.topology.is_cluster();
+        let hold = shared.config.keys.target(key.as_ref(), cluster)?;
+        shared.break_hold(&hold, reason)
     }
 
     /// The prefix's audit trail from `since` on (all of it with `None`; by
     /// [`AuditEntry::time`], from the millisecond of `since`, as those
-    /// times are whole milliseconds), oldest first: every break, and with
+    /// times are whole milliseconds), oldest first: every break of a hold
+    /// under this prefix (whichever locker broke it), and with
     /// [`Builder::audit`](crate::Builder::audit) every grant, release and
     /// downgrade of the lockers that turned it on (leaderships' too). The events of one
     /// hold are in the order the server made them, whichever locker wrote
@@ -204,6 +224,33 @@ impl Locker {
     /// ```
     pub fn audit(&self, since: Option<SystemTime>) -> Result<Vec<AuditEntry>, Error> {
         self.shared().read_audit(since)
+    }
+
+    /// As [`audit`](Locker::audit), the trails of this prefix and of every
+    /// prefix nested in it (`<prefix>:team`; without a prefix, of every
+    /// prefix), each event with its [`prefix`](AuditEntry::prefix), all in
+    /// the order of their times (each trail's in its order). The trails are
+    /// found by a `SCAN` walk of the first instance for their keys (of
+    /// each master of a Cluster), which costs as
+    /// [`locks`](Locker::locks)'s walk does; then one round trip per trail.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] and [`Error::Pool`] when Redis fails or cannot be
+    /// reached.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// // An operator's locker, without a prefix: every prefix's trail.
+    /// let operator = redmutex::Locker::builder(pool).build()?;
+    /// for e in operator.audit_all(None)? {
+    ///     let prefix = e.prefix().unwrap_or("-");
+    ///     println!("{prefix} {} {} {} {}", e.action(), e.kind().as_str(), e.key(), e.reason());
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn audit_all(&self, since: Option<SystemTime>) -> Result<Vec<AuditEntry>, Error> {
+        self.shared().read_audits(since)
     }
 }
 

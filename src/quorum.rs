@@ -480,12 +480,11 @@ mod tests {
     fn holder_needs_a_majority_on_one_token() {
         let info = |fence, ttl_ms| LockInfo {
             key: "k".into(),
-            kind: crate::info::LockKind::Lock,
             name: "k".into(),
             metadata: "m".into(),
             ttl: ttl_ms * MS,
             fencing_token: fence,
-            waiters: Vec::new(),
+            ..LockInfo::blank()
         };
         let got = decide_holder(vec![Ok(Some(info(5, 90))), Ok(Some(info(5, 80))), Ok(None)]);
         assert_eq!(got.unwrap().unwrap().ttl(), 80 * MS);

@@ -88,23 +88,34 @@ pub enum Command {
     #[command(after_help = EXIT_CODES, after_long_help = run_long_help())]
     Run(RunArgs),
     /// Print who holds KEY (metadata, time left, fencing token) and how many
-    /// wait for it, and exit 0; or print `free` and exit 1.
+    /// wait for it, and exit 0; or print `free` and exit 1 (and say on
+    /// stderr under which other prefixes a hold of that name is, found by a
+    /// walk of the database). A lock's key given with an outer prefix or
+    /// none (`holder jobs:nr`) is read under its own prefix (`jobs`).
     Holder(HolderArgs),
-    /// List every lock, permit and read/write hold under the prefix (a
-    /// table: key, kind, holder, ms left, fencing token, waiters), walking
-    /// the keyspace with SCAN; exit 0.
+    /// List every lock, permit, read/write hold and leader under the prefix
+    /// and the prefixes nested in it, or without --prefix under every
+    /// prefix (a table: prefix, `-` for none, key, kind, holder, ms left,
+    /// fencing token, waiters), walking the keyspace with SCAN; exit 0.
     List(ListArgs),
     /// Break the hold KEY (a lock's key, or a name `list` shows) for an
     /// operator: its holder is told at its next renewal (a `run` stops its
-    /// command and exits 70), the next waiter gets it. Print what was
-    /// broken and exit 0; or print `free: nothing broken` and exit 1.
+    /// command and exits 70), the next waiter gets it, and the break goes
+    /// to the audit trail, all under its own prefix (`break jobs:nr`
+    /// breaks lock `nr` of prefix `jobs`). Print what was broken and exit
+    /// 0; or print `free: nothing broken`, say on stderr under which other
+    /// prefixes a hold of that name is, and exit 1.
     Break(BreakArgs),
-    /// Print the prefix's audit trail, oldest first: every break, and the
-    /// grants and releases of lockers with auditing on; exit 0.
+    /// Print the audit trails of the prefix and of the prefixes nested in
+    /// it, or without --prefix of every prefix (the prefix in a column, `-`
+    /// for none), oldest first: every break, and the grants and releases of
+    /// lockers with auditing on; exit 0. When there is none, say on stderr
+    /// under which prefixes there are events.
     Audit(AuditArgs),
     /// Print who leads the election NAME (its value, term and time left,
     /// then the candidates queued, in their order) and exit 0; or print
-    /// `no leader` and exit 1.
+    /// `no leader` and exit 1 (and say on stderr under which other
+    /// prefixes it has one).
     Leader(LeaderArgs),
     /// Print who leads the election NAME, then each change as a line (a
     /// new leader, a new value, `no leader`), until killed.
@@ -217,8 +228,10 @@ pub struct RunArgs {
 pub struct HolderArgs {
     #[command(flatten)]
     pub server: Server,
-    /// One JSON object: {"key", "holder" (its metadata), "ms_left",
-    /// "fencing_token", "waiters"}, the first three null when free.
+    /// One JSON object: {"prefix" (the hold's own, null for none), "key"
+    /// (its name there), "holder" (its metadata), "ms_left",
+    /// "fencing_token", "waiters"}, "holder", "ms_left" and
+    /// "fencing_token" null when free.
     #[arg(long)]
     pub json: bool,
     /// The lock's name.
@@ -229,11 +242,13 @@ pub struct HolderArgs {
 pub struct ListArgs {
     #[command(flatten)]
     pub server: Server,
-    /// One JSON array of objects {"key", "kind", "holder", "ms_left",
-    /// "fencing_token", "waiters" (their metadata, in queue order)}.
+    /// One JSON array of objects {"prefix" (null for none), "key" (its name
+    /// there), "kind", "holder", "ms_left", "fencing_token", "waiters"
+    /// (their metadata, in queue order)}.
     #[arg(long)]
     pub json: bool,
-    /// Only the holds whose name matches this glob (`*`, `?`).
+    /// Only the holds whose name matches this glob (`*`, `?`): the name
+    /// under --prefix (`team:*` for prefix `jobs:team`'s under `jobs`).
     pub pattern: Option<String>,
 }
 
@@ -257,8 +272,8 @@ pub struct AuditArgs {
     /// all that is kept].
     #[arg(long, value_parser = duration)]
     pub since: Option<Duration>,
-    /// One JSON array of objects {"time", "action", "kind", "key",
-    /// "holder", "fencing_token", "reason"}.
+    /// One JSON array of objects {"time", "prefix" (null for none),
+    /// "action", "kind", "key", "holder", "fencing_token", "reason"}.
     #[arg(long)]
     pub json: bool,
 }

@@ -47,6 +47,25 @@ pub fn json(election: &str, leader: Option<&Leader>, queued: Option<&[String]>) 
     )
 }
 
+/// Where else the election `name`, leaderless under `prefix`, has a
+/// leader (under each of `found`), as a line for stderr; `None` when
+/// nowhere.
+pub fn elsewhere(name: &str, prefix: Option<&str>, found: &[Option<&str>]) -> Option<String> {
+    if found.is_empty() {
+        return None;
+    }
+    let under = |p: Option<&str>| match p {
+        Some(p) => format!("under prefix {p:?}"),
+        None => "without a prefix".to_owned(),
+    };
+    let there: Vec<String> = found.iter().map(|p| under(*p)).collect();
+    Some(format!(
+        "election {name:?} has no leader {}, but has one {}",
+        under(prefix),
+        there.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

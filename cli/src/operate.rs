@@ -1,10 +1,15 @@
 //! The operator's commands: `holder`, `list`, `break`, `audit`, `leader`
-//! and `observe`.
+//! and `observe`. A hold is read and broken under its own prefix (the
+//! library finds it under the prefixes nested in `--prefix`, or under
+//! every prefix without one); a name found free is looked for under every
+//! prefix, and where it is held said on stderr.
 
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use crate::args::{AuditArgs, BreakArgs, HolderArgs, LeaderArgs, ListArgs};
+use redmutex::{LockInfo, LockKind};
+
+use crate::args::{AuditArgs, BreakArgs, HolderArgs, LeaderArgs, ListArgs, Server};
 use crate::connect::{locker, shown};
 use crate::exit::{chain, failed, usage, UNAVAILABLE};
 use crate::{holder, leader, ops};
@@ -21,16 +26,56 @@ pub fn holder(args: &HolderArgs) -> ExitCode {
     };
     let waiters = info.as_ref().map_or(0, |i| i.waiters().len());
     let waiters = u64::try_from(waiters).unwrap_or(u64::MAX);
+    let prefix = args.server.prefix.as_deref();
     let line = if args.json {
-        holder::json(&args.key, info.as_ref(), waiters)
+        holder::json(prefix, &args.key, info.as_ref(), waiters)
     } else {
-        holder::text(info.as_ref(), waiters)
+        holder::text(prefix, &args.key, info.as_ref(), waiters)
     };
     print(&line);
     if info.is_some() {
         ExitCode::SUCCESS
     } else {
+        say_elsewhere(&args.server, &args.key, &|_| true);
         ExitCode::from(1)
+    }
+}
+
+/// The holds named `key` under any prefix (by their name there, or by
+/// their whole key), found by a walk of the database without a prefix,
+/// but the one under `server`'s prefix (which was found free); none when
+/// that fails (this is a hint: the answer is given already).
+fn elsewhere(server: &Server, key: &str, keep: &dyn Fn(&LockInfo) -> bool) -> Vec<LockInfo> {
+    let everywhere = Server {
+        prefix: None,
+        ..server.clone()
+    };
+    let Ok(root) = locker(&everywhere, None, None, None) else {
+        return Vec::new();
+    };
+    let glob: String = key
+        .chars()
+        .flat_map(|c| match c {
+            '*' | '?' | '\\' => vec!['\\', c],
+            c => vec![c],
+        })
+        .collect();
+    let asked = server.prefix.as_deref();
+    let found = root.locks_matching(&format!("*{glob}")).unwrap_or_default();
+    ops::sorted(found)
+        .into_iter()
+        .filter(|i| i.key() == key || i.key_in_prefix() == key)
+        .filter(|i| (i.prefix(), i.key_in_prefix()) != (asked, key))
+        .filter(|i| keep(i))
+        .collect()
+}
+
+/// Says on stderr where else `key`, free under `server`'s prefix, is held
+/// (among the holds `keep` takes), if anywhere.
+fn say_elsewhere(server: &Server, key: &str, keep: &dyn Fn(&LockInfo) -> bool) {
+    let found = elsewhere(server, key, keep);
+    if let Some(line) = ops::elsewhere(key, server.prefix.as_deref(), &found) {
+        say!("redmutex: {line}");
     }
 }
 
@@ -44,6 +89,7 @@ pub fn list(args: &ListArgs) -> ExitCode {
         Ok(holds) => holds,
         Err(e) => return failed(&e, &shown(&args.server)),
     };
+    let holds = ops::sorted(holds);
     print(&if args.json {
         ops::json(&holds)
     } else {
@@ -65,6 +111,7 @@ pub fn break_lock(args: &BreakArgs) -> ExitCode {
         }
         Ok(None) => {
             print("free: nothing broken\n");
+            say_elsewhere(&args.server, &args.key, &|_| true);
             ExitCode::from(1)
         }
         Err(e) => failed(&e, &shown(&args.server)),
@@ -80,16 +127,35 @@ pub fn audit(args: &AuditArgs) -> ExitCode {
     let since = args
         .since
         .and_then(|d| std::time::SystemTime::now().checked_sub(d));
-    match locker.audit(since) {
+    match locker.audit_all(since) {
         Ok(events) => {
             print(&if args.json {
                 ops::audit_json(&events)
             } else {
                 ops::audit_text(&events)
             });
+            if let (true, Some(prefix)) = (events.is_empty(), &args.server.prefix) {
+                say_trails(&args.server, prefix, since);
+            }
             ExitCode::SUCCESS
         }
         Err(e) => failed(&e, &shown(&args.server)),
+    }
+}
+
+/// Says on stderr under which prefixes there are audit events since
+/// `since` when `prefix`'s trails have none (a hint: failures are quiet).
+fn say_trails(server: &Server, prefix: &str, since: Option<std::time::SystemTime>) {
+    let everywhere = Server {
+        prefix: None,
+        ..server.clone()
+    };
+    let Ok(root) = locker(&everywhere, None, None, None) else {
+        return;
+    };
+    let events = root.audit_all(since).unwrap_or_default();
+    if let Some(line) = ops::trails_elsewhere(prefix, &events) {
+        say!("redmutex: {line}");
     }
 }
 
@@ -109,6 +175,18 @@ fn election(args: &LeaderArgs) -> Result<(redmutex::Election, redmutex::Locker),
         e => usage(&e.to_string()),
     })?;
     Ok((election, locker))
+}
+
+/// Says on stderr under which other prefixes the election `args.name` has
+/// a leader, when it has none under `args`' prefix.
+fn say_led_elsewhere(args: &LeaderArgs) {
+    let name = format!("__redmutex__:election:{}", args.name);
+    let led = |i: &LockInfo| i.kind() == LockKind::Leader && i.name() == args.name;
+    let found = elsewhere(&args.server, &name, &led);
+    let prefixes: Vec<Option<&str>> = found.iter().map(LockInfo::prefix).collect();
+    if let Some(line) = leader::elsewhere(&args.name, args.server.prefix.as_deref(), &prefixes) {
+        say!("redmutex: {line}");
+    }
 }
 
 /// Writes one state as a line (with `queued`, the candidates queued, on a
@@ -149,6 +227,7 @@ pub fn show_leader(args: &LeaderArgs) -> ExitCode {
             if leader.is_some() {
                 ExitCode::SUCCESS
             } else {
+                say_led_elsewhere(args);
                 ExitCode::from(1)
             }
         }
@@ -165,6 +244,9 @@ pub fn observe(args: &LeaderArgs) -> ExitCode {
         Ok((e, _)) => e,
         Err(code) => return code,
     };
+    if matches!(election.leader(), Ok(None)) {
+        say_led_elsewhere(args);
+    }
     let observer = match election.observe() {
         Ok(o) => o,
         Err(e) => {

@@ -28,12 +28,14 @@ fn list_shows_each_run_and_its_waiters() {
     let text = stdout(&table);
     let mut lines = text.lines();
     let header = lines.next().unwrap();
-    for column in ["KEY", "KIND", "HOLDER", "MS_LEFT", "TOKEN", "WAITERS"] {
+    for column in [
+        "PREFIX", "KEY", "KIND", "HOLDER", "MS_LEFT", "TOKEN", "WAITERS",
+    ] {
         assert!(header.contains(column), "{header}");
     }
     let row = lines.next().unwrap();
     assert!(
-        row.starts_with("nightly") && row.contains(" lock "),
+        row.starts_with("ops") && row.contains(" nightly ") && row.contains(" lock "),
         "{row}"
     );
     assert!(
@@ -45,7 +47,7 @@ fn list_shows_each_run_and_its_waiters() {
 
     let json = stdout(&s.run(&["list", "--prefix", "ops", "--json"]));
     assert!(
-        json.starts_with(r#"[{"key":"nightly","kind":"lock","holder":""#),
+        json.starts_with(r#"[{"prefix":"ops","key":"nightly","kind":"lock","holder":""#),
         "{json}"
     );
     // Another pattern, another prefix: nothing listed.

@@ -103,7 +103,7 @@ fn holder_json_tells_holder_time_left_token_and_waiters() {
     assert_eq!(code(&out), 1, "free: {out:?}");
     assert_eq!(
         String::from_utf8(out.stdout).unwrap().trim(),
-        r#"{"key":"jkey","holder":null,"ms_left":null,"fencing_token":null,"waiters":0}"#
+        r#"{"prefix":null,"key":"jkey","holder":null,"ms_left":null,"fencing_token":null,"waiters":0}"#
     );
     let first = s.start(&["run", "jkey", "--", "sh", "-c", RUNS]);
     let waiter = s.cmd(&["run", "jkey", "--", "true"]).spawn().unwrap();
@@ -117,7 +117,7 @@ fn holder_json_tells_holder_time_left_token_and_waiters() {
     assert_eq!(code(&out), 0, "{out:?}");
     let json = String::from_utf8(out.stdout).unwrap();
     assert!(
-        json.starts_with(r#"{"key":"jkey","holder":""#)
+        json.starts_with(r#"{"prefix":null,"key":"jkey","holder":""#)
             && json.contains(&format!(":{}\",\"ms_left\":", first.id()))
             && json.contains(r#","fencing_token":"#),
         "{json}"

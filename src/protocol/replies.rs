@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::info::{Leader, LockInfo, LockKind};
-use crate::protocol::named::Named;
+use crate::protocol::named::{Named, Target};
 use crate::quorum::Grant;
 use crate::Error;
 
@@ -139,13 +139,11 @@ fn held(value: &Value, pttl: i64, waiters: Vec<String>) -> Option<LockInfo> {
         _ => (0, "", Duration::ZERO),
     };
     Some(LockInfo {
-        key: String::new(),
-        kind: LockKind::Lock,
-        name: String::new(),
         metadata: metadata.to_owned(),
         fencing_token,
         ttl,
         waiters,
+        ..LockInfo::blank()
     })
 }
 
@@ -171,18 +169,35 @@ pub(crate) fn named(mut info: LockInfo, named: &Named) -> LockInfo {
     info
 }
 
-/// `[value, pttl, waiters]`, or an empty array for a missing key (see
-/// `lua/inspect.lua`).
-pub(crate) fn parse_inspect(reply: &Value, hold: &Named) -> Result<Option<LockInfo>, Error> {
+/// `info` as the hold `target` is at `place` (from 1) of the prefixes it
+/// may be under (see `lua/lib/whose.lua`): named there, with that prefix,
+/// and the name its asker gives it.
+fn placed(info: LockInfo, target: &Target, place: &Value) -> Option<LockInfo> {
+    let Value::Int(place) = place else {
+        return None;
+    };
+    let at = usize::try_from(*place).ok()?.checked_sub(1)?;
+    let (space, hold) = target.under.get(at)?;
+    let mut info = named(info, hold);
+    info.own_key = std::mem::replace(&mut info.key, target.caller.clone());
+    info.prefix = space.prefix().map(str::to_owned);
+    Some(info)
+}
+
+/// `[value, pttl, waiters, place]`, or an empty array for a missing key
+/// (see `lua/inspect.lua`).
+pub(crate) fn parse_inspect(reply: &Value, target: &Target) -> Result<Option<LockInfo>, Error> {
     let Value::Array(items) = reply else {
         return Err(unexpected("inspect", reply));
     };
     match items.as_slice() {
         [] => Ok(None),
-        [value, Value::Int(pttl), waiting] => {
+        [value, Value::Int(pttl), waiting, place] => {
             let waiters = waiter_list(waiting).ok_or_else(|| unexpected("inspect", reply))?;
-            let info = held(value, *pttl, waiters).ok_or_else(|| unexpected("inspect", reply))?;
-            Ok(Some(named(info, hold)))
+            let info = held(value, *pttl, waiters)
+                .and_then(|info| placed(info, target, place))
+                .ok_or_else(|| unexpected("inspect", reply))?;
+            Ok(Some(info))
         }
         _ => Err(unexpected("inspect", reply)),
     }
@@ -202,34 +217,45 @@ fn waiter_list(waiting: &Value) -> Option<Vec<String>> {
     )
 }
 
-/// What a break found (see `lua/break.lua`): `Ok(None)` for a missing key;
-/// the hold as it was, whether redmutex wrote it (else it was left alone),
-/// and the hand-over, if there was one.
-pub(crate) type Broken = Option<(LockInfo, bool, Option<Handed>)>;
+/// What a break found (see `lua/break.lua`).
+#[derive(Debug)]
+pub(crate) enum Broke {
+    /// The key is missing.
+    Free,
+    /// A key redmutex did not write: left alone.
+    Foreign,
+    /// A hold that none of the prefixes it may be under has granted:
+    /// left alone.
+    Untold,
+    /// The hold as it was, under its own prefix, and the hand-over, if
+    /// there was one.
+    Broken(Box<LockInfo>, Option<Handed>),
+}
 
 /// The reply of `lua/break.lua`.
-pub(crate) fn parse_break(reply: &Value, hold: &Named) -> Result<Broken, Error> {
+pub(crate) fn parse_break(reply: &Value, target: &Target) -> Result<Broke, Error> {
     let Value::Array(items) = reply else {
         return Err(unexpected("break", reply));
     };
-    let none = &Value::Array(Vec::new());
-    let (value, pttl, waiting, handed) = match items.as_slice() {
-        [] => return Ok(None),
-        [value, Value::Int(pttl)] => (value, *pttl, none, None),
-        [value, Value::Int(pttl), waiting] => (value, *pttl, waiting, None),
-        [value, Value::Int(pttl), waiting, to, fence] => {
+    let (value, pttl, waiting, place, handed) = match items.as_slice() {
+        [] => return Ok(Broke::Free),
+        [_, Value::Int(_)] => return Ok(Broke::Foreign),
+        [_, Value::Int(_), _, Value::Int(0)] => return Ok(Broke::Untold),
+        [value, Value::Int(pttl), waiting, place] => (value, *pttl, waiting, place, None),
+        [value, Value::Int(pttl), waiting, place, to, fence] => {
             let to = text(to).ok_or_else(|| unexpected("break", reply))?;
             let fence = text(fence)
                 .and_then(|f| f.parse().ok())
                 .ok_or_else(|| unexpected("break", reply))?;
-            (value, *pttl, waiting, Some((to, fence)))
+            (value, *pttl, waiting, place, Some((to, fence)))
         }
         _ => return Err(unexpected("break", reply)),
     };
-    let ours = lossy(value).is_some_and(|v| !v.is_empty());
     let waiters = waiter_list(waiting).ok_or_else(|| unexpected("break", reply))?;
-    let info = held(value, pttl, waiters).ok_or_else(|| unexpected("break", reply))?;
-    Ok(Some((named(info, hold), ours, handed)))
+    let info = held(value, pttl, waiters)
+        .and_then(|info| placed(info, target, place))
+        .ok_or_else(|| unexpected("break", reply))?;
+    Ok(Broke::Broken(Box::new(info), handed))
 }
 
 /// A renewal's reply (`lua/renew.lua`): `(true, None)` renewed, `(false,
@@ -458,7 +484,7 @@ mod tests {
             for e in [
                 parse_release(reply).err(),
                 parse_acquire(reply).err(),
-                parse_inspect(reply, &Named::Lock("k".into())).err(),
+                parse_inspect(reply, &lock_k()).err(),
                 int_reply(reply, "renew").err(),
             ]
             .into_iter()
@@ -471,9 +497,16 @@ mod tests {
         }
     }
 
+    /// The lock `k` of no prefix, as a reading looks for it.
+    fn lock_k() -> Target {
+        crate::protocol::keys::KeySpace::new(None)
+            .target("k", false)
+            .unwrap()
+    }
+
     #[test]
     fn inspect_replies() {
-        let lock = Named::Lock("k".into());
+        let lock = lock_k();
         assert_eq!(parse_inspect(&Value::Array(vec![]), &lock).unwrap(), None);
         let token = "0123456789abcdef0123456789abcdef";
         let info = parse_inspect(
@@ -481,6 +514,7 @@ mod tests {
                 Value::BulkString(format!("{token}:42:host:1").into_bytes()),
                 Value::Int(1500),
                 Value::Array(vec![Value::BulkString(b"next:2".to_vec())]),
+                Value::Int(1),
             ]),
             &lock,
         )
@@ -509,6 +543,7 @@ mod tests {
                     Value::BulkString(value.as_bytes().to_vec()),
                     Value::Int(pttl),
                     Value::Array(vec![]),
+                    Value::Int(1),
                 ]),
                 &lock,
             )

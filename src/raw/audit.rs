@@ -26,6 +26,7 @@ use redis::Value;
 
 use crate::defaults::AUDIT_LEN;
 use crate::info::{AuditEntry, LockInfo, LockKind};
+use crate::protocol::keys::KeySpace;
 use crate::protocol::replies;
 use crate::Error;
 
@@ -188,13 +189,18 @@ impl RawLock {
         }
     }
 
-    /// Queues `event` for the audit trail on the first instance, best
-    /// effort: written by the trail's own thread, a failure logged, never
-    /// waited for here. Its number in the queue.
+    /// Queues `event` for this prefix's audit trail on the first instance,
+    /// best effort: written by the trail's own thread, a failure logged,
+    /// never waited for here. Its number in the queue.
     pub(super) fn audit(self: &Arc<Self>, event: &Event<'_>) -> u64 {
-        let stream = self.config.keys.audit_key();
+        self.audit_to(&self.config.keys.audit_key(), event)
+    }
+
+    /// As [`audit`](RawLock::audit), to the audit trail `stream` (another
+    /// prefix's, for a break of a hold under it).
+    pub(super) fn audit_to(self: &Arc<Self>, stream: &str, event: &Event<'_>) -> u64 {
         let mut cmd = redis::cmd("XADD");
-        cmd.arg(&stream)
+        cmd.arg(stream)
             .arg("MAXLEN")
             .arg("~")
             .arg(AUDIT_LEN)
@@ -214,18 +220,48 @@ impl RawLock {
         self.trail(cmd, event.action, event.key)
     }
 
-    /// The audit trail from the millisecond of `since` on (all of it with
-    /// `None`), oldest first and each hold's events in the server's order
-    /// (see [`server_order`]), read from the first instance once this
+    /// This prefix's audit trail from the millisecond of `since` on (all of
+    /// it with `None`), oldest first and each hold's events in the server's
+    /// order (see [`server_order`]), read from the first instance once this
     /// locker's queued events are written (waiting at most the checkout
     /// and I/O timeouts for them).
     pub(crate) fn read_audit(&self, since: Option<SystemTime>) -> Result<Vec<AuditEntry>, Error> {
-        // This locker's own events queued so far first (bounded).
+        self.flush_own_trail();
+        self.read_trail(&self.config.keys, since)
+    }
+
+    /// As [`read_audit`](RawLock::read_audit), every audit trail of this
+    /// prefix and of the prefixes nested in it (found by a walk, see
+    /// [`trails`](RawLock::trails)), each event with its prefix, in the
+    /// order of their times (each trail's events in their order).
+    pub(crate) fn read_audits(&self, since: Option<SystemTime>) -> Result<Vec<AuditEntry>, Error> {
+        self.flush_own_trail();
+        let mut all = Vec::new();
+        for space in self.trails()? {
+            all.extend(self.read_trail(&space, since)?);
+        }
+        // Stable: a trail's events keep their order.
+        all.sort_by_key(|e| e.time);
+        Ok(all)
+    }
+
+    /// Waits until this locker's events queued so far are written, at most
+    /// the checkout and I/O timeouts.
+    fn flush_own_trail(&self) {
         let bound = self
             .config
             .checkout_timeout
             .saturating_add(self.config.io_timeout);
         self.flush_trail(self.trail_queued(), bound);
+    }
+
+    /// The audit trail of the prefix `space` from the millisecond of
+    /// `since` on, in the server's order (see [`server_order`]).
+    fn read_trail(
+        &self,
+        space: &KeySpace,
+        since: Option<SystemTime>,
+    ) -> Result<Vec<AuditEntry>, Error> {
         let start = match since {
             Some(t) => {
                 let ms = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
@@ -233,7 +269,7 @@ impl RawLock {
             }
             None => "-".to_owned(),
         };
-        let stream = self.config.keys.audit_key();
+        let stream = space.audit_key();
         let reply = self.run_on(0, &mut |c| {
             Ok(redis::cmd("XRANGE")
                 .arg(&stream)
@@ -246,7 +282,11 @@ impl RawLock {
         // Read from the millisecond of `since`, the times' unit: an event
         // written in it after `since` is in. `server_order` moves a time
         // only to another's read here, so none goes before that.
-        Ok(server_order(parse_audit(&reply)?))
+        let mut events = parse_audit(&reply)?;
+        for e in &mut events {
+            e.prefix = space.prefix().map(str::to_owned);
+        }
+        Ok(server_order(events))
     }
 }
 
@@ -287,6 +327,7 @@ fn parse_audit(reply: &Value) -> Result<Vec<AuditEntry>, Error> {
             .ok_or_else(bad)?;
         let mut e = AuditEntry {
             time: UNIX_EPOCH + Duration::from_millis(ms),
+            prefix: None,
             key: String::new(),
             kind: LockKind::Lock,
             action: String::new(),
@@ -362,6 +403,7 @@ mod tests {
     fn event(ms: u64, key: &str, action: &str, fence: u64) -> AuditEntry {
         AuditEntry {
             time: UNIX_EPOCH + Duration::from_millis(ms),
+            prefix: None,
             key: key.to_owned(),
             kind: LockKind::Lock,
             action: action.to_owned(),

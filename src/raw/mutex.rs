@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use crate::info::LockInfo;
 use crate::protocol::keys;
-use crate::protocol::named::Named;
 use crate::Error;
 
 use super::operate::foreign;
@@ -24,12 +23,14 @@ impl RawLock {
     }
 
     /// Who holds `key` (a lock's key, or any name a listing gives a hold),
-    /// with its live waiters, as a majority of instances sees it;
-    /// [`Error::InvalidInput`] for a key redmutex did not write.
+    /// with its live waiters under its own prefix, as a majority of
+    /// instances sees it; [`Error::InvalidInput`] for a key redmutex did
+    /// not write.
     pub(crate) fn holder(self: &Arc<Self>, key: &str) -> Result<Option<LockInfo>, Error> {
-        let hold = Named::parse(key)?;
-        match self.read_hold(&hold)? {
-            Some(info) if info.fencing_token == 0 => Err(foreign(&hold)),
+        let cluster = self.config.topology.is_cluster();
+        let target = self.config.keys.target(key, cluster)?;
+        match self.read_hold(&target)? {
+            Some(info) if info.fencing_token == 0 => Err(foreign(key)),
             found => Ok(found),
         }
     }

@@ -753,6 +753,26 @@ pub fn fence_of(server: &Server, key: &str) -> u64 {
     fence_in(&v).unwrap()
 }
 
+/// Every key of `server` and its value (strings) or type, sorted.
+pub fn dump(server: &Server) -> Vec<(String, String)> {
+    let mut c = server.conn();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
+    let mut out: Vec<(String, String)> = keys
+        .into_iter()
+        .map(|k| {
+            let v: String = redis::cmd("TYPE").arg(&k).query(&mut c).unwrap();
+            let v = if v == "string" {
+                redis::cmd("GET").arg(&k).query(&mut c).unwrap()
+            } else {
+                v
+            };
+            (k, v)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// An owner token that is not any locker's.
 pub const SOMEONE_ELSE: &str = "ffffffffffffffffffffffffffffffff";
 
