@@ -298,11 +298,25 @@ mod tests {
     /// What recording adds to one lock + unlock cycle, measured alone (a
     /// cycle's round trips make the difference too small to see against
     /// the noise of a loaded machine): the clock reads and atomic adds of
-    /// a grant and of its guard's end. A measurement, not a check:
-    /// `cargo test --release --lib recording_cost -- --ignored --nocapture`.
+    /// a grant and of its guard's end; with the `metrics` feature, then
+    /// again reported to a Prometheus recorder. A measurement, not a check:
+    /// `cargo test --release --lib recording_cost -- --ignored --nocapture`
+    /// (`--features metrics` for the second part).
     #[test]
     #[ignore = "a measurement; run it alone, in release"]
     fn recording_cost() {
+        measure_recording();
+        // With the `metrics` feature, reported to a Prometheus recorder (on
+        // this thread only) as well.
+        #[cfg(feature = "metrics")]
+        {
+            let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+            println!("reported to a Prometheus recorder:");
+            metrics::with_local_recorder(&prometheus, measure_recording);
+        }
+    }
+
+    fn measure_recording() {
         const N: u32 = 2_000_000;
         for on in [true, false, true, false] {
             let r = Recorder::new(on, None);
