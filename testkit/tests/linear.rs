@@ -244,6 +244,8 @@ fn real_history(rng: &mut Rng, n: u64, processes: u64, unknown_in: u64) -> Vec<O
     for i in 0..n {
         now += 10 + rng.below(20) * 10;
         let p = rng.below(processes) as usize;
+        // It takes effect now, so its process must be free by then.
+        now = now.max(free[p] + 10);
         // Invoked after the process's last operation ended, before now.
         let call = free[p].max(now.saturating_sub(rng.below(40) * 10 + 10)) + 1;
         let ret = now + rng.below(40) * 10 + 3;

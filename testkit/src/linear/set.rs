@@ -4,6 +4,8 @@
 //! must be present, none present twice, nothing present that was refused
 //! or never added; an add of unknown outcome may be present or not.
 
+use std::collections::{BTreeMap, HashMap};
+
 /// How an add ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -77,7 +79,43 @@ impl Report {
 /// assert_eq!(check(&adds, &[3]).lost, vec![1]);
 /// ```
 pub fn check(adds: &[(u64, Outcome)], read: &[u64]) -> Report {
-    // Not written yet.
-    let _ = (adds, read);
-    Report::default()
+    let mut seen: BTreeMap<u64, usize> = BTreeMap::new();
+    for e in read {
+        *seen.entry(*e).or_default() += 1;
+    }
+    let outcome: HashMap<u64, Outcome> = adds.iter().copied().collect();
+    let mut r = Report {
+        present: seen.len(),
+        ..Report::default()
+    };
+    for (e, o) in adds {
+        let there = seen.contains_key(e);
+        match o {
+            Outcome::Ok => {
+                r.acknowledged += 1;
+                if !there {
+                    r.lost.push(*e);
+                }
+            }
+            Outcome::Refused => {
+                r.refused += 1;
+                if there {
+                    r.refused_present.push(*e);
+                }
+            }
+            Outcome::Unknown => {
+                r.unknown += 1;
+                r.recovered += usize::from(there);
+            }
+        }
+    }
+    for (e, n) in &seen {
+        if *n > 1 {
+            r.duplicated.push(*e);
+        }
+        if !outcome.contains_key(e) {
+            r.unexpected.push(*e);
+        }
+    }
+    r
 }
