@@ -87,9 +87,10 @@ fn a_paused_holders_late_write_is_found_and_named() {
     let checked = check(&Register, &h);
     let anomaly = checked.anomaly().expect("a late write from an old value");
     assert_eq!(anomaly.op, 1, "{anomaly:?}");
-    let text = excerpt(&h, anomaly.op, 2, ToString::to_string);
+    let text = excerpt(&h, anomaly.op, 2, &[2], ToString::to_string);
     assert!(text.contains("* p2"), "{text}");
     assert!(text.contains("cas 5 -> 1"), "{text}");
+    assert!(text.contains("> p3"), "the related write marked: {text}");
     // Refused (left out), the same history is linearizable.
     // Refused (left out), the rest up to the read of its value is
     // linearizable.

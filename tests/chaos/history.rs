@@ -402,6 +402,12 @@ pub mod rule {
     pub const CLEAN_END: &str = "clean-end";
     pub const STARVED: &str = "starved-lease";
     pub const KEPT: &str = "kept-lease";
+    /// The register written through `Guard::run_if_held`: its history is
+    /// linearizable (see `linear.rs`).
+    pub const LINEARIZABLE: &str = "linearizable";
+    /// The set written through `fence::admit_and_run`: every acknowledged
+    /// add present, none twice, nothing refused or never added.
+    pub const FENCED_SET: &str = "fenced-set";
 }
 
 /// What the checker found in one run.

@@ -35,6 +35,7 @@ mod controls;
 mod delay;
 mod election;
 mod history;
+mod linear;
 mod report;
 mod run;
 mod scenarios;
@@ -185,6 +186,7 @@ fn main() {
                 ms(out.clock_step)
             );
         }
+        failed |= !linear::report_run(s, &out);
         if std::env::var("REDMUTEX_CHAOS_VERBOSE").is_ok() {
             for n in out.verdict.notes.iter().take(10) {
                 println!("    excused: {n}");
@@ -259,4 +261,6 @@ struct Outcome {
     explained: Vec<String>,
     /// Where the history of a run with violations was kept.
     kept: Option<PathBuf>,
+    /// The linearizability workloads' histories, checked.
+    linear: linear::Checks,
 }

@@ -38,6 +38,8 @@ pub(crate) struct Totals {
     clock_step: u64,
     /// Each violation with the faults and records around it, by scenario.
     explained: String,
+    /// The linearizability workloads.
+    linear: crate::linear::Totals,
 }
 
 impl Totals {
@@ -55,6 +57,7 @@ impl Totals {
                 }
             }
         }
+        self.linear.add(&s.name, &o.linear);
         self.acquisitions += v.acquisitions;
         self.processes += o.processes;
         self.violations += v.violations.len();
@@ -160,6 +163,7 @@ impl Totals {
         for (flaw, expected, n) in controls {
             s += &format!("| {} | {expected} | {n} |\n", flaw.code());
         }
+        s += &self.linear.report();
         s += "\n| failed lock calls (bounded errors) | count |\n|---|---|\n";
         for (k, n) in &self.failures {
             s += &format!("| {k} | {n} |\n");

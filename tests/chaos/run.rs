@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::{self, Server, TempDir};
 use crate::history::{self, now_ns, wall_offset_ns, Event};
+use crate::linear::{self, Workloads};
 use crate::support::{lock_name, victims_of};
 use crate::worker::{self, Rng, Settings, FAST_KEYS, PREFIX, SLOW_KEY};
 use crate::{
@@ -180,6 +181,7 @@ impl Run<'_> {
         };
         let mut child = Command::new(std::env::current_exe().expect("this binary"))
             .env(worker::ENV, settings.encode())
+            .env(linear::ENV, Workloads::of(self.scenario).code())
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -237,6 +239,56 @@ impl Run<'_> {
             std::thread::sleep(Duration::from_millis(2));
         }
         0
+    }
+
+    /// A worker holding the workloads' lock between its read of the control
+    /// register and its write (its last `I c` record not completed yet), by
+    /// the lock's metadata and the tail of the worker's record file; none
+    /// within 5 s: `None`.
+    fn linear_holder(&self) -> Option<usize> {
+        use std::io::{Read, Seek, SeekFrom};
+        let give_up = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < give_up {
+            let v: Option<String> = self.servers[0]
+                .try_conn()
+                .ok()
+                .and_then(|mut c| {
+                    redis::cmd("GET")
+                        .arg(format!("{PREFIX}:{}", linear::LOCK))
+                        .query(&mut c)
+                        .ok()
+                })
+                .flatten();
+            let id = v
+                .as_deref()
+                .and_then(|v| v.rsplit(':').next())
+                .and_then(|m| m.strip_prefix('w'))
+                .and_then(|n| n.parse::<u32>().ok());
+            if let Some(pos) = id.and_then(|id| self.workers.iter().position(|w| w.id == id)) {
+                let mut tail = String::new();
+                let read =
+                    std::fs::File::open(self.log_path(self.workers[pos].id)).and_then(|mut f| {
+                        let len = f.metadata()?.len();
+                        f.seek(SeekFrom::Start(len.saturating_sub(16 * 1024)))?;
+                        f.read_to_string(&mut tail)
+                    });
+                // The writer thread's records (process `16 id + 1`).
+                let writer = u64::from(self.workers[pos].id) * 16 + 1;
+                let last = |what: &str| {
+                    let prefix = format!("{what} c {writer} ");
+                    tail.lines()
+                        .rev()
+                        .find(|l| l.starts_with(&prefix))
+                        .and_then(|l| l.split(' ').nth(3).map(str::to_owned))
+                };
+                let invoked = last("I");
+                if read.is_ok() && invoked.is_some() && invoked != last("C") {
+                    return Some(pos);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        None
     }
 
     /// Every lock key on server `i`, as a victim.

@@ -75,7 +75,8 @@ pub(crate) fn all(long: bool) -> Vec<Scenario> {
             redlock: false,
             sentinel: Some(1),
             flaw: None,
-            faults: SENTINEL_FAULTS.to_vec(),
+            // A workload holder paused too: the fenced set's holder.
+            faults: [&SENTINEL_FAULTS[..], &[Kind::PauseLinearHolder]].concat(),
             soak: Some(Duration::from_secs(60)),
             fast_clocks: false,
             slow_waiters: SlowWaiters::No,
@@ -86,9 +87,13 @@ pub(crate) fn all(long: bool) -> Vec<Scenario> {
             redlock: false,
             sentinel: None,
             flaw: None,
-            // An operator's breaks too (their own scenario in the short
-            // profile).
-            faults: [&Kind::ONE_SERVER[..], &[Kind::Break]].concat(),
+            // An operator's breaks and the pause of a workload holder too
+            // (their own scenarios in the short profile).
+            faults: [
+                &Kind::ONE_SERVER[..],
+                &[Kind::Break, Kind::PauseLinearHolder],
+            ]
+            .concat(),
             soak: Some(Duration::from_secs(240)),
             fast_clocks: false,
             slow_waiters: SlowWaiters::No,
@@ -99,7 +104,7 @@ pub(crate) fn all(long: bool) -> Vec<Scenario> {
             redlock: true,
             sentinel: None,
             flaw: None,
-            faults: REDLOCK_FAULTS.to_vec(),
+            faults: [&REDLOCK_FAULTS[..], &[Kind::PauseLinearHolder]].concat(),
             soak: Some(Duration::from_secs(90)),
             fast_clocks: true,
             slow_waiters: SlowWaiters::No,
@@ -117,6 +122,14 @@ pub(crate) fn all(long: bool) -> Vec<Scenario> {
         name: "operator breaks holds at random".into(),
         faults: BREAKS.to_vec(),
         ..Scenario::one(Kind::Break)
+    });
+    // The linearizability control's fault: the workloads' holder paused
+    // between its reads and its writes (see `linear.rs`); the control
+    // register must show an anomaly, the guarded one and the set none.
+    scenarios.push(Scenario {
+        name: "SIGSTOP of a workload holder between read and write".into(),
+        faults: vec![Kind::PauseLinearHolder; 3],
+        ..Scenario::one(Kind::PauseLinearHolder)
     });
     scenarios.push(Scenario {
         name: "forked workers (after a watchdog in the parent)".into(),

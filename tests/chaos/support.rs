@@ -70,7 +70,7 @@ pub(crate) fn section_keys() -> Vec<String> {
         .chain([&SLOW_KEY])
         .map(|k| (*k).to_owned())
         .chain(permits)
-        .chain([RW_NAME.to_owned()])
+        .chain([RW_NAME.to_owned(), crate::linear::LOCK.to_owned()])
         .collect()
 }
 

@@ -21,6 +21,7 @@ use redis::sentinel::{LockedSentinelClient, SentinelClient, SentinelServerType};
 use redis::Script;
 use redmutex::{Backoff, Error, Guard, Locker, RwLock, Semaphore};
 
+mod linear;
 mod rounds;
 
 use crate::broken::{BrokenLocker, Flaw};
@@ -124,6 +125,10 @@ pub trait Held: Send {
         asked.to_owned()
     }
     fn token(&self) -> u64;
+    /// The real guard, for `run_if_held` (none for a broken locker's hold).
+    fn guard(&self) -> Option<&Guard> {
+        None
+    }
     fn wait_lost(&self, d: Duration) -> bool;
     fn is_lost(&self) -> bool;
     fn unlock(self: Box<Self>) -> Unlock;
@@ -147,6 +152,9 @@ impl Held for Guard {
     }
     fn token(&self) -> u64 {
         self.fencing_token()
+    }
+    fn guard(&self) -> Option<&Guard> {
+        Some(self)
     }
     fn wait_lost(&self, d: Duration) -> bool {
         Guard::wait_lost(self, d)

@@ -190,14 +190,17 @@ where
 
 /// The operations around `at` (an index in `history`), one line each in
 /// the order of their invocation: the `around` invoked nearest before and
-/// after its invocation, and those nearest its completion (an operation
-/// paused for a while has two neighbourhoods). Times are in milliseconds
-/// against `at`'s completion (its invocation, when its outcome is
-/// unknown); `*` marks `at`, `?` an unknown outcome, `...` a gap.
+/// after its invocation, those nearest its completion (an operation paused
+/// for a while has two neighbourhoods), and those of `also` (what the
+/// caller knows to be related: the write of a value read, say). Times are
+/// in milliseconds against `at`'s completion (its invocation, when its
+/// outcome is unknown); `*` marks `at`, `>` the operations of `also`, `?`
+/// an unknown outcome, `...` a gap.
 pub fn excerpt<O>(
     history: &[Operation<O>],
     at: usize,
     around: usize,
+    also: &[usize],
     show: impl Fn(&O) -> String,
 ) -> String {
     let Some(a) = history.get(at) else {
@@ -216,14 +219,19 @@ pub fn excerpt<O>(
     let mut gap = false;
     for (n, &i) in order.iter().enumerate() {
         let Some(o) = history.get(i) else { continue };
-        if !near(n) && i != at {
+        let mark = if i == at {
+            '*'
+        } else if also.contains(&i) {
+            '>'
+        } else if near(n) {
+            ' '
+        } else {
             gap = true;
             continue;
-        }
+        };
         if std::mem::take(&mut gap) && !out.is_empty() {
             out += "  ...\n";
         }
-        let mark = if i == at { '*' } else { ' ' };
         let done = o.ret.map_or("?".to_owned(), |r| format!("{:+.3}", rel(r)));
         out += &format!(
             "{mark} p{} {:+.3} .. {done} ms  {}\n",

@@ -9,6 +9,9 @@ pub enum Kind {
     KillHolder,
     KillWaiter,
     PauseHolder,
+    /// The workloads' lock's holder frozen (`SIGSTOP`) between its reads
+    /// and its writes, for 2 TTL: the linearizability control's fault.
+    PauseLinearHolder,
     PartitionHolder,
     CutHolderReplies,
     HalfOpenHolder,
@@ -97,6 +100,7 @@ impl Kind {
             Kind::KillHolder => "kill -9 of a holder",
             Kind::KillWaiter => "kill -9 of a queued waiter",
             Kind::PauseHolder => "SIGSTOP of a holder past its TTL",
+            Kind::PauseLinearHolder => "SIGSTOP of a workload holder between read and write",
             Kind::PartitionHolder => "one holder cut off both ways past its TTL",
             Kind::CutHolderReplies => "one holder's replies cut past its TTL",
             Kind::HalfOpenHolder => "one holder's connections half-open",
@@ -154,6 +158,7 @@ impl Kind {
         matches!(
             self,
             Kind::PauseHolder
+                | Kind::PauseLinearHolder
                 | Kind::PartitionHolder
                 | Kind::CutHolderReplies
                 | Kind::HalfOpenHolder
@@ -167,7 +172,7 @@ impl Kind {
     /// not run to hear it). A holder cut off from the server still runs,
     /// and its lease's deadline comes before the key expires.
     pub fn freezes_worker(self) -> bool {
-        self == Kind::PauseHolder
+        matches!(self, Kind::PauseHolder | Kind::PauseLinearHolder)
     }
 
     /// Keeps every worker's renewals from getting through for a while, so

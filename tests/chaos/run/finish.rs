@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::Run;
 use crate::history::{self, check, rule, WorkerLog};
+use crate::linear::{Checks, Workloads, SET_KEY};
 use crate::support::{add_counts, history_dir, limits, lock_name, nanos, section_keys};
 use crate::worker::{resource_keys, PREFIX};
 use crate::{Forks, Outcome, SlowWaiters, IO, QUEUED_PAUSE, REDLOCK_IO, TTL};
@@ -80,11 +81,12 @@ impl Run<'_> {
         if let Ok(keep) = std::env::var("REDMUTEX_CHAOS_KEEP") {
             self.keep_logs(&PathBuf::from(keep));
         }
+        let texts: Vec<String> = (0..self.next_id)
+            .map(|id| std::fs::read_to_string(self.log_path(id)).unwrap_or_default())
+            .collect();
         let logs: Vec<WorkerLog> = (0..self.next_id)
-            .map(|id| {
-                let text = std::fs::read_to_string(self.log_path(id)).unwrap_or_default();
-                WorkerLog::parse(id, &text)
-            })
+            .zip(&texts)
+            .map(|(id, text)| WorkerLog::parse(id, text))
             .collect();
         let op = if self.scenario.redlock {
             REDLOCK_IO
@@ -111,10 +113,14 @@ impl Run<'_> {
             self.scenario.sentinel == Some(0),
         );
         verdict.violations.append(&mut self.violations);
+        // The workloads' histories, by the linearizability checker.
+        let workloads = Workloads::of(self.scenario);
+        let linear = Checks::run(workloads, &texts, &self.events, &self.final_set(workloads));
+        verdict.violations.extend(linear.violations());
         let explained: Vec<String> = verdict
             .violations
             .iter()
-            .map(|v| history::explain(v, &logs, &self.events, &limits))
+            .map(|v| history::explain(v, &logs, &self.events, &limits) + &linear.explain(v))
             .collect();
         // A real locker's violations: its history is kept, with the faults
         // injected, so that the report and these files explain it.
@@ -144,7 +150,24 @@ impl Run<'_> {
             not_landed,
             explained,
             kept,
+            linear,
         }
+    }
+
+    /// The workloads' set as read at the end (every slot's element).
+    fn final_set(&self, w: Workloads) -> Vec<u64> {
+        if w == Workloads::None {
+            return Vec::new();
+        }
+        let elements: Vec<String> = redis::cmd("HVALS")
+            .arg(SET_KEY)
+            .query(&mut self.resource.conn())
+            .expect("read the set");
+        // Something not a number is nothing anyone added.
+        elements
+            .iter()
+            .map(|e| e.parse().unwrap_or(u64::MAX))
+            .collect()
     }
 
     /// Copies every worker's record file to `<dir>/<scenario>/`; that

@@ -44,8 +44,17 @@ impl Run<'_> {
                     self.queue_ghost();
                 }
             }
-            Kind::PauseHolder => {
-                let pos = self.holder();
+            Kind::PauseHolder | Kind::PauseLinearHolder => {
+                let pos = if kind == Kind::PauseHolder {
+                    self.holder()
+                } else {
+                    // Not landed when no holder was found between its read
+                    // and its write.
+                    let Some(pos) = self.linear_holder() else {
+                        return;
+                    };
+                    pos
+                };
                 let w = &self.workers[pos];
                 let pid = Pid::from_raw(w.child.id() as i32);
                 event.worker = Some(w.id);

@@ -55,6 +55,8 @@ pub(super) fn work(
             );
         }
     }
+    // The linearizability workloads, where the scenario runs them.
+    super::linear::spawn(settings, &rec, &lock, &stop, &mut threads);
     for n in 0..=FAST_THREADS {
         let (lock, rec, stop, settings) = (
             Arc::clone(&lock),
@@ -125,16 +127,16 @@ pub(super) fn work(
 
 /// A lock held in a section: its guard, the key its section is recorded
 /// under, and the section's fenced read.
-struct Taken {
-    held: Box<dyn Held>,
-    key: String,
-    token: u64,
+pub(super) struct Taken {
+    pub(super) held: Box<dyn Held>,
+    pub(super) key: String,
+    pub(super) token: u64,
     get: Op,
     value: i64,
 }
 
 /// Lock, record the entry, the fenced read.
-fn take(
+pub(super) fn take(
     lock: &dyn Lock,
     rec: &Recorder,
     res: &mut Resource,
@@ -168,7 +170,7 @@ fn take(
 
 /// The fenced write (a read hold never writes), record the exit, unlock,
 /// record what `unlock` said.
-fn leave(t: Taken, rec: &Recorder, res: &mut Resource) {
+pub(super) fn leave(t: Taken, rec: &Recorder, res: &mut Resource) {
     let Taken {
         held,
         key,
