@@ -87,10 +87,15 @@ fn a_paused_holders_late_write_is_found_and_named() {
     let checked = check(&Register, &h);
     let anomaly = checked.anomaly().expect("a late write from an old value");
     assert_eq!(anomaly.op, 1, "{anomaly:?}");
-    let text = excerpt(&h, anomaly.op, 2, &[2], ToString::to_string);
-    assert!(text.contains("* p2"), "{text}");
+    let show = |o: &Operation<Op>| format!("p{} {}", o.process, o.op);
+    let text = excerpt(&h, anomaly.op, 2, &[2], show);
+    assert!(text.contains("p2 cas 5 -> 1"), "{text}");
+    assert!(text.starts_with(' ') && text.contains("\n*"), "{text}");
     assert!(text.contains("cas 5 -> 1"), "{text}");
-    assert!(text.contains("> p3"), "the related write marked: {text}");
+    assert!(
+        text.contains("\n>") && text.contains("p3 cas 5 -> 2"),
+        "{text}"
+    );
     // Refused (left out), the same history is linearizable.
     // Refused (left out), the rest up to the read of its value is
     // linearizable.

@@ -192,8 +192,9 @@ where
 /// the order of their invocation: the `around` invoked nearest before and
 /// after its invocation, those nearest its completion (an operation paused
 /// for a while has two neighbourhoods), and those of `also` (what the
-/// caller knows to be related: the write of a value read, say). Times are
-/// in milliseconds against `at`'s completion (its invocation, when its
+/// caller knows to be related: the write of a value read, say), each
+/// described by `show` (its process and what it did, say). Times are in
+/// milliseconds against `at`'s completion (its invocation, when its
 /// outcome is unknown); `*` marks `at`, `>` the operations of `also`, `?`
 /// an unknown outcome, `...` a gap.
 pub fn excerpt<O>(
@@ -201,7 +202,7 @@ pub fn excerpt<O>(
     at: usize,
     around: usize,
     also: &[usize],
-    show: impl Fn(&O) -> String,
+    show: impl Fn(&Operation<O>) -> String,
 ) -> String {
     let Some(a) = history.get(at) else {
         return String::new();
@@ -233,12 +234,7 @@ pub fn excerpt<O>(
             out += "  ...\n";
         }
         let done = o.ret.map_or("?".to_owned(), |r| format!("{:+.3}", rel(r)));
-        out += &format!(
-            "{mark} p{} {:+.3} .. {done} ms  {}\n",
-            o.process,
-            rel(o.call),
-            show(&o.op)
-        );
+        out += &format!("{mark} {:+.3} .. {done} ms  {}\n", rel(o.call), show(o));
     }
     out
 }

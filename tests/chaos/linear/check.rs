@@ -42,7 +42,7 @@ impl RegisterCheck {
         let took = started.elapsed();
         let excerpt = checked.anomaly().map(|a| {
             let at = ops.get(a.op).map_or(0, |o| o.ret.unwrap_or(o.call));
-            let show = |op: &register::Op| op.to_string();
+            let show = |o: &Operation<register::Op>| format!("{:<6} {}", process_name(o.process), o.op);
             let also = related(&ops, a.op);
             let mut text = checker::excerpt(&ops, a.op, 6, &also, show);
             text += &format!(
@@ -72,6 +72,19 @@ impl RegisterCheck {
             "{} ops ({} unknown, {} refused), {verdict}",
             self.ops, self.unknown, self.refused
         )
+    }
+}
+
+/// A process as the excerpts name it: `w<worker>` for a worker's writer
+/// thread, `w<worker>.r` for its reader, `fault` for a fault's operation.
+fn process_name(p: u64) -> String {
+    if p > u64::MAX - 1_000_000 {
+        return "fault".to_owned();
+    }
+    match p % 16 {
+        1 => format!("w{}", p / 16),
+        2 => format!("w{}.r", p / 16),
+        n => format!("w{}.{n}", p / 16),
     }
 }
 
@@ -238,7 +251,7 @@ pub fn report_run(s: &Scenario, out: &crate::Outcome) -> bool {
     println!("{line}");
     let control = out.linear.control.as_ref();
     if let Some((_, text)) = control.and_then(|c| c.excerpt.as_ref()) {
-        println!("    control's anomaly (expected where a holder was paused):");
+        println!("    control's anomaly (a holder that had lost the lock wrote anyway):");
         print!("{}", indent(text));
     }
     let must_trip = s.soak.is_none()
