@@ -1,5 +1,7 @@
 //! The fault suite: worker processes contend for locks while faults are
-//! injected, and a checker reads the recorded history.
+//! injected, and a checker reads the recorded history; the histories of
+//! the objects written under the lock are checked for linearizability too
+//! (see `linear.rs`).
 //!
 //! `cargo test --test chaos` runs the short profile (every fault in its own
 //! scenario, a Redlock scenario, and a negative control per rule);

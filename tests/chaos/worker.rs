@@ -7,8 +7,9 @@
 //! plus one) → record exit → unlock → record the unlock. Several "fast"
 //! threads take short holds on a few keys; one "slow" thread takes holds of
 //! about a TTL on the key `slow`, so that watchdogs renew and the faults aimed
-//! at a holder find one. Standard input carries commands (`starve`); its end
-//! means stop.
+//! at a holder find one; where the scenario asks, two more threads run the
+//! linearizability workloads (see `worker/linear.rs`). Standard input
+//! carries commands (`starve`); its end means stop.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
