@@ -65,6 +65,19 @@ pub const SET_KEY: &str = "lin:set";
 pub const SIZE_KEY: &str = "lin:size";
 pub const FENCE_KEY: &str = "lin:fence";
 
+/// A worker's threads in the histories: the sections' (the writer), and
+/// the one that reads the registers at random moments.
+pub const WRITER: u64 = 1;
+pub const READER: u64 = 2;
+
+/// Process numbers per worker.
+pub const THREADS: u64 = 16;
+
+/// The process number of a worker's thread in the histories.
+pub fn process(worker: u32, thread: u64) -> u64 {
+    u64::from(worker) * THREADS + thread
+}
+
 /// Which workloads a scenario's workers run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Workloads {

@@ -219,26 +219,30 @@ impl Run<'_> {
         let give_up = Instant::now() + Duration::from_secs(3);
         while Instant::now() < give_up {
             for i in 0..self.servers.len() {
-                // A server Sentinel is reconfiguring drops its clients.
-                let Ok(mut c) = self.servers[i].try_conn() else {
-                    continue;
-                };
-                let v: Option<String> = redis::cmd("GET")
-                    .arg(format!("{PREFIX}:{SLOW_KEY}"))
-                    .query(&mut c)
-                    .unwrap_or(None);
-                let id = v
-                    .as_deref()
-                    .and_then(|v| v.rsplit(':').next())
-                    .and_then(|m| m.strip_prefix('w'))
-                    .and_then(|n| n.parse::<u32>().ok());
-                if let Some(pos) = id.and_then(|id| self.workers.iter().position(|w| w.id == id)) {
+                if let Some(pos) = self.holding(i, SLOW_KEY) {
                     return pos;
                 }
             }
             std::thread::sleep(Duration::from_millis(2));
         }
         0
+    }
+
+    /// The worker holding the lock `name` on server `i`, from the metadata
+    /// in its value (none when the server cannot be reached: a server
+    /// Sentinel is reconfiguring drops its clients).
+    fn holding(&self, i: usize, name: &str) -> Option<usize> {
+        let mut c = self.servers[i].try_conn().ok()?;
+        let v: Option<String> = redis::cmd("GET")
+            .arg(format!("{PREFIX}:{name}"))
+            .query(&mut c)
+            .unwrap_or(None);
+        let id = v
+            .as_deref()
+            .and_then(|v| v.rsplit(':').next())
+            .and_then(|m| m.strip_prefix('w'))
+            .and_then(|n| n.parse::<u32>().ok())?;
+        self.workers.iter().position(|w| w.id == id)
     }
 
     /// A worker holding the workloads' lock between its read of the control
@@ -249,22 +253,7 @@ impl Run<'_> {
         use std::io::{Read, Seek, SeekFrom};
         let give_up = Instant::now() + Duration::from_secs(5);
         while Instant::now() < give_up {
-            let v: Option<String> = self.servers[0]
-                .try_conn()
-                .ok()
-                .and_then(|mut c| {
-                    redis::cmd("GET")
-                        .arg(format!("{PREFIX}:{}", linear::LOCK))
-                        .query(&mut c)
-                        .ok()
-                })
-                .flatten();
-            let id = v
-                .as_deref()
-                .and_then(|v| v.rsplit(':').next())
-                .and_then(|m| m.strip_prefix('w'))
-                .and_then(|n| n.parse::<u32>().ok());
-            if let Some(pos) = id.and_then(|id| self.workers.iter().position(|w| w.id == id)) {
+            if let Some(pos) = self.holding(0, linear::LOCK) {
                 let mut tail = String::new();
                 let read =
                     std::fs::File::open(self.log_path(self.workers[pos].id)).and_then(|mut f| {
@@ -272,8 +261,8 @@ impl Run<'_> {
                         f.seek(SeekFrom::Start(len.saturating_sub(16 * 1024)))?;
                         f.read_to_string(&mut tail)
                     });
-                // The writer thread's records (process `16 id + 1`).
-                let writer = u64::from(self.workers[pos].id) * 16 + 1;
+                // The writer thread's records.
+                let writer = linear::process(self.workers[pos].id, linear::WRITER);
                 let last = |what: &str| {
                     let prefix = format!("{what} c {writer} ");
                     tail.lines()

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use redmutex_testkit::linear::register::{self, Register};
 use redmutex_testkit::linear::{self as checker, set, Checked, Operation, Verdict};
 
-use super::{faults_as_operations, Histories, Workloads, LOCK};
+use super::{faults_as_operations, Histories, Workloads, LOCK, READER, THREADS, WRITER};
 use crate::history::{rule, Event, Kind, Violation};
 use crate::Scenario;
 
@@ -81,10 +81,11 @@ fn process_name(p: u64) -> String {
     if p > u64::MAX - 1_000_000 {
         return "fault".to_owned();
     }
-    match p % 16 {
-        1 => format!("w{}", p / 16),
-        2 => format!("w{}.r", p / 16),
-        n => format!("w{}.{n}", p / 16),
+    let (worker, thread) = (p / THREADS, p % THREADS);
+    match thread {
+        WRITER => format!("w{worker}"),
+        READER => format!("w{worker}.r"),
+        n => format!("w{worker}.{n}"),
     }
 }
 

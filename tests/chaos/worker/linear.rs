@@ -16,7 +16,8 @@ use super::rounds::{leave, take};
 use super::{Lock, Recorder, Resource, Rng, Settings};
 use crate::history::{self, now_ns};
 use crate::linear::{
-    line, History, Outcome, Workloads, CONTROL_KEY, FENCE_KEY, GUARDED_KEY, LOCK, SET_KEY, SIZE_KEY,
+    line, process, History, Outcome, Workloads, CONTROL_KEY, FENCE_KEY, GUARDED_KEY, LOCK, READER,
+    SET_KEY, SIZE_KEY, WRITER,
 };
 
 /// Starts the workloads' threads, as the scenario asks ([`Workloads`]).
@@ -59,11 +60,6 @@ pub(super) fn spawn(
                 .expect("spawn a thread"),
         );
     }
-}
-
-/// The process numbers of a worker's two threads in the histories.
-fn process(settings: &Settings, thread: u64) -> u64 {
-    u64::from(settings.id) * 16 + thread
 }
 
 /// A plain connection with both timeouts set; `None` if it cannot be had.
@@ -138,7 +134,7 @@ impl Writer {
         Writer {
             registers,
             id: s.id,
-            p: process(s, 1),
+            p: process(s.id, WRITER),
             n: 0,
             lock_url: s.lock_urls.first().cloned().unwrap_or_default(),
             resource_url: s.resource_url.clone(),
@@ -271,7 +267,7 @@ impl Writer {
 
 /// Plain `GET`s of both registers at random moments, until `stop`.
 fn reads(s: &Settings, rec: &Recorder, stop: &AtomicBool) {
-    let p = process(s, 2);
+    let p = process(s.id, READER);
     let url = s.lock_urls.first().cloned().unwrap_or_default();
     let mut conn = None;
     let mut rng = Rng::new(u64::from(s.id) << 8 | 0x12);
