@@ -38,6 +38,10 @@ pub(crate) fn run_all(
     only: &Option<String>,
     failed: &mut bool,
 ) -> Vec<(Flaw, &'static str, usize)> {
+    let selected = |s: &Scenario| {
+        only.as_ref()
+            .is_none_or(|o| s.name.contains(o.as_str()) || o.contains("control"))
+    };
     let mut controls = Vec::new();
     for (flaw, faults, expected) in CONTROLS {
         let s = Scenario {
@@ -55,27 +59,10 @@ pub(crate) fn run_all(
             slow_waiters: SlowWaiters::No,
             forked_workers: Forks::No,
         };
-        if only
-            .as_ref()
-            .is_some_and(|o| !s.name.contains(o.as_str()) && !o.contains("control"))
-        {
-            continue;
+        if selected(&s) {
+            let tripped = trip(&s, expected, "this broken locker", failed);
+            controls.push((flaw, expected, tripped));
         }
-        let out = run(&s);
-        let tripped = out.verdict.count(expected);
-        println!(
-            "{:<52} {tripped} [{expected}] violations, {} in all (expected: some [{expected}])",
-            s.name,
-            out.verdict.violations.len()
-        );
-        if let Some(v) = out.verdict.violations.iter().find(|v| v.rule == expected) {
-            println!("    e.g. {v}");
-        }
-        if tripped == 0 {
-            println!("    FAILED: the [{expected}] rule saw nothing wrong with this broken locker");
-            *failed = true;
-        }
-        controls.push((flaw, expected, tripped));
     }
 
     // The forked workers' control: a child whose lockers renew nothing
@@ -86,25 +73,13 @@ pub(crate) fn run_all(
         forked_workers: Forks::ChildWithoutWatchdog,
         ..Scenario::one(Kind::KillHolder)
     };
-    if only
-        .as_ref()
-        .is_none_or(|o| s.name.contains(o.as_str()) || o.contains("control"))
-    {
-        let out = run(&s);
-        let expected = rule::KEPT;
-        let tripped = out.verdict.count(expected);
-        println!(
-            "{:<52} {tripped} [{expected}] violations, {} in all (expected: some [{expected}])",
-            s.name,
-            out.verdict.violations.len()
+    if selected(&s) {
+        trip(
+            &s,
+            rule::KEPT,
+            "a child whose leases are not renewed",
+            failed,
         );
-        if let Some(v) = out.verdict.violations.iter().find(|v| v.rule == expected) {
-            println!("    e.g. {v}");
-        }
-        if tripped == 0 {
-            println!("    FAILED: the [{expected}] rule saw nothing wrong with a child whose leases are not renewed");
-            *failed = true;
-        }
     }
 
     // The bounded stay's control: a dead waiter whose place lasts a minute
@@ -116,26 +91,35 @@ pub(crate) fn run_all(
         forked_workers: Forks::No,
         ..Scenario::one(Kind::KillWaiter)
     };
-    if only
-        .as_ref()
-        .is_none_or(|o| s.name.contains(o.as_str()) || o.contains("control"))
-    {
-        let out = run(&s);
-        let expected = rule::TAKEOVER;
-        let tripped = out.verdict.count(expected);
-        println!(
-            "{:<52} {tripped} [{expected}] violations, {} in all (expected: some [{expected}])",
-            s.name,
-            out.verdict.violations.len()
+    if selected(&s) {
+        trip(
+            &s,
+            rule::TAKEOVER,
+            "a dead waiter's minute-long stay",
+            failed,
         );
-        if let Some(v) = out.verdict.violations.iter().find(|v| v.rule == expected) {
-            println!("    e.g. {v}");
-        }
-        if tripped == 0 {
-            println!("    FAILED: the [{expected}] rule saw nothing wrong with a dead waiter's minute-long stay");
-            *failed = true;
-        }
     }
 
     controls
+}
+
+/// Runs the control `s`, which must break rule `expected` (`what` it runs,
+/// for the message when it does not: then `failed` is set); how many times
+/// it did.
+fn trip(s: &Scenario, expected: &'static str, what: &str, failed: &mut bool) -> usize {
+    let out = run(s);
+    let tripped = out.verdict.count(expected);
+    println!(
+        "{:<52} {tripped} [{expected}] violations, {} in all (expected: some [{expected}])",
+        s.name,
+        out.verdict.violations.len()
+    );
+    if let Some(v) = out.verdict.violations.iter().find(|v| v.rule == expected) {
+        println!("    e.g. {v}");
+    }
+    if tripped == 0 {
+        println!("    FAILED: the [{expected}] rule saw nothing wrong with {what}");
+        *failed = true;
+    }
+    tripped
 }
