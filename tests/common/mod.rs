@@ -958,6 +958,9 @@ pub fn listed_keys(locker: &Locker) -> Vec<String> {
         .unwrap()
         .iter()
         .map(|i| i.key().to_owned())
+        .collect()
+}
+
 /// The name the fan-out threads of a Redlock locker carry (Linux keeps its
 /// first 15 bytes).
 const FAN_OUT_NAME: &str = "redmutex-redloc";
