@@ -24,11 +24,23 @@ pub(crate) fn unanswered(e: &Error) -> bool {
 
 /// Whether a server refused a command for a moment, and ran nothing: too
 /// busy to run anything (`BUSY`, a script past the busy threshold;
-/// `LOADING`, a restart reading its data), or waiting for its cluster or
-/// its master (`TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, which redis-rs
-/// itself waits out and retries). Not a refusal of what was asked.
+/// `LOADING`, a restart reading its data), waiting for its cluster or its
+/// master (`TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, which redis-rs itself
+/// waits out and retries), or refusing writes for now (`NOREPLICAS`, its
+/// replicas lagging behind `min-replicas-to-write`; `READONLY`, a master
+/// demoted by a failover, whose Sentinel pool reaches the new master on
+/// its next connection): a script is stopped at its first write, so
+/// nothing is written. Not a refusal of what was asked.
 pub(crate) fn refused_for_a_moment(e: &redis::RedisError) -> bool {
-    const PASSING: [&str; 5] = ["BUSY", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN"];
+    const PASSING: [&str; 7] = [
+        "BUSY",
+        "LOADING",
+        "TRYAGAIN",
+        "CLUSTERDOWN",
+        "MASTERDOWN",
+        "NOREPLICAS",
+        "READONLY",
+    ];
     e.code().is_some_and(|c| PASSING.contains(&c))
 }
 
@@ -273,6 +285,8 @@ mod tests {
             "TRYAGAIN Multiple keys request during rehashing of slot",
             "CLUSTERDOWN The cluster is down",
             "MASTERDOWN Link with MASTER is down",
+            "NOREPLICAS Not enough good replicas to write.",
+            "READONLY You can't write against a read only replica.",
         ] {
             assert!(refused_for_a_moment(&replied(line)), "{line}");
             assert!(unanswered(&Error::Redis(replied(line))), "{line}");
