@@ -55,12 +55,7 @@ fn holds_half_a_request(server: &Server) -> bool {
             client id) is larger than this review"]
 fn a_guarded_write_cut_by_a_hung_server_leaves_no_connection_half_sent() {
     let server = Server::start();
-    let locker = server
-        .builder()
-        .io_timeout(IO)
-        .checkout_timeout(IO)
-        .build()
-        .unwrap();
+    let locker = server.locker_with_io(IO);
     let k = key("cut-guarded");
     let guard = locker.lock(&k).unwrap();
     let mut small = redis::pipe();
