@@ -48,7 +48,9 @@ pub trait Model {
 /// One operation of a history.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Operation<O> {
-    /// The process that ran it (a process runs one operation at a time).
+    /// The process that ran it (a process runs one operation at a time:
+    /// one it invoked at the clock reading its previous one completed, if
+    /// that one completed, comes after it).
     pub process: u64,
     /// When it was invoked (any monotonic clock shared by the processes).
     pub call: u64,
