@@ -601,3 +601,20 @@ fn a_process_next_operation_follows_its_previous_one_at_the_same_moment() {
     let other = [ok(1, 0, 5, Op::Write(Some(1))), ok(2, 5, 6, Op::Read(None))];
     assert!(linearizable(&other), "{other:?}");
 }
+
+/// An operation that completed at the clock's last value (`u64::MAX`) is
+/// still one that completed: the unknown outcomes' "never" does not
+/// excuse it.
+#[test]
+fn an_operation_that_completed_at_the_clocks_end_is_still_checked() {
+    let h = [
+        unknown(1, 0, Op::Write(Some(1))),
+        ok(2, 0, u64::MAX, Op::Read(Some(5))),
+    ];
+    assert!(!linearizable(&h), "a read of a value nobody wrote");
+    let seen = [
+        unknown(1, 0, Op::Write(Some(1))),
+        ok(2, 0, u64::MAX, Op::Read(Some(1))),
+    ];
+    assert!(linearizable(&seen));
+}
