@@ -527,18 +527,22 @@ fn reference_events(history: &[Operation<Op>]) -> Vec<(bool, usize)> {
             .position(|x| x.process == o.process && x.ret == Some(o.call) && x.call < o.call)
     };
     let preds: Vec<Option<usize>> = (0..history.len()).map(tied).collect();
-    let mut events: Vec<((u64, u8, u8, usize), bool, usize)> = Vec::new();
+    // (time, rank, operation, invocation): at one moment the invocations
+    // that follow no completion, then a completion and its process's
+    // invocation that follows it, then the other completions.
+    let mut events: Vec<(u64, u8, usize, bool)> = Vec::new();
     for (i, o) in history.iter().enumerate() {
-        let class = if preds[i].is_some() { (1, 1) } else { (0, 0) };
-        events.push(((o.call, class.0, class.1, i), true, i));
+        events.push((o.call, if preds[i].is_some() { 2 } else { 0 }, i, true));
         if let Some(r) = o.ret {
-            let pred_of_tied = preds.contains(&Some(i));
-            let class = if pred_of_tied { (1, 0) } else { (2, 0) };
-            events.push(((r, class.0, class.1, i), false, i));
+            let rank = if preds.contains(&Some(i)) { 1 } else { 3 };
+            events.push((r, rank, i, false));
         }
     }
-    events.sort_by_key(|e| e.0);
-    events.into_iter().map(|(_, call, i)| (call, i)).collect()
+    events.sort_unstable();
+    events
+        .into_iter()
+        .map(|(_, _, i, call)| (call, i))
+        .collect()
 }
 
 /// The checker agrees with stateright's tester on 4,000 nasty histories
