@@ -283,32 +283,49 @@ fn real_history(rng: &mut Rng, n: u64, processes: u64, unknown_in: u64) -> Vec<O
 
 mod reference {
     //! stateright's `LinearizabilityTester` over the same histories: a
-    //! compare-and-set register as its `SequentialSpec`, each history fed
+    //! compare-and-set register as its `SequentialSpec` (after a havoc,
+    //! the next operation says what it holds), each history fed
     //! as invocations and returns in time order; an unknown outcome is an
     //! invocation that never returns, on a thread of its own.
     use redmutex_testkit::linear::register::Op;
     use redmutex_testkit::linear::Operation;
     use stateright::semantics::{ConsistencyTester, LinearizabilityTester, SequentialSpec};
 
+    /// The register's value, and whether a havoc made it unknown (the next
+    /// operation then says what it was).
     #[derive(Clone, Debug, Default)]
-    struct Reg(Option<u64>);
+    struct Reg {
+        value: Option<u64>,
+        unknown: bool,
+    }
 
     impl SequentialSpec for Reg {
         type Op = Op;
         type Ret = bool;
         fn invoke(&mut self, op: &Op) -> bool {
+            if std::mem::take(&mut self.unknown) {
+                match *op {
+                    Op::Read(v) | Op::Write(v) => self.value = v,
+                    Op::Cas { to, .. } => self.value = Some(to),
+                    Op::Havoc => self.unknown = true,
+                }
+                return true;
+            }
             match *op {
-                Op::Read(v) => self.0 == v,
-                Op::Cas { from, to } if self.0 == from => {
-                    self.0 = Some(to);
+                Op::Havoc => {
+                    self.unknown = true;
+                    true
+                }
+                Op::Read(v) => self.value == v,
+                Op::Cas { from, to } if self.value == from => {
+                    self.value = Some(to);
                     true
                 }
                 Op::Cas { .. } => false,
                 Op::Write(v) => {
-                    self.0 = v;
+                    self.value = v;
                     true
                 }
-                Op::Havoc => unreachable!("not in these histories"),
             }
         }
     }
@@ -447,8 +464,9 @@ fn the_set_check_finds_each_kind_of_anomaly() {
 /// A nastier history than [`real_history`], of a real register: up to six
 /// processes, times on a coarse grid (so operations of different processes
 /// start and end at the same moment, and one is invoked exactly when
-/// another completes), plain writes of a value or of nothing beside the
-/// compare-and-sets and reads, and unknown outcomes (applied or not,
+/// another completes), plain writes of a value or of nothing and restarts
+/// from older data ([`Op::Havoc`]) beside the compare-and-sets and reads,
+/// and unknown outcomes (applied or not,
 /// compare-and-sets from a stale value among them). A process's next
 /// operation may be invoked at the very moment its previous one completed
 /// (at most one such pair per moment, so that the reference can be fed
@@ -473,12 +491,20 @@ fn nasty_history(rng: &mut Rng, n: u64, processes: u64) -> Vec<Operation<Op>> {
             ret = call + 1;
         }
         let to = 1_000 + i;
-        let op = match rng.below(10) {
+        let op = match rng.below(11) {
             0..=3 => Op::Read(value),
             4..=7 => cas(value, to),
             8 => Op::Write(Some(to)),
-            _ => Op::Write(None),
+            9 => Op::Write(None),
+            _ => Op::Havoc,
         };
+        if op == Op::Havoc {
+            value = seen[rng.below(seen.len() as u64) as usize];
+            seen.push(value);
+            h.push(ok(p as u64, call, ret, op));
+            free[p] = ret;
+            continue;
+        }
         if rng.below(5) == 0 && !matches!(op, Op::Read(_)) {
             // Unknown: applied (now) or not; a compare-and-set not applied
             // may be from a value the register no longer holds.
@@ -547,8 +573,8 @@ fn reference_events(history: &[Operation<Op>]) -> Vec<(bool, usize)> {
 
 /// The checker agrees with stateright's tester on 4,000 nasty histories
 /// ([`nasty_history`]): up to ten operations of up to six processes, ties,
-/// unknown outcomes, writes of nothing; two thirds with one operation's
-/// value changed.
+/// unknown outcomes, writes of nothing, havocs; two thirds with one
+/// operation's value changed.
 #[test]
 fn agrees_with_stateright_on_nasty_random_histories() {
     let mut rng = Rng(0x0bad_5eed_7777_0001);
