@@ -283,32 +283,49 @@ fn real_history(rng: &mut Rng, n: u64, processes: u64, unknown_in: u64) -> Vec<O
 
 mod reference {
     //! stateright's `LinearizabilityTester` over the same histories: a
-    //! compare-and-set register as its `SequentialSpec`, each history fed
+    //! compare-and-set register as its `SequentialSpec` (after a havoc,
+    //! the next operation says what it holds), each history fed
     //! as invocations and returns in time order; an unknown outcome is an
     //! invocation that never returns, on a thread of its own.
     use redmutex_testkit::linear::register::Op;
     use redmutex_testkit::linear::Operation;
     use stateright::semantics::{ConsistencyTester, LinearizabilityTester, SequentialSpec};
 
+    /// The register's value, and whether a havoc made it unknown (the next
+    /// operation then says what it was).
     #[derive(Clone, Debug, Default)]
-    struct Reg(Option<u64>);
+    struct Reg {
+        value: Option<u64>,
+        unknown: bool,
+    }
 
     impl SequentialSpec for Reg {
         type Op = Op;
         type Ret = bool;
         fn invoke(&mut self, op: &Op) -> bool {
+            if std::mem::take(&mut self.unknown) {
+                match *op {
+                    Op::Read(v) | Op::Write(v) => self.value = v,
+                    Op::Cas { to, .. } => self.value = Some(to),
+                    Op::Havoc => self.unknown = true,
+                }
+                return true;
+            }
             match *op {
-                Op::Read(v) => self.0 == v,
-                Op::Cas { from, to } if self.0 == from => {
-                    self.0 = Some(to);
+                Op::Havoc => {
+                    self.unknown = true;
+                    true
+                }
+                Op::Read(v) => self.value == v,
+                Op::Cas { from, to } if self.value == from => {
+                    self.value = Some(to);
                     true
                 }
                 Op::Cas { .. } => false,
                 Op::Write(v) => {
-                    self.0 = v;
+                    self.value = v;
                     true
                 }
-                Op::Havoc => unreachable!("not in these histories"),
             }
         }
     }
@@ -323,8 +340,15 @@ mod reference {
         }
         // At equal times, invocations first (as the checker: concurrent).
         events.sort_by_key(|(t, call, i)| (*t, !*call, *i));
+        let events: Vec<(bool, usize)> = events.into_iter().map(|(_, c, i)| (c, i)).collect();
+        linearizable_in(history, &events)
+    }
+
+    /// As [`linearizable`], with the events (invocation or not, operation)
+    /// in the order given.
+    pub fn linearizable_in(history: &[Operation<Op>], events: &[(bool, usize)]) -> bool {
         let mut tester = LinearizabilityTester::new(Reg::default());
-        for (_, call, i) in events {
+        for &(call, i) in events {
             let o = &history[i];
             let thread = if o.ret.is_some() {
                 o.process
@@ -435,4 +459,192 @@ fn the_set_check_finds_each_kind_of_anomaly() {
     assert_eq!(bad.anomalies(), 4);
     let text = bad.describe(5);
     assert!(text.contains("acknowledged but missing (1): 2"), "{text}");
+}
+
+/// A nastier history than [`real_history`], of a real register: up to six
+/// processes, times on a coarse grid (so operations of different processes
+/// start and end at the same moment, and one is invoked exactly when
+/// another completes), plain writes of a value or of nothing and restarts
+/// from older data ([`Op::Havoc`]) beside the compare-and-sets and reads,
+/// and unknown outcomes (applied or not,
+/// compare-and-sets from a stale value among them). A process's next
+/// operation may be invoked at the very moment its previous one completed
+/// (at most one such pair per moment, so that the reference can be fed
+/// the events in one order that says exactly that).
+fn nasty_history(rng: &mut Rng, n: u64, processes: u64) -> Vec<Operation<Op>> {
+    let mut value: Option<u64> = None;
+    let mut seen = vec![None];
+    let mut free = vec![0_u64; processes as usize];
+    let mut tied_at = std::collections::HashSet::new();
+    let mut h = Vec::new();
+    let mut now = 5_u64;
+    for i in 0..n {
+        now += rng.below(3);
+        let p = rng.below(processes) as usize;
+        let mut call = free[p].max(now.saturating_sub(rng.below(4)));
+        if call == free[p] && free[p] > 0 && !tied_at.insert(call) {
+            call += 1;
+        }
+        now = now.max(call);
+        let mut ret = now + rng.below(4);
+        if ret <= call {
+            ret = call + 1;
+        }
+        let to = 1_000 + i;
+        let op = match rng.below(11) {
+            0..=3 => Op::Read(value),
+            4..=7 => cas(value, to),
+            8 => Op::Write(Some(to)),
+            9 => Op::Write(None),
+            _ => Op::Havoc,
+        };
+        if op == Op::Havoc {
+            value = seen[rng.below(seen.len() as u64) as usize];
+            seen.push(value);
+            h.push(ok(p as u64, call, ret, op));
+            free[p] = ret;
+            continue;
+        }
+        if rng.below(5) == 0 && !matches!(op, Op::Read(_)) {
+            // Unknown: applied (now) or not; a compare-and-set not applied
+            // may be from a value the register no longer holds.
+            let applied = rng.below(2) == 0;
+            let op = match op {
+                Op::Cas { to, .. } if !applied => {
+                    let stale = seen[rng.below(seen.len() as u64) as usize];
+                    cas(stale, to)
+                }
+                op => op,
+            };
+            if applied {
+                value = match op {
+                    Op::Cas { to, .. } => Some(to),
+                    Op::Write(v) => v,
+                    _ => value,
+                };
+                seen.push(value);
+            }
+            h.push(unknown(p as u64, call, op));
+            // Its process gave up on it and moved on.
+            free[p] = call + 1 + rng.below(3);
+            continue;
+        }
+        value = match op {
+            Op::Cas { to, .. } => Some(to),
+            Op::Write(v) => v,
+            _ => value,
+        };
+        seen.push(value);
+        h.push(ok(p as u64, call, ret, op));
+        free[p] = ret;
+    }
+    h
+}
+
+/// The events of `history` in the one order that says what its times say:
+/// at each moment the invocations first (operations that touch are
+/// concurrent), except that a process's operation invoked at the moment
+/// its previous one completed follows that completion (and only it).
+fn reference_events(history: &[Operation<Op>]) -> Vec<(bool, usize)> {
+    let tied = |i: usize| -> Option<usize> {
+        let o = &history[i];
+        history
+            .iter()
+            .position(|x| x.process == o.process && x.ret == Some(o.call) && x.call < o.call)
+    };
+    let preds: Vec<Option<usize>> = (0..history.len()).map(tied).collect();
+    // (time, rank, operation, invocation): at one moment the invocations
+    // that follow no completion, then a completion and its process's
+    // invocation that follows it, then the other completions.
+    let mut events: Vec<(u64, u8, usize, bool)> = Vec::new();
+    for (i, o) in history.iter().enumerate() {
+        events.push((o.call, if preds[i].is_some() { 2 } else { 0 }, i, true));
+        if let Some(r) = o.ret {
+            let rank = if preds.contains(&Some(i)) { 1 } else { 3 };
+            events.push((r, rank, i, false));
+        }
+    }
+    events.sort_unstable();
+    events
+        .into_iter()
+        .map(|(_, _, i, call)| (call, i))
+        .collect()
+}
+
+/// The checker agrees with stateright's tester on 4,000 nasty histories
+/// ([`nasty_history`]): up to ten operations of up to six processes, ties,
+/// unknown outcomes, writes of nothing, havocs; two thirds with one
+/// operation's value changed.
+#[test]
+fn agrees_with_stateright_on_nasty_random_histories() {
+    let mut rng = Rng(0x0bad_5eed_7777_0001);
+    let (mut yes, mut no, mut unknowns, mut ties) = (0, 0, 0, 0);
+    for round in 0..4_000 {
+        let n = 3 + rng.below(8);
+        let processes = 2 + rng.below(5);
+        let mut h = nasty_history(&mut rng, n, processes);
+        if round % 3 != 0 && !h.is_empty() {
+            let i = rng.below(h.len() as u64) as usize;
+            let other = Some(1_000 + rng.below(n + 1));
+            let other = if rng.below(4) == 0 { None } else { other };
+            h[i].op = match h[i].op {
+                Op::Read(_) => Op::Read(other),
+                Op::Cas { to, .. } => cas(other, to),
+                Op::Write(_) => Op::Write(other),
+                op => op,
+            };
+        }
+        unknowns += h.iter().filter(|o| o.ret.is_none()).count();
+        ties += h
+            .iter()
+            .filter(|o| h.iter().any(|x| x.ret == Some(o.call)))
+            .count();
+        let ours = linearizable(&h);
+        let theirs = reference::linearizable_in(&h, &reference_events(&h));
+        assert_eq!(ours, theirs, "round {round}: {h:#?}");
+        if ours {
+            yes += 1;
+        } else {
+            no += 1;
+        }
+    }
+    eprintln!(
+        "agreed on {yes} linearizable and {no} not ({unknowns} unknown outcomes, {ties} touching)"
+    );
+    assert!(yes > 700 && no > 700, "{yes} / {no}: too one-sided");
+}
+
+/// A process runs one operation at a time: the one it invoked at the very
+/// clock reading its previous one completed comes after it, though another
+/// process's operation invoked then is concurrent with it (with a coarse
+/// clock, or two readings in one tick, both happen).
+#[test]
+fn a_process_next_operation_follows_its_previous_one_at_the_same_moment() {
+    // p1 writes 1, then reads nothing: its own write gone, nobody else
+    // wrote.
+    let own = [ok(1, 0, 5, Op::Write(Some(1))), ok(1, 5, 6, Op::Read(None))];
+    assert!(!linearizable(&own), "{own:?}");
+    // Nor its compare-and-set from nothing, after its own write of 1.
+    let from_gone = [ok(1, 0, 5, Op::Write(Some(1))), ok(1, 5, 9, cas(None, 2))];
+    assert!(!linearizable(&from_gone), "{from_gone:?}");
+    // Another process's read invoked at that moment may still come first.
+    let other = [ok(1, 0, 5, Op::Write(Some(1))), ok(2, 5, 6, Op::Read(None))];
+    assert!(linearizable(&other), "{other:?}");
+}
+
+/// An operation that completed at the clock's last value (`u64::MAX`) is
+/// still one that completed: the unknown outcomes' "never" does not
+/// excuse it.
+#[test]
+fn an_operation_that_completed_at_the_clocks_end_is_still_checked() {
+    let h = [
+        unknown(1, 0, Op::Write(Some(1))),
+        ok(2, 0, u64::MAX, Op::Read(Some(5))),
+    ];
+    assert!(!linearizable(&h), "a read of a value nobody wrote");
+    let seen = [
+        unknown(1, 0, Op::Write(Some(1))),
+        ok(2, 0, u64::MAX, Op::Read(Some(1))),
+    ];
+    assert!(linearizable(&seen));
 }

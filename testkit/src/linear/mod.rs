@@ -48,7 +48,9 @@ pub trait Model {
 /// One operation of a history.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Operation<O> {
-    /// The process that ran it (a process runs one operation at a time).
+    /// The process that ran it (a process runs one operation at a time:
+    /// one it invoked at the clock reading its previous one completed, if
+    /// that one completed, comes after it).
     pub process: u64,
     /// When it was invoked (any monotonic clock shared by the processes).
     pub call: u64,
@@ -160,6 +162,11 @@ pub fn check_with_budget<M: Model>(
 /// Checks each key's operations apart (`key` names the object an
 /// operation is on); anomalies name operations by their index in
 /// `history`. Keys with no operation are not listed.
+///
+/// Each operation is on one key: a fault that changes every key's data (a
+/// flush, a restart) cannot be given here; check each key's history with
+/// [`check`] and the fault's operation added to it instead (given to one
+/// key only, it would leave the others' reads unexplained).
 pub fn check_partitioned<M: Model, K: Ord>(
     model: &M,
     history: &[Operation<M::Op>],

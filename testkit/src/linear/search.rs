@@ -2,9 +2,11 @@
 //! linearization") and Porcupine runs it.
 //!
 //! Every operation is two entries, its invocation and its completion, in one
-//! list sorted by time (at equal times invocations first: operations that
-//! touch are taken as concurrent, which never finds an anomaly that is not
-//! there). The search walks the list from its head: at an invocation it
+//! list sorted by time (at equal times invocations first: operations of two
+//! processes that touch are taken as concurrent, which never finds an
+//! anomaly that is not there; one process's operation invoked at the moment
+//! its previous one completed is still taken after it, as program order
+//! says). The search walks the list from its head: at an invocation it
 //! tries to linearize that operation now (the model accepts it from the
 //! current state), and if so takes both its entries out of the list and
 //! starts again from the head; at a completion it has met an operation that
@@ -131,6 +133,7 @@ pub fn run<M: Model>(model: &M, history: &[Operation<M::Op>], budget: u64) -> Ch
             ret_of[e.op] = i;
         }
     }
+    let after = tied_predecessors(history);
     let keys = zobrist_keys(history.len());
     let definite = |op: usize| history.get(op).is_some_and(|o| o.ret.is_some());
     let mut remaining = history.iter().filter(|o| o.ret.is_some()).count();
@@ -141,6 +144,8 @@ pub fn run<M: Model>(model: &M, history: &[Operation<M::Op>], budget: u64) -> Ch
     let mut linearized: u128 = 0;
     // Each operation linearized: its invocation entry, and the state before.
     let mut stack: Vec<(usize, M::State)> = Vec::new();
+    // Whether each operation is linearized (in `stack`).
+    let mut done = vec![false; history.len()];
     // The deepest dead end: (completion time, depth, operation), and the
     // states met there.
     let mut deepest: Option<(u64, usize, usize)> = None;
@@ -165,10 +170,14 @@ pub fn run<M: Model>(model: &M, history: &[Operation<M::Op>], budget: u64) -> Ch
         match entry {
             Some(en) if en.call => {
                 let op = &history[en.op].op;
-                if let Some(next) = model.step(&state, op) {
+                // Not before its process's previous operation, which
+                // completed at the moment it was invoked.
+                let free = after[en.op].is_none_or(|p| done[p]);
+                if let Some(next) = model.step(&state, op).filter(|_| free) {
                     let key = linearized ^ keys[en.op];
                     if seen.insert((key, next.clone())) {
                         stack.push((e, std::mem::replace(&mut state, next)));
+                        done[en.op] = true;
                         linearized = key;
                         list.unlink(e);
                         list.unlink(ret_of[en.op]);
@@ -179,14 +188,10 @@ pub fn run<M: Model>(model: &M, history: &[Operation<M::Op>], budget: u64) -> Ch
                 }
                 e = list.after(e);
             }
-            // Every operation that completed is before infinity: meeting an
-            // unknown one's completion means none is left (checked above).
-            Some(en) if !definite(en.op) => {
-                return Checked {
-                    verdict: Verdict::Linearizable,
-                    steps,
-                };
-            }
+            // An unknown outcome's completion, at infinity, binds nothing:
+            // passed (an operation that completed at the clock's last value
+            // may sort after it).
+            Some(en) if !definite(en.op) => e = list.after(e),
             _ => {
                 // A completion whose operation is not linearized (or, which
                 // cannot happen, the end of the list): a dead end.
@@ -216,6 +221,7 @@ pub fn run<M: Model>(model: &M, history: &[Operation<M::Op>], budget: u64) -> Ch
                     };
                 };
                 let op = entries[call].op;
+                done[op] = false;
                 state = before;
                 linearized ^= keys[op];
                 list.relink(ret_of[op]);
@@ -225,4 +231,27 @@ pub fn run<M: Model>(model: &M, history: &[Operation<M::Op>], budget: u64) -> Ch
             }
         }
     }
+}
+
+/// For each operation, the operation of its process that completed at the
+/// very moment it was invoked, if any: the search sorts invocations before
+/// completions at equal times (concurrent), which is right for two
+/// processes' clock readings but not for one process, whose operations
+/// follow one another whatever its clock says. (Completed earlier, the
+/// previous one is before it in real time anyway; of unknown outcome, it
+/// may take effect later.)
+fn tied_predecessors<O>(history: &[Operation<O>]) -> Vec<Option<usize>> {
+    let mut order: Vec<usize> = (0..history.len()).collect();
+    order.sort_by_key(|&i| history.get(i).map(|o| (o.process, o.call, o.ret, i)));
+    let mut after = vec![None; history.len()];
+    for pair in order.windows(2) {
+        let (&[p, i], Some(prev), Some(o)) = (pair, history.get(pair[0]), history.get(pair[1]))
+        else {
+            continue;
+        };
+        if prev.process == o.process && prev.ret.map(|r| r.max(prev.call)) == Some(o.call) {
+            after[i] = Some(p);
+        }
+    }
+    after
 }
