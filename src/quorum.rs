@@ -24,12 +24,36 @@ pub(crate) fn unanswered(e: &Error) -> bool {
 
 /// Whether a server refused a command for a moment, and ran nothing: too
 /// busy to run anything (`BUSY`, a script past the busy threshold;
-/// `LOADING`, a restart reading its data), or waiting for its cluster or
-/// its master (`TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, which redis-rs
-/// itself waits out and retries). Not a refusal of what was asked.
+/// `LOADING`, a restart reading its data), waiting for its cluster or its
+/// master (`TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, which redis-rs itself
+/// waits out and retries), or refusing writes for now (`NOREPLICAS`, its
+/// replicas lagging behind `min-replicas-to-write`; `READONLY`, a master
+/// demoted by a failover, whose Sentinel pool reaches the new master on
+/// its next connection): a script is stopped at its first write, so
+/// nothing is written. Not a refusal of what was asked. Redis 6.2 words
+/// a refusal met inside a script as the script's error (`ERR Error running
+/// script (call to f_...): @user_script:1: ... -NOREPLICAS Not enough good
+/// replicas to write.`), with the refusal's code after its ` -`.
 pub(crate) fn refused_for_a_moment(e: &redis::RedisError) -> bool {
-    const PASSING: [&str; 5] = ["BUSY", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN"];
-    e.code().is_some_and(|c| PASSING.contains(&c))
+    const PASSING: [&str; 7] = [
+        "BUSY",
+        "LOADING",
+        "TRYAGAIN",
+        "CLUSTERDOWN",
+        "MASTERDOWN",
+        "NOREPLICAS",
+        "READONLY",
+    ];
+    let in_script = || {
+        e.detail()
+            .filter(|d| e.code() == Some("ERR") && d.starts_with("Error running script"))
+            .and_then(|d| d.rsplit_once(" -"))
+            .and_then(|(_, refusal)| refusal.split(' ').next())
+    };
+    e.code()
+        .into_iter()
+        .chain(in_script())
+        .any(|c| PASSING.contains(&c))
 }
 
 /// What is left of a lease of `ttl` after `elapsed` and the `drift`
@@ -273,11 +297,22 @@ mod tests {
             "TRYAGAIN Multiple keys request during rehashing of slot",
             "CLUSTERDOWN The cluster is down",
             "MASTERDOWN Link with MASTER is down",
+            "NOREPLICAS Not enough good replicas to write.",
+            "READONLY You can't write against a read only replica.",
+            // Redis 6.2, a refusal met inside a script.
+            "ERR Error running script (call to f_98b2b88b1aa43ae891c8e2859ad7d9cd48c1c784): \
+             @user_script:1: @user_script: 1: -NOREPLICAS Not enough good replicas to write.",
         ] {
             assert!(refused_for_a_moment(&replied(line)), "{line}");
             assert!(unanswered(&Error::Redis(replied(line))), "{line}");
         }
-        for line in ["ERR unknown command", "NOPERM no rights", "NOSCRIPT none"] {
+        for line in [
+            "ERR unknown command",
+            "NOPERM no rights",
+            "NOSCRIPT none",
+            "ERR Error running script (call to f_98b2): @user_script:1: -WRONGTYPE Operation \
+             against a key holding the wrong kind of value",
+        ] {
             assert!(!refused_for_a_moment(&replied(line)), "{line}");
             assert!(!unanswered(&Error::Redis(replied(line))), "{line}");
         }

@@ -32,14 +32,7 @@ fn locks_over_many_slots_and_the_watchdog() {
         assert!(n > 0, "node {} holds nothing", node.port());
     }
     // Renewed past several TTLs: none is lost.
-    let g = &guards[0];
-    assert!(
-        !g.wait_lost(Duration::from_secs(2)),
-        "the watchdog must renew on a cluster"
-    );
-    for g in &guards {
-        g.ensure_held().unwrap();
-    }
+    none_lost_after_renewals(&guards);
     // Counters: one per slot used at most, never one per name.
     let counters = keys
         .iter()
@@ -145,10 +138,13 @@ fn read_write_locks_over_many_slots() {
     none_lost_after_renewals(&held);
 }
 
-/// A locker on `cluster` with a short TTL, so renewals come often.
+/// A locker on `cluster` with a short TTL, so renewals come often: 2 s,
+/// which a loaded machine's scheduling cannot outlast (with 400 ms, 60
+/// leases needed 450 renewals a second, and one was lost at a load average
+/// of 20 on 2 cores).
 fn short_ttl_locker(cluster: &Cluster) -> Locker {
     Locker::builder(cluster.pool())
-        .ttl(Duration::from_millis(400))
+        .ttl(Duration::from_secs(2))
         .build()
         .unwrap()
 }
@@ -156,7 +152,7 @@ fn short_ttl_locker(cluster: &Cluster) -> Locker {
 /// Renewed past several TTLs: none of `held` is lost.
 fn none_lost_after_renewals(held: &[redmutex::Guard]) {
     assert!(
-        !held[0].wait_lost(Duration::from_millis(1500)),
+        !held[0].wait_lost(Duration::from_secs(5)),
         "renewed on a cluster"
     );
     for g in held {

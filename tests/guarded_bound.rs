@@ -30,12 +30,7 @@ fn writes(prefix: &str) -> redis::Pipeline {
 #[test]
 fn a_guarded_write_on_a_hung_server_keeps_its_bound() {
     let server = Server::start();
-    let locker = server
-        .builder()
-        .io_timeout(IO)
-        .checkout_timeout(IO)
-        .build()
-        .unwrap();
+    let locker = server.locker_with_io(IO);
     let k = key("bound-guarded");
     let guard = locker.lock(&k).unwrap();
     // The scripts are loaded and a connection is pooled: only the hang is

@@ -2,7 +2,8 @@
 //! items 1 and 2): for as long as the key left there can live (an
 //! `extend`ed guard's key lives longer than the configured TTL), and to a
 //! master that refused the release for a moment (`BUSY`, a script running
-//! past the busy threshold) as to one that did not answer.
+//! past the busy threshold; `LOADING`; `NOREPLICAS`, its replicas lagging;
+//! `READONLY`, demoted by a failover) as to one that did not answer.
 #![allow(
     clippy::disallowed_methods, // tests spawn threads and hold a fault for a while
     clippy::unwrap_used,
@@ -106,6 +107,55 @@ fn a_release_refused_loading_is_sent_again() {
     a_refused_release_is_sent_again("rl-later-loading", loading_spell);
 }
 
+/// A master whose replicas lag refuses writes (`NOREPLICAS`, with
+/// `min-replicas-to-write`): its scripts run nothing until they catch up,
+/// a refusal for a moment as `BUSY` is. (Here no replica at all, until the
+/// setting is taken back.)
+#[test]
+fn a_release_refused_noreplicas_is_sent_again() {
+    a_refused_release_is_sent_again("rl-later-noreplicas", noreplicas_spell);
+}
+
+/// A master demoted by a failover (a Sentinel instance's, before its pool
+/// learns of the new master) refuses writes with `READONLY`, and ran
+/// nothing; the next call reaches a master again. (Here the master is made
+/// a replica of an address where nobody listens, so it keeps its data,
+/// until `REPLICAOF NO ONE`.)
+#[test]
+fn a_release_refused_readonly_is_sent_again() {
+    a_refused_release_is_sent_again("rl-later-readonly", readonly_spell);
+}
+
+/// `min-replicas-to-write 1` on a master without replicas: `NOREPLICAS`
+/// to every write until the setting is taken back.
+fn noreplicas_spell(server: &Server) -> Spell<'_> {
+    server.config_set("min-replicas-to-write", "1");
+    refused_with(server, "NOREPLICAS", &["SET", "rl-later-probe", "1"]);
+    Box::new(move || server.config_set("min-replicas-to-write", "0"))
+}
+
+/// The master made a replica of a port nobody listens on: `READONLY` to
+/// every write (its data kept, as no sync can start) until `REPLICAOF NO
+/// ONE`.
+fn readonly_spell(server: &Server) -> Spell<'_> {
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = nobody.local_addr().unwrap().port().to_string();
+    drop(nobody);
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(&port)
+        .query(&mut server.conn())
+        .unwrap();
+    refused_with(server, "READONLY", &["SET", "rl-later-probe", "1"]);
+    Box::new(move || {
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query(&mut server.conn())
+            .unwrap();
+    })
+}
+
 /// Starts a script that loops until killed on `server`, once the server
 /// answers `BUSY` to others; the spell ends with `SCRIPT KILL`.
 fn busy_spell(server: &Server) -> Spell<'_> {
@@ -119,7 +169,7 @@ fn busy_spell(server: &Server) -> Spell<'_> {
             .arg(0)
             .query::<redis::Value>(&mut conn);
     });
-    refused_with(server, "BUSY");
+    refused_with(server, "BUSY", &["PING"]);
     Box::new(move || {
         let _: () = redis::cmd("SCRIPT")
             .arg("KILL")
@@ -132,35 +182,43 @@ fn busy_spell(server: &Server) -> Spell<'_> {
 /// Starts a `DEBUG RELOAD` of `server` that takes seconds (2,000 keys
 /// loaded a millisecond each, the server answering others `LOADING`
 /// meanwhile), once it answers `LOADING`; the spell ends with the reload.
+/// A loading server answers between keys every
+/// `loading-process-events-interval-bytes` (1 KB here); Redis 6.2 has no
+/// such setting and answers every 2 MB loaded, which the keys' 4 KB values
+/// (saved uncompressed) make about every 500 keys (half a second).
 fn loading_spell(server: &Server) -> Spell<'_> {
     let _: () = redis::cmd("DEBUG")
         .arg("POPULATE")
         .arg(2000)
         .arg("rl-later-filler")
+        .arg(4096)
         .query(&mut server.conn())
         .unwrap();
+    server.config_set("rdbcompression", "no");
     server.config_set("key-load-delay", "1000");
-    server.config_set("loading-process-events-interval-bytes", "1024");
+    let _ = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("loading-process-events-interval-bytes")
+        .arg("1024")
+        .query::<()>(&mut server.conn());
     let mut conn = server.conn();
     conn.set_read_timeout(None).unwrap();
     let reloading = std::thread::spawn(move || {
         let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut conn).unwrap();
     });
-    refused_with(server, "LOADING");
+    refused_with(server, "LOADING", &["GET", "rl-later-probe"]);
     Box::new(move || reloading.join().unwrap())
 }
 
-/// Waits until `server` answers others with the error `code`.
-fn refused_with(server: &Server, code: &str) {
-    let mut probe = server.conn();
+/// Waits until `server` answers `probe` from others with the error `code`
+/// (a command it refuses so: Redis 6.2 answers `PING` while loading).
+fn refused_with(server: &Server, code: &str, probe: &[&str]) {
+    let mut conn = server.conn();
+    let mut cmd = redis::cmd(probe[0]);
+    cmd.arg(&probe[1..]);
     wait_until(
         &format!("the server answers {code}"),
         Duration::from_secs(20),
-        || {
-            matches!(
-                redis::cmd("PING").query::<String>(&mut probe),
-                Err(e) if e.code() == Some(code)
-            )
-        },
+        || matches!(cmd.query::<redis::Value>(&mut conn), Err(e) if e.code() == Some(code)),
     );
 }

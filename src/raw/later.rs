@@ -7,7 +7,8 @@
 //! rival's and give up, for the rest of the TTL. So a guard's release that
 //! failed on a master for want of a connection (a timeout, a refused or
 //! skipped call), or that the master refused for a moment (`BUSY` while a
-//! script runs past the busy threshold, `LOADING` while it restarts), is
+//! script runs past the busy threshold, `LOADING` while it restarts,
+//! `NOREPLICAS`, `READONLY`: see `quorum::refused_for_a_moment`), is
 //! kept here, and one thread per such master sends it
 //! again, owner-checked as every release is, after [`PAUSE`] (doubling up
 //! to [`LONGEST_PAUSE`] while the master does not answer) until the

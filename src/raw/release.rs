@@ -28,7 +28,8 @@ impl RawLock {
     ///
     /// A guard's release, the end of `a`'s token: with several instances,
     /// one that could not be reached, or refused it for a moment (`BUSY`,
-    /// `LOADING`), is sent it again once it answers, and
+    /// `LOADING`, `NOREPLICAS`, `READONLY`...), is sent it again once it
+    /// answers, and
     /// one where a renewal or the write-back may still arrive is sent it
     /// again for a while (see `later.rs`), so that the key left (or put
     /// back) there does not block every later grant for a TTL.

@@ -109,6 +109,16 @@ impl Server {
         self.builder().ttl(ttl).build().unwrap()
     }
 
+    /// A locker over its own pool whose checkouts and calls are each
+    /// bounded by `io`, and default settings otherwise.
+    pub fn locker_with_io(&self, io: Duration) -> Locker {
+        self.builder()
+            .io_timeout(io)
+            .checkout_timeout(io)
+            .build()
+            .unwrap()
+    }
+
     /// A locker with a minute of TTL and of backoff: only a release can get
     /// its waiters the lock quickly.
     pub fn slow_locker(&self) -> Locker {
