@@ -215,13 +215,122 @@ fn password_pool(cluster: &Cluster) -> r2d2::Pool<redis::cluster::ClusterClient>
         .unwrap()
 }
 
-/// A cluster that wants a password: the listener connects to the masters
-/// by address alone (redis-rs does not show a cluster client's
-/// credentials), so its `SSUBSCRIBE` is refused. That must cost only the
-/// wake-ups: waiters poll with their backoff and get the lock, no error
-/// reaches the user, and an `info` line says why.
+/// `requirepass` on every node of `cluster`, and an ACL user `app` (any
+/// key, any channel); returns the nodes' URLs with the password, and with
+/// the user's.
+fn with_credentials(cluster: &Cluster) -> (Vec<String>, Vec<String>) {
+    for i in 0..cluster.nodes.len() {
+        let mut c = cluster.conn(i);
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("app")
+            .arg("on")
+            .arg(">app-pw")
+            .arg("~*")
+            .arg("&*")
+            .arg("+@all")
+            .query(&mut c)
+            .unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("requirepass")
+            .arg("s3cret")
+            .query(&mut c)
+            .unwrap();
+    }
+    let urls = |who: &str| -> Vec<String> {
+        cluster
+            .nodes
+            .iter()
+            .map(|n| format!("redis://{who}@127.0.0.1:{}/", n.port()))
+            .collect()
+    };
+    (urls(":s3cret"), urls("app:app-pw"))
+}
+
+/// Shard channels with subscribers, over every node, asked with `urls`'
+/// credentials.
+fn shard_channels_with(urls: &[String]) -> Vec<String> {
+    let mut all = Vec::new();
+    for url in urls {
+        let c = redis::Client::open(url.as_str())
+            .unwrap()
+            .get_connection_with_timeout(Duration::from_secs(5));
+        if let Ok(mut c) = c {
+            let mut some: Vec<String> = redis::cmd("PUBSUB")
+                .arg("SHARDCHANNELS")
+                .query(&mut c)
+                .unwrap_or_default();
+            all.append(&mut some);
+        }
+    }
+    all
+}
+
+/// A cluster that wants a password, or an ACL user's, reached through
+/// `redmutex::cluster_pool` with the credentials in the nodes' URLs (as
+/// most production clusters are): the sharded listener connects to the
+/// masters with the pool's credentials, so a release wakes a waiter of
+/// another locker through its announcement, as on a cluster without a
+/// password. (Before, the listener connected by address alone, its
+/// `SSUBSCRIBE` was refused with `NOAUTH`, and waiters polled: here, with
+/// a minute of backoff, a multi-key waiter, which does not queue, waited
+/// out its 30 s.)
 #[test]
-fn a_cluster_that_wants_a_password_polls_and_says_so() {
+fn a_cluster_that_wants_a_password_wakes_its_waiters() {
+    let _serial = serial();
+    if !sharded() {
+        return;
+    }
+    let cluster = Cluster::start();
+    let (password, user) = with_credentials(&cluster);
+    for urls in [password, user] {
+        let locker = || {
+            Locker::builder(redmutex::cluster_pool(&urls).unwrap())
+                .ttl(Duration::from_secs(60))
+                .backoff(Backoff::fixed(Duration::from_secs(60)))
+                .build()
+                .unwrap()
+        };
+        let (holder, waiter) = (locker(), locker());
+        let tag = key("password-woken");
+        let keys = vec![format!("{{{tag}}}:a"), format!("{{{tag}}}:b")];
+        let held = holder.lock_all(&keys).unwrap();
+        let t = {
+            let (waiter, keys) = (waiter.clone(), keys.clone());
+            std::thread::spawn(move || {
+                let got = waiter.lock_all_timeout(&keys, Duration::from_secs(30));
+                (got, Instant::now())
+            })
+        };
+        wait_until(
+            "the waiter's shard subscription, made with the pool's credentials",
+            Duration::from_secs(20),
+            || !shard_channels_with(&urls).is_empty(),
+        );
+        let released = Instant::now();
+        drop(held);
+        let (got, at) = t.join().unwrap();
+        let took = at.saturating_duration_since(released);
+        got.unwrap().unlock().unwrap();
+        assert!(
+            took < Duration::from_secs(15),
+            "woken after {took:?}: by its backoff, not by the release"
+        );
+        wait_until("no subscription left", Duration::from_secs(20), || {
+            shard_channels_with(&urls).is_empty()
+        });
+    }
+}
+
+/// A cluster that wants a password, reached through a pool of your own
+/// `ClusterClient` (redis-rs shows none of its credentials): the listener
+/// connects to the masters by address alone, so its `SSUBSCRIBE` is
+/// refused. That must cost only the wake-ups: waiters poll with their
+/// backoff and get the lock, no error reaches the user, and an `info` line
+/// says why.
+#[test]
+fn a_password_cluster_through_a_client_of_your_own_polls_and_says_so() {
     let _serial = serial();
     if !sharded() {
         return;
