@@ -1,14 +1,15 @@
 //! `?protocol=resp3`: a locker whose connections speak RESP3 (where a
 //! subscription's confirmation and every announcement come as pushes, not
-//! replies) wakes its waiters as one that speaks RESP2 does: on one server
-//! and through Sentinel.
+//! replies) wakes its waiters as one that speaks RESP2 does: on one server,
+//! through Sentinel, and on a Cluster (where the sharded listener's own
+//! connections speak RESP3 too).
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)] // tests fail loudly and spawn threads directly
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{key, wait_until, Sentinels, Server};
+use common::{key, wait_until, Cluster, Sentinels, Server};
 use redis::sentinel::{
     LockedSentinelClient, SentinelClient, SentinelNodeConnectionInfo, SentinelServerType,
 };
@@ -110,4 +111,61 @@ fn a_resp3_waiter_is_woken_by_a_release_through_sentinel() {
     assert!(speaks_resp3(&pool()));
     let (holder, waiter) = (slow(pool()), slow(pool()));
     woken_by_the_release(&holder, &waiter, &master, "resp3-sentinel");
+}
+
+#[test]
+fn a_resp3_waiter_is_woken_by_a_release_on_a_cluster() {
+    if redmutex_testkit::server_version().is_some_and(|v| v < (7, 0)) {
+        return; // no sharded pub/sub: waiters poll (tests/cluster_wakeups.rs)
+    }
+    let cluster = Cluster::start();
+    let urls: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|u| format!("{u}?protocol=resp3"))
+        .collect();
+    let locker = || {
+        Locker::builder(redmutex::cluster_pool(&urls).unwrap())
+            .ttl(Duration::from_secs(60))
+            .backoff(Backoff::fixed(Duration::from_secs(60)))
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (locker(), locker());
+    let tag = key("resp3-cluster");
+    let keys = vec![format!("{{{tag}}}:a"), format!("{{{tag}}}:b")];
+    let master = cluster.master_of(cluster.slot_of(&keys[0]));
+    let held = holder.lock_all(&keys).unwrap();
+    let t = {
+        let (waiter, keys) = (waiter.clone(), keys.clone());
+        std::thread::spawn(move || {
+            let got = waiter.lock_all_timeout(&keys, Duration::from_secs(30));
+            (got, Instant::now())
+        })
+    };
+    // The listener's connection to the master speaks RESP3, as the pool's.
+    wait_until(
+        "the waiter's shard subscription, over RESP3",
+        Duration::from_secs(20),
+        || {
+            let clients: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .arg("TYPE")
+                .arg("pubsub")
+                .query(&mut cluster.conn(master))
+                .unwrap();
+            clients
+                .lines()
+                .any(|c| c.split_whitespace().any(|f| f == "resp=3"))
+        },
+    );
+    let released = Instant::now();
+    drop(held);
+    let (got, at) = t.join().unwrap();
+    let took = at.saturating_duration_since(released);
+    assert!(got.is_ok(), "{got:?}");
+    assert!(
+        took < Duration::from_secs(15),
+        "woken after {took:?}: by its backoff, not by the release"
+    );
 }

@@ -1,6 +1,7 @@
 //! Connections: the type-erased checkout the rest of the crate uses, the
-//! connection kept aside for renewals, and (in `pool.rs`) the pool a lock
-//! needs with the customizer that bounds every socket call.
+//! connection kept aside for renewals, (in `pool.rs`) the pool a lock
+//! needs with the customizer that bounds every socket call, and (in
+//! `cluster.rs`) the manager of the Redis Cluster pools this crate builds.
 
 use std::any::{Any, TypeId};
 use std::fmt;
@@ -16,11 +17,15 @@ use redis::ConnectionLike;
 use crate::defaults::{MIN_POOL_FOR_LISTENER, MIN_POOL_FOR_SPARE};
 use crate::Error;
 
+mod cluster;
 pub(crate) mod nodes;
 mod pool;
 mod sent;
 
+pub use cluster::{ClusterConnection, ClusterManager};
 pub(crate) use pool::builder;
+#[cfg(feature = "tls")]
+pub(crate) use pool::install_crypto_provider;
 pub use pool::{pool, pool_with, SocketTimeouts};
 pub(crate) use sent::{Idle, Sent};
 
@@ -381,7 +386,8 @@ where
     }
 
     fn is_cluster(&self) -> bool {
-        TypeId::of::<M>() == TypeId::of::<redis::cluster::ClusterClient>()
+        let m = TypeId::of::<M>();
+        m == TypeId::of::<redis::cluster::ClusterClient>() || m == TypeId::of::<ClusterManager>()
     }
 
     fn idle(&self) -> Option<Box<dyn Idle>> {
@@ -414,10 +420,16 @@ where
         if !self.is_cluster() {
             return Ok(None);
         }
+        let mut conn = self.pool.get_timeout(checkout)?;
+        // The nodes are reached as the pool reaches them, where it shows how.
+        let any: &mut dyn Any = &mut *conn;
+        let settings = any
+            .downcast_mut::<ClusterConnection>()
+            .map(|c| Arc::clone(c.node_settings()));
         let mut op =
             |c: &mut dyn ConnectionLike| Ok(redis::cmd("CLUSTER").arg("SLOTS").query(c)?);
-        let slots = self.run(checkout, io, &mut op, None)?;
-        Ok(nodes::master_of(&slots, slot))
+        let slots = self.run_checked_out(conn, checkout, io, &mut op, None)?;
+        Ok(nodes::master_of(&slots, slot).map(|node| node.with_settings(settings)))
     }
 
     fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -549,6 +561,8 @@ where
     if let Some(plain) = any.downcast_mut::<redis::Connection>() {
         plain.set_read_timeout(Some(io))?;
         plain.set_write_timeout(Some(io))?;
+    } else if let Some(cluster) = any.downcast_mut::<ClusterConnection>() {
+        cluster.set_timeouts(io)?;
     } else if let Some(cluster) = any.downcast_mut::<redis::cluster::ClusterConnection>() {
         cluster.set_read_timeout(Some(io))?;
         cluster.set_write_timeout(Some(io))?;

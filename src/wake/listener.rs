@@ -15,7 +15,7 @@ use redis::ConnectionLike;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::conn::{Connector, Lent};
-use crate::wake::announce::deliver;
+use crate::wake::announce::{deliver, parts};
 use crate::wake::shards::Shards;
 use crate::wake::waiters::Signal;
 use crate::Error;
@@ -323,9 +323,12 @@ fn confirm(plain: &mut redis::Connection, channel: &str) -> Confirmed {
     loop {
         match plain.recv_response() {
             Ok(redis::Value::ServerError(_)) => return Confirmed::Refused,
-            Ok(v) if is_subscribed(&v, channel) => return Confirmed::Yes,
-            // Anything else (another push) is not for us.
-            Ok(_) => {}
+            Ok(v) => {
+                if is_subscribed(v, channel) {
+                    return Confirmed::Yes;
+                }
+                // Anything else (another push) is not for us.
+            }
             Err(e) if e.is_io_error() || !plain.is_open() => return Confirmed::Gone,
             Err(_) => return Confirmed::Refused,
         }
@@ -333,19 +336,11 @@ fn confirm(plain: &mut redis::Connection, channel: &str) -> Confirmed {
 }
 
 /// Whether `v` confirms a subscription to `channel`: `["subscribe",
-/// channel, n]` as a RESP2 reply, or a RESP3 push of kind `subscribe` with
-/// `[channel, n]`.
-fn is_subscribed(v: &redis::Value, channel: &str) -> bool {
-    use redis::Value::{Array, BulkString, Push};
-    let is_channel = |v: Option<&redis::Value>| matches!(v, Some(BulkString(b)) if b.as_slice() == channel.as_bytes());
-    match v {
-        Array(parts) => {
-            matches!(parts.first(), Some(BulkString(b)) if b.as_slice() == b"subscribe")
-                && is_channel(parts.get(1))
-        }
-        Push { kind, data } => *kind == redis::PushKind::Subscribe && is_channel(data.first()),
-        _ => false,
-    }
+/// channel, n]`, as a RESP2 reply or a RESP3 push.
+fn is_subscribed(v: redis::Value, channel: &str) -> bool {
+    use redis::Value::BulkString;
+    matches!(parts(v).as_deref(), Some([BulkString(kind), BulkString(c), ..])
+        if kind == b"subscribe" && c == channel.as_bytes())
 }
 
 /// The listener's callback: wakes the waiters of a released key; stops
@@ -454,7 +449,7 @@ mod tests {
             kind: redis::PushKind::Subscribe,
             data: vec![word("chan"), Int(1)],
         };
-        assert!(is_subscribed(&resp2, "chan") && is_subscribed(&resp3, "chan"));
+        assert!(is_subscribed(resp2.clone(), "chan") && is_subscribed(resp3, "chan"));
         let message = Push {
             kind: redis::PushKind::Message,
             data: vec![word("chan"), word("-k")],
@@ -464,9 +459,9 @@ mod tests {
             word("chan"),
             Array(vec![word("subscribe"), word("other")]),
         ] {
-            assert!(!is_subscribed(&not, "chan"), "{not:?}");
+            assert!(!is_subscribed(not.clone(), "chan"), "{not:?}");
         }
-        assert!(!is_subscribed(&resp2, "other"));
+        assert!(!is_subscribed(resp2, "other"));
     }
 
     /// Until `channel` has `n` subscribers on the server, for at most 10 s.
