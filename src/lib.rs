@@ -50,7 +50,9 @@
 //   pool.rs           `pool()`, `pool_with()`, `SocketTimeouts`
 //   sent.rs           a request written now, its reply read later (Redlock's lock and unlock)
 //   cluster.rs        `ClusterManager`, `ClusterConnection`: a cluster pool's client
-//                     and the settings its nodes are reached with
+//                     (one retry) and the settings its nodes are reached with
+//   timeouts.rs       the socket timeouts a call gives its connection (a cluster's
+//                     two tries within the call's bound)
 // server.rs           what a server must offer (version, scripting), told at first use
 // protocol/           what is kept in Redis and said to it:
 //   keys.rs           the key layout (lock, counter, queue, waiters, marks, audit, channel)

@@ -13,7 +13,7 @@ use redis::sentinel::{LockedSentinelClient, SentinelClient, SentinelServerType};
 use redis::IntoConnectionInfo;
 
 use crate::conn::{self, ClusterManager, SocketTimeouts};
-use crate::defaults::DEFAULT_IO_TIMEOUT;
+use crate::defaults::{CLUSTER_CONNECT_TIMEOUT, DEFAULT_IO_TIMEOUT};
 use crate::error::{auth_reason, unreachable_reason};
 use crate::time;
 use crate::Error;
@@ -276,11 +276,13 @@ where
 }
 
 /// Builds a connection pool to a Redis Cluster from the URLs of some of its
-/// nodes (the rest are found from them), with connect and response
-/// timeouts of [`DEFAULT_IO_TIMEOUT`], no `PING` at checkout, checkouts
-/// bounded by [`DEFAULT_CHECKOUT_TIMEOUT`](crate::DEFAULT_CHECKOUT_TIMEOUT),
-/// at most [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE) connections
-/// (each a connection to every node). The keys of one
+/// nodes (the rest are found from them), with a response timeout of
+/// [`DEFAULT_IO_TIMEOUT`], 600 ms to connect to a node and for each reply
+/// of its handshake (less when a locker's I/O timeout needs it, see
+/// [`ClusterManager`]), no `PING` at checkout, checkouts bounded by
+/// [`DEFAULT_CHECKOUT_TIMEOUT`](crate::DEFAULT_CHECKOUT_TIMEOUT), at most
+/// [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE) connections (each a
+/// connection to every node). The keys of one
 /// [`Locker::lock_all`](crate::Locker::lock_all) must share a hash slot:
 /// use hash tags (`{order42}:a`, `{order42}:b`).
 ///
@@ -288,8 +290,12 @@ where
 /// protocol are the cluster client's, and the release listener's too: its
 /// connections to the masters (see the crate docs' "Waiting") log in as
 /// the pool's do, so a cluster that wants a password, an ACL user or TLS
-/// wakes its waiters. See [`ClusterManager`], to build one with settings
-/// of your own; through a pool of a plain `ClusterClient` the listener
+/// wakes its waiters. Its client sends a call again by itself once at
+/// most (to follow a `MOVED` or `ASK` redirection), so that every call
+/// keeps its bound of the checkout and I/O timeouts, a hung master
+/// included. See [`ClusterManager`], to build one with settings of your
+/// own; a pool of a plain `ClusterClient` of your own keeps redis-rs's 16
+/// retries, each of which can cost an I/O timeout, and its listener
 /// connects by address alone.
 ///
 /// # Errors
@@ -327,7 +333,7 @@ where
             source: None,
         })?;
     let client = ClusterClient::builder(urls)
-        .connection_timeout(DEFAULT_IO_TIMEOUT)
+        .connection_timeout(CLUSTER_CONNECT_TIMEOUT)
         .response_timeout(DEFAULT_IO_TIMEOUT);
     let manager = ClusterManager::new(client, node)?;
     #[cfg(feature = "tls")]

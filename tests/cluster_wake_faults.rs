@@ -681,3 +681,64 @@ fn a_handed_over_lock_is_found_without_its_announcement() {
         assert!(took < Duration::from_secs(5), "found after {took:?}");
     }
 }
+
+/// Through `cluster_pool`, whose client sends a call again once at most
+/// (to keep the bound above), a redirection is still followed. A slot in
+/// migration: the source, without the script's keys, answers `ASK`, and
+/// the client asks the target, which refuses a script whose keys it does
+/// not all have with `TRYAGAIN` (Redis runs no multi-key command in a slot
+/// split between two nodes): the call fails with that, at once, not with
+/// the `ASK` itself. Then the slot moved (`MOVED`, the client's map of the
+/// slots out of date): a grant and its release each follow it.
+#[test]
+fn a_cluster_pool_follows_ask_and_moved() {
+    let _serial = serial();
+    let cluster = Cluster::start();
+    let locker = Locker::open_cluster(cluster.urls()).unwrap();
+    let tag = key("redirected");
+    let k = |name: &str| format!("{{{tag}}}:{name}");
+    let slot = cluster.slot_of(&k("a"));
+    let from = cluster.master_of(slot);
+    let to = (from + 1) % cluster.nodes.len();
+    // The pool's connection learns the slots as they are now (a key of
+    // another slot, so that nothing of the tag exists yet).
+    locker
+        .try_lock(key("elsewhere"))
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let (from_id, to_id) = (cluster.node_id(from), cluster.node_id(to));
+    let setslot = |node: usize, how: &str, id: &str| {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(how)
+            .arg(id)
+            .query(&mut cluster.conn(node))
+            .unwrap();
+    };
+    setslot(to, "IMPORTING", &from_id);
+    setslot(from, "MIGRATING", &to_id);
+    // None of the script's keys is at the source: ASK, to the target.
+    let started = Instant::now();
+    let asked = locker.try_lock(k("a")).map(|g| g.is_some());
+    let took = started.elapsed();
+    assert!(
+        matches!(&asked, Err(e) if format!("{e:?}").contains("TryAgain")),
+        "the target's answer, the ASK followed: {asked:?}"
+    );
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    for node in 0..cluster.nodes.len() {
+        setslot(node, "NODE", &to_id);
+    }
+    cluster.await_ok();
+    // The pool's map still sends the slot to the source: MOVED.
+    let moved = locker
+        .try_lock(k("b"))
+        .unwrap()
+        .expect("granted at the new master");
+    assert!(locker.holder(k("b")).unwrap().is_some());
+    moved.unlock().unwrap();
+    assert!(locker.holder(k("b")).unwrap().is_none());
+}

@@ -1,5 +1,6 @@
 //! The Redis Cluster pools this crate builds ([`cluster_pool`]): redis-rs's
-//! cluster client, and beside it the settings that a connection of the sharded release listener to one node
+//! cluster client, with one retry of its own at most, and beside it the
+//! settings that a connection of the sharded release listener to one node
 //! needs (user, password, TLS, protocol), which a `ClusterClient` keeps to
 //! itself.
 //!
@@ -7,14 +8,24 @@
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use r2d2::ManageConnection;
-use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
 use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, RedisError};
 
+use crate::defaults::{
+    CLUSTER_CONNECT_TIMEOUT, CLUSTER_RETRIES, CLUSTER_RETRY_WAIT, DEFAULT_IO_TIMEOUT,
+};
+use crate::time::millis_ceil;
 use crate::Error;
+
+/// The most replies a connection's handshake waits for, one by one, each
+/// within the connect timeout: `CLIENT SETINFO` twice, and `AUTH` or
+/// `HELLO` (a password, RESP3).
+const HANDSHAKE_REPLIES: u32 = 3;
 
 /// Makes the connections of a Redis Cluster pool for a locker, as
 /// [`cluster_pool`](crate::cluster_pool) builds it: redis-rs's
@@ -26,6 +37,19 @@ use crate::Error;
 /// `ClusterClient`, the listener connects by the node's address alone, so
 /// on a cluster that wants a password or TLS it is refused and waiters
 /// poll with their backoff.
+///
+/// The client sends a call again by itself once at most (to follow a
+/// `MOVED` or `ASK` redirection), pausing 20 ms at most before it, whatever
+/// `builder` says: each of redis-rs's retries (16 by default) can cost an
+/// I/O timeout, and the locker keeps every call within its checkout and
+/// I/O timeouts by giving each of the two tries half of what is left. A
+/// try on a pooled connection made while a node hung first connects to it,
+/// which costs up to three times the connect timeout (one for each reply of
+/// the handshake): so the client connects to a node within 600 ms, or a
+/// third of a try of the shortest I/O timeout of the lockers that use the
+/// pool (the connections made after they first ran), whatever `builder`
+/// says. A redirection while another node hangs can cost more (the client
+/// asks every node for the cluster's shape then).
 ///
 /// Build one yourself for settings that URLs do not carry, such as TLS
 /// certificates of your own (the `tls` feature): `node` is any node's
@@ -53,11 +77,23 @@ pub struct ClusterManager {
 struct Shared {
     /// The settings a connection to one node needs.
     node: Arc<ConnectionInfo>,
+    /// The connect timeout of the next connections, in ms.
+    connect_ms: AtomicU64,
+}
+
+impl Shared {
+    /// Has the next connections connect to a node (each of its handshake's
+    /// replies) within a third of `per_try`, if that is shorter than now.
+    fn connect_within(&self, per_try: Duration) {
+        let within = millis_ceil(per_try / HANDSHAKE_REPLIES).max(1);
+        self.connect_ms.fetch_min(within, Ordering::Relaxed);
+    }
 }
 
 impl ClusterManager {
-    /// A manager over the client `builder` makes, whose nodes the release
-    /// listener reaches with `node`'s settings.
+    /// A manager over the client `builder` makes (with one retry at most,
+    /// see above), whose nodes the release listener reaches with `node`'s
+    /// settings.
     ///
     /// ```no_run
     /// use redis::IntoConnectionInfo;
@@ -75,14 +111,20 @@ impl ClusterManager {
     /// [`Error::InvalidUrl`] when redis-rs refuses the client's settings
     /// (no node, nodes with different passwords or TLS modes).
     pub fn new(builder: ClusterClientBuilder, node: ConnectionInfo) -> Result<Self, Error> {
-        let client = builder.build().map_err(|e| Error::InvalidUrl {
-            reason: "redis-rs refused the nodes' URLs".to_owned(),
-            source: Some(e),
-        })?;
+        let client = builder
+            .retries(CLUSTER_RETRIES)
+            .min_retry_wait(1)
+            .max_retry_wait(crate::time::millis_ceil(CLUSTER_RETRY_WAIT))
+            .build()
+            .map_err(|e| Error::InvalidUrl {
+                reason: "redis-rs refused the nodes' URLs".to_owned(),
+                source: Some(e),
+            })?;
         Ok(ClusterManager {
             client,
             shared: Arc::new(Shared {
                 node: Arc::new(node),
+                connect_ms: AtomicU64::new(millis_ceil(CLUSTER_CONNECT_TIMEOUT)),
             }),
         })
     }
@@ -100,8 +142,14 @@ impl ManageConnection for ClusterManager {
     type Error = RedisError;
 
     fn connect(&self) -> Result<ClusterConnection, RedisError> {
+        let within = Duration::from_millis(self.shared.connect_ms.load(Ordering::Relaxed));
+        // A response timeout while the connection is made (it asks every
+        // node for the slots); each call sets its own.
+        let config = ClusterConfig::new()
+            .set_connection_timeout(within)
+            .set_response_timeout(DEFAULT_IO_TIMEOUT);
         Ok(ClusterConnection {
-            conn: self.client.get_connection()?,
+            conn: self.client.get_connection_with_config(config)?,
             shared: Arc::clone(&self.shared),
         })
     }
@@ -137,10 +185,13 @@ impl ClusterConnection {
         &self.shared.node
     }
 
-    /// Sets the read and write timeouts of every connection to a node.
-    pub(crate) fn set_timeouts(&self, io: Duration) -> Result<(), RedisError> {
-        self.conn.set_read_timeout(Some(io))?;
-        self.conn.set_write_timeout(Some(io))
+    /// Sets the read and write timeouts of every connection to a node to
+    /// `per_try`, and has the manager's next connections connect to a node
+    /// within a third of it, if that is shorter than now.
+    pub(crate) fn set_timeouts(&self, per_try: Duration) -> Result<(), RedisError> {
+        self.shared.connect_within(per_try);
+        self.conn.set_read_timeout(Some(per_try))?;
+        self.conn.set_write_timeout(Some(per_try))
     }
 }
 
@@ -236,5 +287,23 @@ mod tests {
         let url = "redis://:hunter2@127.0.0.1:7000/";
         let manager = ClusterManager::new(ClusterClient::builder([url]), info(url)).unwrap();
         assert!(!format!("{manager:?}").contains("hunter2"));
+    }
+
+    /// A locker's shorter I/O timeout shortens the connect timeout of the
+    /// connections made next, never lengthens it.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn the_connect_timeout_follows_the_shortest_try() {
+        let url = "redis://127.0.0.1:7000/";
+        let manager = ClusterManager::new(ClusterClient::builder([url]), info(url)).unwrap();
+        let shared = &manager.shared;
+        let now = || shared.connect_ms.load(Ordering::Relaxed);
+        assert_eq!(now(), 600);
+        shared.connect_within(Duration::from_millis(1980));
+        assert_eq!(now(), 600);
+        shared.connect_within(Duration::from_millis(980));
+        assert_eq!(now(), 327);
+        shared.connect_within(Duration::from_millis(1980));
+        assert_eq!(now(), 327);
     }
 }
