@@ -11,7 +11,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{key, wait_until, Cluster};
+use common::{key, slow_locker_over, wait_until, woken_by_the_announcement, Cluster};
 use redmutex::{Backoff, Locker};
 
 /// The tests here count this process's threads and log events: one at a
@@ -285,38 +285,15 @@ fn a_cluster_that_wants_a_password_wakes_its_waiters() {
     let cluster = Cluster::start();
     let (password, user) = with_credentials(&cluster);
     for urls in [password, user] {
-        let locker = || {
-            Locker::builder(redmutex::cluster_pool(&urls).unwrap())
-                .ttl(Duration::from_secs(60))
-                .backoff(Backoff::fixed(Duration::from_secs(60)))
-                .build()
-                .unwrap()
-        };
+        let locker = || slow_locker_over(redmutex::cluster_pool(&urls).unwrap());
         let (holder, waiter) = (locker(), locker());
         let tag = key("password-woken");
         let keys = vec![format!("{{{tag}}}:a"), format!("{{{tag}}}:b")];
         let held = holder.lock_all(&keys).unwrap();
-        let t = {
-            let (waiter, keys) = (waiter.clone(), keys.clone());
-            std::thread::spawn(move || {
-                let got = waiter.lock_all_timeout(&keys, Duration::from_secs(30));
-                (got, Instant::now())
-            })
-        };
-        wait_until(
-            "the waiter's shard subscription, made with the pool's credentials",
-            Duration::from_secs(20),
-            || !shard_channels_with(&urls).is_empty(),
-        );
-        let released = Instant::now();
-        drop(held);
-        let (got, at) = t.join().unwrap();
-        let took = at.saturating_duration_since(released);
-        got.unwrap().unlock().unwrap();
-        assert!(
-            took < Duration::from_secs(15),
-            "woken after {took:?}: by its backoff, not by the release"
-        );
+        let subscribed = &mut || !shard_channels_with(&urls).is_empty();
+        let what = "the waiter's shard subscription, made with the pool's credentials";
+        let got = woken_by_the_announcement(held, &waiter, &keys, (what, subscribed));
+        got.unlock().unwrap();
         wait_until("no subscription left", Duration::from_secs(20), || {
             shard_channels_with(&urls).is_empty()
         });

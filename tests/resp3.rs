@@ -7,24 +7,13 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{key, wait_until, Cluster, Sentinels, Server};
+use common::{key, slow_locker_over, woken_by_the_announcement, Cluster, Sentinels, Server};
 use redis::sentinel::{
     LockedSentinelClient, SentinelClient, SentinelNodeConnectionInfo, SentinelServerType,
 };
-use redmutex::{Backoff, Locker};
-
-/// A minute of TTL and of backoff: only a release's announcement gets a
-/// waiter of a multi-key lock (which does not queue) the lock long before
-/// its 30 s wait ends.
-fn slow(pool: r2d2::Pool<impl r2d2::ManageConnection<Connection = redis::Connection>>) -> Locker {
-    Locker::builder(pool)
-        .ttl(Duration::from_secs(60))
-        .backoff(Backoff::fixed(Duration::from_secs(60)))
-        .build()
-        .unwrap()
-}
+use redmutex::Locker;
 
 /// Whether the pool's connections speak RESP3 (`CLIENT INFO` says `resp=3`),
 /// so that a test of it cannot pass on RESP2.
@@ -38,35 +27,18 @@ where
 }
 
 /// `holder` holds two keys; `waiter` (another locker, as another process)
-/// waits for both (a minute at most), and gets them once `holder` lets go:
-/// long before its backoff or its wait could have let it try again.
-/// `server` is the one they lock on: its release channel's subscriber, the
-/// waiter's listener, shows that the listener started. (Counting the
-/// waiter's attempts does not: the holder's renewals count too.)
+/// waits for both, and gets them once `holder` lets go, woken by the
+/// release (see [`woken_by_the_announcement`]). `server` is the one they
+/// lock on: its release channel's subscriber, the waiter's listener, shows
+/// that the listener started. (Counting the waiter's attempts does not:
+/// the holder's renewals count too.)
 fn woken_by_the_release(holder: &Locker, waiter: &Locker, server: &Server, name: &str) {
     let keys = vec![key(&format!("{name}-a")), key(&format!("{name}-b"))];
     let held = holder.lock_all(&keys).unwrap();
-    let t = {
-        let (waiter, keys) = (waiter.clone(), keys.clone());
-        std::thread::spawn(move || {
-            let got = waiter.lock_all_timeout(&keys, Duration::from_secs(60));
-            (got, Instant::now())
-        })
-    };
-    wait_until(
-        "the waiter's listener subscribed",
-        Duration::from_secs(20),
-        || server.release_subscribers() >= 1,
-    );
-    let released = Instant::now();
-    drop(held);
-    let (got, at) = t.join().unwrap();
-    let took = at.saturating_duration_since(released);
-    assert!(got.is_ok(), "{got:?}");
-    assert!(
-        took < Duration::from_secs(15),
-        "woken after {took:?}: by its backoff, not by the release"
-    );
+    let what = "the waiter's listener subscribed";
+    let subscribed = &mut || server.release_subscribers() >= 1;
+    let got = woken_by_the_announcement(held, waiter, &keys, (what, subscribed));
+    got.unlock().unwrap();
 }
 
 #[test]
@@ -74,8 +46,8 @@ fn a_resp3_waiter_is_woken_by_a_release_on_one_server() {
     let server = Server::start();
     let url = format!("{}?protocol=resp3", server.url());
     let (holder, waiter) = (
-        slow(redmutex::pool(&url).unwrap()),
-        slow(redmutex::pool(&url).unwrap()),
+        slow_locker_over(redmutex::pool(&url).unwrap()),
+        slow_locker_over(redmutex::pool(&url).unwrap()),
     );
     assert!(speaks_resp3(&redmutex::pool(&url).unwrap()));
     woken_by_the_release(&holder, &waiter, &server, "resp3-one");
@@ -109,7 +81,7 @@ fn a_resp3_waiter_is_woken_by_a_release_through_sentinel() {
             .unwrap()
     };
     assert!(speaks_resp3(&pool()));
-    let (holder, waiter) = (slow(pool()), slow(pool()));
+    let (holder, waiter) = (slow_locker_over(pool()), slow_locker_over(pool()));
     woken_by_the_release(&holder, &waiter, &master, "resp3-sentinel");
 }
 
@@ -124,48 +96,25 @@ fn a_resp3_waiter_is_woken_by_a_release_on_a_cluster() {
         .iter()
         .map(|u| format!("{u}?protocol=resp3"))
         .collect();
-    let locker = || {
-        Locker::builder(redmutex::cluster_pool(&urls).unwrap())
-            .ttl(Duration::from_secs(60))
-            .backoff(Backoff::fixed(Duration::from_secs(60)))
-            .build()
-            .unwrap()
-    };
+    let locker = || slow_locker_over(redmutex::cluster_pool(&urls).unwrap());
     let (holder, waiter) = (locker(), locker());
     let tag = key("resp3-cluster");
     let keys = vec![format!("{{{tag}}}:a"), format!("{{{tag}}}:b")];
     let master = cluster.master_of(cluster.slot_of(&keys[0]));
     let held = holder.lock_all(&keys).unwrap();
-    let t = {
-        let (waiter, keys) = (waiter.clone(), keys.clone());
-        std::thread::spawn(move || {
-            let got = waiter.lock_all_timeout(&keys, Duration::from_secs(30));
-            (got, Instant::now())
-        })
-    };
     // The listener's connection to the master speaks RESP3, as the pool's.
-    wait_until(
-        "the waiter's shard subscription, over RESP3",
-        Duration::from_secs(20),
-        || {
-            let clients: String = redis::cmd("CLIENT")
-                .arg("LIST")
-                .arg("TYPE")
-                .arg("pubsub")
-                .query(&mut cluster.conn(master))
-                .unwrap();
-            clients
-                .lines()
-                .any(|c| c.split_whitespace().any(|f| f == "resp=3"))
-        },
-    );
-    let released = Instant::now();
-    drop(held);
-    let (got, at) = t.join().unwrap();
-    let took = at.saturating_duration_since(released);
-    assert!(got.is_ok(), "{got:?}");
-    assert!(
-        took < Duration::from_secs(15),
-        "woken after {took:?}: by its backoff, not by the release"
-    );
+    let over_resp3 = &mut || {
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query(&mut cluster.conn(master))
+            .unwrap();
+        clients
+            .lines()
+            .any(|c| c.split_whitespace().any(|f| f == "resp=3"))
+    };
+    let what = "the waiter's shard subscription, over RESP3";
+    let got = woken_by_the_announcement(held, &waiter, &keys, (what, over_resp3));
+    got.unlock().unwrap();
 }

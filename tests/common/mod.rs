@@ -1008,3 +1008,50 @@ pub fn fan_out_threads() -> std::collections::BTreeSet<u64> {
         })
         .collect()
 }
+
+/// Releases `held` once `waiter` (another locker, as another process,
+/// with a minute of backoff) waits for `keys` (several: a multi-key lock
+/// does not queue; a minute at most) and `listening` says it listens for
+/// releases; returns the waiter's guard after checking that it got the lock
+/// long before its backoff or the end of its wait (its last attempt) could
+/// have let it: the release's announcement woke it.
+pub fn woken_by_the_announcement(
+    held: redmutex::Guard,
+    waiter: &Locker,
+    keys: &[String],
+    listening: (&str, &mut dyn FnMut() -> bool),
+) -> redmutex::Guard {
+    let t = {
+        let (waiter, keys) = (waiter.clone(), keys.to_vec());
+        std::thread::spawn(move || {
+            let got = waiter.lock_all_timeout(&keys, Duration::from_secs(60));
+            (got, Instant::now())
+        })
+    };
+    let (what, check) = listening;
+    wait_until(what, Duration::from_secs(20), check);
+    let released = Instant::now();
+    drop(held);
+    let (got, at) = t.join().expect("the waiter's thread");
+    let took = at.saturating_duration_since(released);
+    let guard = got.unwrap();
+    assert!(
+        took < Duration::from_secs(15),
+        "woken after {took:?}: by its backoff, not by the release"
+    );
+    guard
+}
+
+/// A locker over `pool` with a minute of TTL and of backoff: only a
+/// release can get its waiters the lock quickly.
+pub fn slow_locker_over<M>(pool: r2d2::Pool<M>) -> Locker
+where
+    M: r2d2::ManageConnection,
+    M::Connection: redis::ConnectionLike,
+{
+    Locker::builder(pool)
+        .ttl(Duration::from_secs(60))
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .build()
+        .unwrap()
+}
