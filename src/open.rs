@@ -336,8 +336,6 @@ where
         .connection_timeout(CLUSTER_CONNECT_TIMEOUT)
         .response_timeout(DEFAULT_IO_TIMEOUT);
     let manager = ClusterManager::new(client, node)?;
-    #[cfg(feature = "tls")]
-    conn::install_crypto_provider();
     Ok(conn::builder().build_unchecked(manager))
 }
 

@@ -111,6 +111,9 @@ impl ClusterManager {
     /// [`Error::InvalidUrl`] when redis-rs refuses the client's settings
     /// (no node, nodes with different passwords or TLS modes).
     pub fn new(builder: ClusterClientBuilder, node: ConnectionInfo) -> Result<Self, Error> {
+        // As `pool_with`: a `rediss://` node needs the crypto provider.
+        #[cfg(feature = "tls")]
+        super::pool::install_crypto_provider();
         let client = builder
             .retries(CLUSTER_RETRIES)
             .min_retry_wait(1)

@@ -25,8 +25,6 @@ mod timeouts;
 
 pub use cluster::{ClusterConnection, ClusterManager};
 pub(crate) use pool::builder;
-#[cfg(feature = "tls")]
-pub(crate) use pool::install_crypto_provider;
 pub use pool::{pool, pool_with, SocketTimeouts};
 pub(crate) use sent::{Idle, Sent};
 use timeouts::{bound_io, bound_io_within, left_of, TimeoutsSet};

@@ -1055,3 +1055,56 @@ where
         .build()
         .unwrap()
 }
+
+/// The files of a TLS server made here: its certificate (for 127.0.0.1
+/// and localhost), its key, and the authority that signed it, written to
+/// a directory; and that authority's PEM, for the clients to trust.
+pub struct TlsFiles {
+    pub cert: String,
+    pub key: String,
+    pub ca: String,
+    pub ca_pem: String,
+}
+
+impl TlsFiles {
+    /// Makes an authority and a server certificate it signed, in `dir`.
+    pub fn new(dir: &std::path::Path) -> TlsFiles {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "redmutex test authority");
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let server_key = KeyPair::generate().unwrap();
+        let server_params =
+            CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+        let cert = server_params.signed_by(&server_key, &ca, &ca_key).unwrap();
+        let write = |name: &str, pem: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, pem).unwrap();
+            path.to_string_lossy().into_owned()
+        };
+        TlsFiles {
+            cert: write("server.crt", &cert.pem()),
+            key: write("server.key", &server_key.serialize_pem()),
+            ca: write("ca.crt", &ca.pem()),
+            ca_pem: ca.pem(),
+        }
+    }
+
+    /// The server's arguments: these files, clients not asked for theirs.
+    pub fn server_args(&self) -> Vec<&str> {
+        vec![
+            "--tls-cert-file",
+            &self.cert,
+            "--tls-key-file",
+            &self.key,
+            "--tls-ca-cert-file",
+            &self.ca,
+            "--tls-auth-clients",
+            "no",
+        ]
+    }
+}
