@@ -52,6 +52,10 @@
 //   nodes.rs          a cluster's nodes: the master of a slot, a connection to one node
 //   pool.rs           `pool()`, `pool_with()`, `SocketTimeouts`
 //   sent.rs           a request written now, its reply read later (Redlock's lock and unlock)
+//   cluster.rs        `ClusterManager`, `ClusterConnection`: a cluster pool's client
+//                     (one retry) and the settings its nodes are reached with
+//   timeouts.rs       the socket timeouts a call gives its connection (a cluster's
+//                     two tries within the call's bound)
 // server.rs           what a server must offer (version, scripting), told at first use
 // protocol/           what is kept in Redis and said to it:
 //   keys.rs           the key layout (lock, counter, queue, waiters, marks, audit, channel)
@@ -127,7 +131,7 @@ mod wake;
 
 pub use backoff::Backoff;
 pub use builder::Builder;
-pub use conn::{pool, pool_with, SocketTimeouts};
+pub use conn::{pool, pool_with, ClusterConnection, ClusterManager, SocketTimeouts};
 pub use defaults::{
     DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_REPLICA_TIMEOUT,
     DEFAULT_TTL, MAX_TTL,

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use r2d2::Pool;
 use redis::cluster::ClusterClient;
 use redis::sentinel::{LockedSentinelClient, SentinelClient, SentinelServerType};
+use redis::IntoConnectionInfo;
 
-use crate::conn::{self, SocketTimeouts};
-use crate::defaults::DEFAULT_IO_TIMEOUT;
+use crate::conn::{self, ClusterManager, SocketTimeouts};
+use crate::defaults::{CLUSTER_CONNECT_TIMEOUT, DEFAULT_IO_TIMEOUT};
 use crate::error::{auth_reason, unreachable_reason};
 use crate::time;
 use crate::Error;
@@ -275,12 +276,27 @@ where
 }
 
 /// Builds a connection pool to a Redis Cluster from the URLs of some of its
-/// nodes (the rest are found from them), with connect and response
-/// timeouts of [`DEFAULT_IO_TIMEOUT`], no `PING` at checkout, checkouts
-/// bounded by [`DEFAULT_CHECKOUT_TIMEOUT`](crate::DEFAULT_CHECKOUT_TIMEOUT), at most [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE)
-/// connections (each a connection to every node). The keys of one
+/// nodes (the rest are found from them), with a response timeout of
+/// [`DEFAULT_IO_TIMEOUT`], 600 ms to connect to a node and for each reply
+/// of its handshake (less when a locker's I/O timeout needs it, see
+/// [`ClusterManager`]), no `PING` at checkout, checkouts bounded by
+/// [`DEFAULT_CHECKOUT_TIMEOUT`](crate::DEFAULT_CHECKOUT_TIMEOUT), at most
+/// [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE) connections (each a
+/// connection to every node). The keys of one
 /// [`Locker::lock_all`](crate::Locker::lock_all) must share a hash slot:
 /// use hash tags (`{order42}:a`, `{order42}:b`).
+///
+/// The first URL's user, password, TLS (`rediss://`, `#insecure`) and
+/// protocol are the cluster client's, and the release listener's too: its
+/// connections to the masters (see the crate docs' "Waiting") log in as
+/// the pool's do, so a cluster that wants a password, an ACL user or TLS
+/// wakes its waiters. Its client sends a call again by itself once at
+/// most (to follow a `MOVED` or `ASK` redirection), so that every call
+/// keeps its bound of the checkout and I/O timeouts, a hung master
+/// included. See [`ClusterManager`], to build one with settings of your
+/// own; a pool of a plain `ClusterClient` of your own keeps redis-rs's 16
+/// retries, each of which can cost an I/O timeout, and its listener
+/// connects by address alone.
 ///
 /// # Errors
 ///
@@ -295,21 +311,32 @@ where
 /// # let _ = locker;
 /// # Ok::<(), redmutex::Error>(())
 /// ```
-pub fn cluster_pool<I>(nodes: I) -> Result<Pool<ClusterClient>, Error>
+pub fn cluster_pool<I>(nodes: I) -> Result<Pool<ClusterManager>, Error>
 where
     I: IntoIterator,
     I::Item: AsRef<str>,
 {
     let urls = checked_urls(nodes)?;
-    let client = ClusterClient::builder(urls)
-        .connection_timeout(DEFAULT_IO_TIMEOUT)
-        .response_timeout(DEFAULT_IO_TIMEOUT)
-        .build()
-        .map_err(|e| Error::InvalidUrl {
-            reason: "redis-rs refused the nodes' URLs".to_owned(),
-            source: Some(e),
+    let refused = |e| Error::InvalidUrl {
+        reason: "redis-rs refused the nodes' URLs".to_owned(),
+        source: Some(e),
+    };
+    // The first node's settings are the client's (redis-rs takes them from
+    // it, and refuses nodes whose settings differ).
+    let node = urls
+        .first()
+        .map(|url| url.as_str().into_connection_info())
+        .transpose()
+        .map_err(refused)?
+        .ok_or_else(|| Error::InvalidUrl {
+            reason: "no URL given".to_owned(),
+            source: None,
         })?;
-    Ok(conn::builder().build_unchecked(client))
+    let client = ClusterClient::builder(urls)
+        .connection_timeout(CLUSTER_CONNECT_TIMEOUT)
+        .response_timeout(DEFAULT_IO_TIMEOUT);
+    let manager = ClusterManager::new(client, node)?;
+    Ok(conn::builder().build_unchecked(manager))
 }
 
 /// Each of `urls` checked as [`client`] checks one; at least one.

@@ -83,7 +83,7 @@ pub(crate) fn builder<M: ManageConnection>() -> r2d2::Builder<M> {
 /// ring the default when none is installed yet: a program that wants
 /// another installs it before building a pool.
 #[cfg(feature = "tls")]
-fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Err: another thread installed one first, which is as good.
         let _ = rustls::crypto::ring::default_provider().install_default();

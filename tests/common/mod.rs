@@ -1036,3 +1036,103 @@ pub fn observed(observer: &mut redmutex::Observer, n: usize) -> Vec<Option<Strin
         })
         .collect()
 }
+
+/// Releases `held` once `waiter` (another locker, as another process,
+/// with a minute of backoff) waits for `keys` (several: a multi-key lock
+/// does not queue; a minute at most) and `listening` says it listens for
+/// releases; returns the waiter's guard after checking that it got the lock
+/// long before its backoff or the end of its wait (its last attempt) could
+/// have let it: the release's announcement woke it.
+pub fn woken_by_the_announcement(
+    held: redmutex::Guard,
+    waiter: &Locker,
+    keys: &[String],
+    listening: (&str, &mut dyn FnMut() -> bool),
+) -> redmutex::Guard {
+    let t = {
+        let (waiter, keys) = (waiter.clone(), keys.to_vec());
+        std::thread::spawn(move || {
+            let got = waiter.lock_all_timeout(&keys, Duration::from_secs(60));
+            (got, Instant::now())
+        })
+    };
+    let (what, check) = listening;
+    wait_until(what, Duration::from_secs(20), check);
+    let released = Instant::now();
+    drop(held);
+    let (got, at) = t.join().expect("the waiter's thread");
+    let took = at.saturating_duration_since(released);
+    let guard = got.unwrap();
+    assert!(
+        took < Duration::from_secs(15),
+        "woken after {took:?}: by its backoff, not by the release"
+    );
+    guard
+}
+
+/// A locker over `pool` with a minute of TTL and of backoff: only a
+/// release can get its waiters the lock quickly.
+pub fn slow_locker_over<M>(pool: r2d2::Pool<M>) -> Locker
+where
+    M: r2d2::ManageConnection,
+    M::Connection: redis::ConnectionLike,
+{
+    Locker::builder(pool)
+        .ttl(Duration::from_secs(60))
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .build()
+        .unwrap()
+}
+
+/// The files of a TLS server made here: its certificate (for 127.0.0.1
+/// and localhost), its key, and the authority that signed it, written to
+/// a directory; and that authority's PEM, for the clients to trust.
+pub struct TlsFiles {
+    pub cert: String,
+    pub key: String,
+    pub ca: String,
+    pub ca_pem: String,
+}
+
+impl TlsFiles {
+    /// Makes an authority and a server certificate it signed, in `dir`.
+    pub fn new(dir: &std::path::Path) -> TlsFiles {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "redmutex test authority");
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let server_key = KeyPair::generate().unwrap();
+        let server_params =
+            CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+        let cert = server_params.signed_by(&server_key, &ca, &ca_key).unwrap();
+        let write = |name: &str, pem: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, pem).unwrap();
+            path.to_string_lossy().into_owned()
+        };
+        TlsFiles {
+            cert: write("server.crt", &cert.pem()),
+            key: write("server.key", &server_key.serialize_pem()),
+            ca: write("ca.crt", &ca.pem()),
+            ca_pem: ca.pem(),
+        }
+    }
+
+    /// The server's arguments: these files, clients not asked for theirs.
+    pub fn server_args(&self) -> Vec<&str> {
+        vec![
+            "--tls-cert-file",
+            &self.cert,
+            "--tls-key-file",
+            &self.key,
+            "--tls-ca-cert-file",
+            &self.ca,
+            "--tls-auth-clients",
+            "no",
+        ]
+    }
+}
