@@ -226,9 +226,9 @@ impl Builder {
         self
     }
 
-    /// Whether this locker records its live figures ([`Locker::stats`]):
-    /// a few relaxed atomic adds per operation, no lock. Off, every figure
-    /// stays zero. Defaults to on.
+    /// Whether this locker records its live figures ([`Locker::stats`],
+    /// and the `metrics` feature's reports): a few relaxed atomic adds per
+    /// operation, no lock. Off, every figure stays zero. Defaults to on.
     ///
     /// ```no_run
     /// # let pool = redmutex::pool("redis://127.0.0.1/")?;

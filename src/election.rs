@@ -489,6 +489,50 @@ impl Leadership {
     pub fn resign(self) -> Result<(), Error> {
         self.guard.unlock()
     }
+
+    /// Resigns in favour of the candidate queued with `value`: it leads at
+    /// once (`true`), ahead of the candidates queued before it, who keep
+    /// their order; when no live candidate campaigned with `value`, the lead
+    /// goes to the first candidate queued, as [`resign`](Leadership::resign)
+    /// hands it over (`false`). Of several candidates with that value, the
+    /// first queued. Observers see the change as after a resignation: this
+    /// leader, then the next, in order, with no "no leader" between them.
+    /// For a rolling deploy: the old version hands the lead to the new one
+    /// (which campaigns with a value that names it) rather than to whoever
+    /// queued first, or by expiry. Two round trips: the candidate moved to
+    /// the head of the queue (owner-checked: only the leader may), then the
+    /// resignation.
+    ///
+    /// # Errors
+    ///
+    /// As [`resign`](Leadership::resign): [`Error::Lost`] when the
+    /// leadership had been lost (nobody is moved); [`Error::Redis`],
+    /// [`Error::Pool`] when Redis fails (the leadership is then dropped,
+    /// which resigns, errors logged); [`Error::InvalidInput`] for a value
+    /// above 64 KiB (nothing is done: the leadership is dropped, and so
+    /// resigns as `resign` would).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let leadership = locker.election("scheduler")?.campaign("v1:10.0.0.7")?;
+    /// // ... the new version, "v2:10.0.0.9", has started and campaigns ...
+    /// if !leadership.hand_over_to("v2:10.0.0.9")? {
+    ///     println!("v2 was not queued: the next candidate leads");
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn hand_over_to(self, value: impl AsRef<str>) -> Result<bool, Error> {
+        let found = match self.guard.held_parts() {
+            Some((shared, a)) if !self.guard.is_lost() => shared.prefer(a, value.as_ref())?,
+            _ => None,
+        };
+        if found.is_none() {
+            // Redis said the lead is someone else's: lost now, as `proclaim`.
+            self.guard.note_lost();
+        }
+        self.guard.unlock()?;
+        Ok(found.unwrap_or(false))
+    }
 }
 
 mod observer;

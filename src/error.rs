@@ -48,6 +48,29 @@ pub enum Error {
         key: String,
     },
 
+    /// The calling thread already holds what the call asks for, through
+    /// this locker or a clone of it, so the call could only wait behind
+    /// itself: a key of a lock it holds (by `lock`, `lock_all` or their
+    /// kin), a read-write lock it holds (for a write) or holds the write
+    /// of (for a read), every permit of a semaphore, an election it leads.
+    /// Nothing is sent to Redis. A guard counts for the thread that took it
+    /// until its hold ends, even moved to another thread, unless its lease
+    /// is lost ([`Guard::is_lost`](crate::Guard::is_lost)).
+    ///
+    /// Returned at once, with no round trip, by every call that takes a
+    /// hold: [`Locker::lock`](crate::Locker::lock) and
+    /// [`Locker::lock_all`](crate::Locker::lock_all) with their `_timeout`,
+    /// `_or_stop` and `try_` kin, a
+    /// [`Semaphore`](crate::Semaphore)'s `acquire*`, an
+    /// [`RwLock`](crate::RwLock)'s `read*` and `write*`, and an
+    /// [`Election`](crate::Election)'s `campaign*`.
+    #[error("lock {key:?} is held by this thread already: it would wait for itself")]
+    AlreadyHeld {
+        /// The key (of a multi-key lock, the one held), or the semaphore's,
+        /// read-write lock's or election's name, as the caller gave it.
+        key: String,
+    },
+
     /// The lease can no longer be promised: it ran out without a confirmed
     /// renewal, or the key was deleted, overwritten or taken by another owner.
     ///

@@ -12,7 +12,11 @@ use crate::raw::{Acquisition, RawLock};
 use crate::time;
 use crate::Error;
 
+mod counted;
+mod downgrade;
 mod lease;
+
+pub use downgrade::DowngradeError;
 
 /// A held lock. The lock is released when the guard is dropped, or checked
 /// with [`unlock`](Guard::unlock).
@@ -97,6 +101,9 @@ struct Held {
     /// Its grant is in the audit trail (with `Builder::audit`): only then
     /// is its release.
     audited: bool,
+    /// Its number in the locker's registry of holds by thread (taken out
+    /// when this ends: see `raw/held.rs`).
+    filed: u64,
 }
 
 // `Guard` is `Send + Sync`: every field is (`Arc`s of `Send + Sync` data, a
@@ -138,6 +145,7 @@ impl Guard {
             .filter(|_| watchdog_on);
         let first = acquisition.caller_keys.first().map_or("", String::as_str);
         lease.watch(first, on_change, watchdog_on);
+        let filed = shared.file(&acquisition, &lease);
         let mut guard = Guard {
             keys: Arc::clone(&acquisition.caller_keys),
             fence,
@@ -151,6 +159,7 @@ impl Guard {
                 since: Instant::now(),
                 counted: true,
                 audited,
+                filed,
             }),
         };
         if watchdog_on {
@@ -503,15 +512,6 @@ impl Guard {
         self.held.as_ref().map(|h| (&h.shared, &h.acquisition))
     }
 
-    /// Has the watchdog tell the callback, now, the changes this guard's
-    /// caller made to the lease (rather than at its next renewal, or never
-    /// if the guard goes first).
-    pub(crate) fn tell_changes(&self) {
-        if let Some(dog) = self.held.as_ref().and_then(|h| h.watchdog.as_ref()) {
-            dog.poke();
-        }
-    }
-
     fn lost(&self) -> Error {
         Error::Lost {
             key: self.keys.first().cloned().unwrap_or_default(),
@@ -553,7 +553,7 @@ impl Held {
         if !self.counted {
             return;
         }
-        self.shared.stats.ended(self.since);
+        self.shared.stats.ended(&*self.acquisition, self.since);
         if lost {
             self.count_loss(lease);
         }

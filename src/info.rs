@@ -360,8 +360,9 @@ impl AuditEntry {
     }
 
     /// `break` (an operator's [`Locker::break_lock`](crate::Locker::break_lock)),
-    /// or with [`Builder::audit`](crate::Builder::audit) on, `grant` and
-    /// `release`.
+    /// or with [`Builder::audit`](crate::Builder::audit) on, `grant`,
+    /// `release` and `downgrade` (a write hold that
+    /// [became a read hold](crate::Guard::downgrade), whose `grant` follows).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

@@ -12,12 +12,15 @@
 //                     `Observer` (the log of changes followed)
 // guard.rs            `Guard`: a held lock, guarded writes, release on drop
 //   guard/lease.rs    its lease as the holder sees it: deadline, lost, held or in doubt
+//   guard/downgrade.rs a write hold turned into a read hold, `DowngradeError`
 // info.rs             `LockInfo`, what `Locker::holder` and `locks` report; `LockKind`;
 //                     `AuditEntry`, one event of the audit trail; `Leader`, an election's
 // operate.rs          `Locker::locks`, `break_lock`, `audit`: what an operator does
 // stats/              a locker's live figures:
 //   mod.rs            `Stats` and `Durations`, what callers read
 //   recorder.rs       the recorder: atomic counters, log-scale histograms; no lock
+//   kind.rs           what an event is of (a hold's kind) and a loss's reason
+//   export.rs         (feature `metrics`) each event reported to the `metrics` facade
 // fence.rs            `fence`: a resource that admits fencing tokens (any Redis connection)
 // builder.rs          `Builder`: checks the settings and builds a `Locker` (above it)
 //   builder/host.rs   the default metadata: host name and pid
@@ -31,7 +34,7 @@
 //   mod.rs            `RawLock`, a call on one instance, the acquisition and its attempt
 //   mutex.rs          a lock's keys, and who holds one
 //   permits.rs        a semaphore's permit keys, how many are free, the permit granted
-//   rw.rs             a read-write lock's read and write holds
+//   rw.rs             a read-write lock's read and write holds, a downgrade
 //   election.rs       an election's keys, its candidates, its log (announce, proclaim, observe)
 //   renew.rs          a granted hold's renewal, and its expiry
 //   release.rs        a granted hold's release, and the waiters it wakes here
@@ -59,7 +62,8 @@
 //                     and key checks
 //   named.rs          the holds a listing names, and the names it gives them
 //   scripts.rs        every Lua script's handle (EVALSHA, NOSCRIPT -> EVAL) and typed caller
-//   scripts/          those of an operator's view, an election, guarded writes
+//   scripts/          those of an operator's view, an election, guarded writes, a
+//                     read-write lock's downgrade
 //   lua/*.lua         every Lua script, opening with its KEYS/ARGV contract and replies
 //   lua/lib/*.lua     the helpers scripts share, put before them at compile time
 //   replies.rs        every script reply parsed; the lock value built and parsed
@@ -134,7 +138,7 @@ pub use defaults::{
 };
 pub use election::{Election, Leadership, Observer};
 pub use error::Error;
-pub use guard::Guard;
+pub use guard::{DowngradeError, Guard};
 pub use info::{AuditEntry, Leader, LockInfo, LockKind};
 pub use lease::state::{LeaseChange, LeaseChangeReason, LeaseState};
 pub use lease::workers::{watchdog_threads, WatchdogThreads};

@@ -34,10 +34,18 @@ use crate::Error;
 /// the multi-key calls take any list of them: a slice, a `Vec`, an array,
 /// an iterator.
 ///
-/// Locks are not reentrant: a second `try_lock` of a key this locker already
-/// holds returns `None`, and a second `lock` waits for the first guard, like
-/// `std::sync::Mutex` (so a thread that locks a key twice waits for itself
-/// until its acquire timeout).
+/// Locks are not reentrant, and a thread that would wait for itself is
+/// told: a thread that holds a key through this locker (or a clone) and
+/// asks for it again, with `lock`, `try_lock`, `lock_all` or their kin,
+/// gets [`Error::AlreadyHeld`] at once, with no round trip, rather than
+/// waiting behind its own guard (as Hazelcast's lock fails fast). Another
+/// thread waits for the guard as usual (`try_lock` says `None`), and so
+/// does a locker built apart. A guard counts for the thread that took it
+/// until its hold ends, even once moved to another thread: the library
+/// cannot see a move, so a thread that hands its guard to a worker and
+/// locks the key again is refused too; wait for the worker first (join
+/// it, or a channel). The same goes for a semaphore's last permit, a
+/// read-write lock and an election (see [`Error::AlreadyHeld`]).
 ///
 /// ```no_run
 /// let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -226,6 +234,8 @@ impl Locker {
     ///
     /// - [`Error::Timeout`] when the acquire timeout or the backoff's attempt
     ///   limit is reached;
+    /// - [`Error::AlreadyHeld`] at once, with no round trip, when this thread
+    ///   holds the key already, through this locker or a clone;
     /// - [`Error::InvalidInput`] for an empty or reserved key;
     /// - [`Error::Redis`], [`Error::Pool`] when Redis fails or cannot be
     ///   reached (returned at once, not retried);
@@ -301,8 +311,10 @@ impl Locker {
     }
 
     /// One attempt: the lock on `key` if it is free now, `None` if someone
-    /// holds it (including this locker: locks are not reentrant). One round
-    /// trip; never waits for the lock.
+    /// else holds it (another thread of this locker included), and
+    /// [`Error::AlreadyHeld`] if this thread does, through this locker or a
+    /// clone (locks are not reentrant). One round trip; never waits for the
+    /// lock.
     ///
     /// Bind the guard: `locker.try_lock(key)?;` alone drops it, and so
     /// releases the lock, at once, and no compiler warning can see a guard

@@ -192,8 +192,8 @@ impl Locker {
     /// [`AuditEntry::time`], from the millisecond of `since`, as those
     /// times are whole milliseconds), oldest first: every break of a hold
     /// under this prefix (whichever locker broke it), and with
-    /// [`Builder::audit`](crate::Builder::audit) every grant and release of
-    /// the lockers that turned it on (leaderships' too). The events of one
+    /// [`Builder::audit`](crate::Builder::audit) every grant, release and
+    /// downgrade of the lockers that turned it on (leaderships' too). The events of one
     /// hold are in the order the server made them, whichever locker wrote
     /// them first: by fencing token, each grant before the release or
     /// break of its token (a hold's tokens rise with each grant). A lock

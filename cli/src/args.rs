@@ -112,9 +112,10 @@ pub enum Command {
     /// lockers with auditing on; exit 0. When there is none, say on stderr
     /// under which prefixes there are events.
     Audit(AuditArgs),
-    /// Print who leads the election NAME (its value, term and time left)
-    /// and exit 0; or print `no leader` and exit 1 (and say on stderr
-    /// under which other prefixes it has one).
+    /// Print who leads the election NAME (its value, term and time left,
+    /// then the candidates queued, in their order) and exit 0; or print
+    /// `no leader` and exit 1 (and say on stderr under which other
+    /// prefixes it has one).
     Leader(LeaderArgs),
     /// Print who leads the election NAME, then each change as a line (a
     /// new leader, a new value, `no leader`), until killed.
@@ -282,7 +283,8 @@ pub struct LeaderArgs {
     #[command(flatten)]
     pub server: Server,
     /// One JSON object a line: {"election", "leader" (its value), "term",
-    /// "ms_left"}, the last three null when nobody leads.
+    /// "ms_left"}, the last three null when nobody leads; for `leader`,
+    /// "queued" too: the candidates' values, in their order.
     #[arg(long)]
     pub json: bool,
     /// The election's name.

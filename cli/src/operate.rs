@@ -166,13 +166,15 @@ fn print(text: &str) {
     let _ = out.write_all(text.as_bytes());
 }
 
-/// The election of `args`, or the exit code of a usage error.
-fn election(args: &LeaderArgs) -> Result<redmutex::Election, ExitCode> {
+/// The election of `args` and its locker, or the exit code of a usage
+/// error.
+fn election(args: &LeaderArgs) -> Result<(redmutex::Election, redmutex::Locker), ExitCode> {
     let locker = locker(&args.server, None, None, None)?;
-    locker.election(&args.name).map_err(|e| match e {
+    let election = locker.election(&args.name).map_err(|e| match e {
         redmutex::Error::InvalidInput(m) => usage(&m),
         e => usage(&e.to_string()),
-    })
+    })?;
+    Ok((election, locker))
 }
 
 /// Says on stderr under which other prefixes the election `args.name` has
@@ -187,12 +189,17 @@ fn say_led_elsewhere(args: &LeaderArgs) {
     }
 }
 
-/// Writes one state as a line; false when stdout is closed.
-fn print_leader(args: &LeaderArgs, leader: Option<&redmutex::Leader>) -> bool {
+/// Writes one state as a line (with `queued`, the candidates queued, on a
+/// line of their own or in the JSON object); false when stdout is closed.
+fn print_leader(
+    args: &LeaderArgs,
+    leader: Option<&redmutex::Leader>,
+    queued: Option<&[String]>,
+) -> bool {
     let line = if args.json {
-        leader::json(&args.name, leader)
+        leader::json(&args.name, leader, queued)
     } else {
-        leader::text(leader)
+        leader::text(leader) + &leader::queued_text(queued.unwrap_or_default())
     };
     let mut out = std::io::stdout().lock();
     out.write_all(line.as_bytes())
@@ -202,14 +209,21 @@ fn print_leader(args: &LeaderArgs, leader: Option<&redmutex::Leader>) -> bool {
 
 /// `redmutex leader`.
 pub fn show_leader(args: &LeaderArgs) -> ExitCode {
-    let election = match election(args) {
+    let (election, locker) = match election(args) {
         Ok(e) => e,
         Err(code) => return code,
     };
-    match election.leader() {
-        Ok(leader) => {
+    // The candidates queued, as a listing names them (a second read: the
+    // lead may change in between).
+    let key = format!("__redmutex__:election:{}", args.name);
+    match election
+        .leader()
+        .and_then(|l| Ok((l, locker.holder(&key)?)))
+    {
+        Ok((leader, held)) => {
+            let queued = held.map(|h| h.waiters().to_vec()).unwrap_or_default();
             // A closed stdout loses the answer; the exit code still tells it.
-            print_leader(args, leader.as_ref());
+            print_leader(args, leader.as_ref(), Some(&queued));
             if leader.is_some() {
                 ExitCode::SUCCESS
             } else {
@@ -227,7 +241,7 @@ pub fn show_leader(args: &LeaderArgs) -> ExitCode {
 /// `redmutex observe`: runs until killed, or stdout is closed (exit 0).
 pub fn observe(args: &LeaderArgs) -> ExitCode {
     let election = match election(args) {
-        Ok(e) => e,
+        Ok((e, _)) => e,
         Err(code) => return code,
     };
     if matches!(election.leader(), Ok(None)) {
@@ -243,7 +257,7 @@ pub fn observe(args: &LeaderArgs) -> ExitCode {
     for change in observer {
         match change {
             Ok(leader) => {
-                if !print_leader(args, leader.as_ref()) {
+                if !print_leader(args, leader.as_ref(), None) {
                     return ExitCode::SUCCESS;
                 }
             }

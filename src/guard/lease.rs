@@ -215,6 +215,15 @@ impl Guard {
         }
     }
 
+    /// Has the watchdog tell the callback, now, the changes this guard's
+    /// caller made to the lease (rather than at its next renewal, or never
+    /// if the guard goes first).
+    pub(crate) fn tell_changes(&self) {
+        if let Some(dog) = self.held.as_ref().and_then(|h| h.watchdog.as_ref()) {
+            dog.poke();
+        }
+    }
+
     /// Redis said a key is no longer ours (an owner-checked script of the
     /// caller's found it gone or someone else's): the lease is lost for
     /// good, at once, logged as the watchdog logs a loss, counted, and

@@ -271,6 +271,18 @@ pub(crate) fn parse_renew(reply: &Value) -> Result<(bool, Option<String>), Error
     }
 }
 
+/// `rw_downgrade.lua`'s reply: `Ok(fence)`, the read hold's fencing
+/// token, when the write hold was ours; else `Err` with the reason an
+/// operator gave when one broke it.
+pub(crate) fn parse_downgrade(reply: &Value) -> Result<Result<u64, Option<String>>, Error> {
+    let Value::Array(items) = reply else {
+        return parse_renew(reply).map(|(_, why)| Err(why));
+    };
+    let fence = items.first().filter(|_| items.len() == 1).and_then(text);
+    let fence = fence.and_then(|f| f.parse::<u64>().ok());
+    fence.map(Ok).ok_or_else(|| unexpected("downgrade", reply))
+}
+
 /// A holder's mark in the marks of broken holds (`HGET`'s reply, see
 /// `lua/lib/marks.lua`): `<until ms>:<reason>` gives the reason; a missing
 /// or unreadable one, `None`.

@@ -232,10 +232,12 @@ pub(crate) static RELEASE: LazyLock<Lua> = LazyLock::new(
 mod election;
 mod guarded;
 mod operate;
+mod rw;
 
 pub(crate) use election::*;
 pub(crate) use guarded::*;
 pub(crate) use operate::*;
+pub(crate) use rw::*;
 
 /// How an attempt treats the waiters' queue (`ACQUIRE`'s `ARGV[4]` and
 /// `ARGV[5]`).
@@ -509,7 +511,7 @@ mod tests {
     #[test]
     fn scripts_are_assembled_as_their_helpers_line_says() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol/lua");
-        let scripts: [(&str, &Lua); 21] = [
+        let scripts: [(&str, &Lua); 23] = [
             ("acquire", &ACQUIRE),
             ("dequeue", &DEQUEUE),
             ("permit_acquire", &PERMIT_ACQUIRE),
@@ -530,6 +532,8 @@ mod tests {
             ("observe", &OBSERVE),
             ("guarded", &GUARDED),
             ("fence", &FENCE),
+            ("rw_downgrade", &RW_DOWNGRADE),
+            ("prefer", &PREFER),
             ("command_keys", &COMMAND_KEYS),
         ];
         let mut files: Vec<String> = fs::read_dir(&dir)

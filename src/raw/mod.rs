@@ -13,7 +13,8 @@
 //! announcement to this locker's waiters); `redlock.rs` holds the
 //! Redlock-only parts (the fan-out, each master's breaker, the
 //! proposal and the write-back), and `later.rs` the releases sent again;
-//! `audit.rs` writes the audit trail's events on a thread of its own.
+//! `audit.rs` writes the audit trail's events on a thread of its own;
+//! `held.rs` files the holds of this locker's guards by thread.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -32,7 +33,7 @@ pub(crate) use crate::protocol::scripts::Queue;
 use crate::protocol::slots;
 use crate::quorum::{self, Acquired, Grant};
 use crate::server;
-use crate::stats::recorder::Recorder;
+use crate::stats::recorder::{Kind, Kinded, Recorder};
 use crate::time;
 use crate::token::Token;
 use crate::wake::listener::Listener;
@@ -62,6 +63,9 @@ pub(crate) struct RawLock {
     pub(crate) stats: Recorder,
     /// The audit trail's events waiting to be written (see `audit.rs`).
     trail: audit::Trail,
+    /// The holds of this locker's guards in this process, by thread (see
+    /// `held.rs`).
+    registry: held::Registry,
 }
 
 // `RawLock` is `Send + Sync`: connectors are required to be, and `Config` and
@@ -140,6 +144,22 @@ impl Acquisition {
     }
 }
 
+/// What the stats (and the metrics' `kind` label) count an acquisition's
+/// events as.
+impl Kinded for Acquisition {
+    fn kind(&self) -> Kind {
+        match self.keys.hold {
+            // A permit's granted acquisition holds one key, as a lock.
+            Hold::Lock if self.slot.load(Ordering::Relaxed) != NO_SLOT => Kind::Permit,
+            Hold::Lock => Kind::Lock,
+            Hold::Permit => Kind::Permit,
+            Hold::Read { .. } => Kind::Read,
+            Hold::Write { .. } => Kind::Write,
+            Hold::Leader { .. } => Kind::Leader,
+        }
+    }
+}
+
 /// The outcome of one acquire attempt over all instances.
 pub(crate) enum Outcome {
     Granted {
@@ -214,8 +234,9 @@ impl RawLock {
             breakers: instances.iter().map(|_| Breaker::default()).collect(),
             fan: FanOut::new(instances.len()),
             later: later::Later::new(instances.len()),
-            stats: Recorder::new(config.stats),
+            stats: Recorder::new(config.stats, config.keys.prefix()),
             trail: audit::Trail::default(),
+            registry: held::Registry::default(),
             instances,
             config,
             wake,
@@ -557,6 +578,7 @@ impl Acquisition {
 mod audit;
 mod election;
 mod guarded;
+mod held;
 mod later;
 mod mutex;
 mod operate;
@@ -565,6 +587,8 @@ mod redlock;
 mod release;
 mod renew;
 mod rw;
+
+pub(crate) use rw::Downgrade;
 
 #[cfg(test)]
 mod model_vs_redis;

@@ -49,7 +49,7 @@ impl RawLock {
             .unwrap_or(Ok(Renewal::Stopped));
         match renewal {
             Ok(Renewal::Lost) => self.count_loss(a, lease),
-            Err(_) => self.stats.renewal_failed(),
+            Err(_) => self.stats.renewal_failed(&**a),
             Ok(_) => {}
         }
         renewal
@@ -85,7 +85,7 @@ impl RawLock {
             } else {
                 Loss::NotOurs
             };
-            self.stats.lost(why);
+            self.stats.lost(a, why);
         }
     }
 

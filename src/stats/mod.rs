@@ -1,7 +1,11 @@
 //! `Stats`: a locker's live figures as callers read them, and `Durations`,
 //! their wait and hold times. The recorder behind them (atomic counters and
-//! two fixed log-scale histograms) is in [`recorder`].
+//! two fixed log-scale histograms) is in [`recorder`]; with the `metrics`
+//! feature, `export.rs` reports each event to the `metrics` facade too.
 
+#[cfg(feature = "metrics")]
+mod export;
+mod kind;
 pub(crate) mod recorder;
 
 use std::fmt;
@@ -59,7 +63,42 @@ use recorder::bucket_top;
 ///
 /// # Exporting them
 ///
-/// Read them from a thread of your own, every few seconds, and hand them
+/// With the `metrics` cargo feature (off by default), every event is also
+/// reported as it happens to the [`metrics`](https://docs.rs/metrics)
+/// facade, the ecosystem's metrics API (as `log` is for logging), so any
+/// exporter installed as its recorder gets them (Prometheus, StatsD,
+/// OpenTelemetry): counters `redmutex_grants_total`,
+/// `redmutex_handovers_total`, `redmutex_timeouts_total`,
+/// `redmutex_losses_total` (label `reason`: `expired`, `not_ours`,
+/// `broken`) and `redmutex_renewals_failed_total`; histograms
+/// `redmutex_wait_seconds` and `redmutex_hold_seconds`, in seconds. Each
+/// is labelled `prefix` (the locker's, `""` without one) and `kind`
+/// (`lock`, `permit`, `read`, `write`, `leader`), never by key: lock names
+/// can be unbounded, and so would the series be. They count what these
+/// figures count (busy answers apart), so they agree with
+/// [`Locker::stats`](crate::Locker::stats), and go quiet with
+/// [`Builder::stats(false)`](crate::Builder::stats). Install the recorder
+/// before building the locker for its `# HELP` lines (the figures reach
+/// one installed later too). Without the feature, none of this is
+/// compiled. `cargo run --example metrics --features metrics` prints the
+/// Prometheus scrape text of a short workload.
+///
+/// ```no_run
+/// # #[cfg(feature = "metrics")]
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // With `metrics-exporter-prometheus`, or any `metrics` recorder.
+/// let handle = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+/// let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+/// locker.lock("report")?.unlock()?;
+/// // redmutex_grants_total{prefix="",kind="lock"} 1 ...
+/// println!("{}", handle.render());
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "metrics"))]
+/// # fn main() {}
+/// ```
+///
+/// Without it, read them from a thread of your own, every few seconds, and hand them
 /// to your metrics system: the counts as monotonic counters (they only
 /// grow while you do not reset), the quantiles as gauges. With
 /// Prometheus-like systems, which compute rates themselves, never reset;

@@ -991,6 +991,13 @@ pub fn listed_keys(locker: &Locker) -> Vec<String> {
         .collect()
 }
 
+/// Runs `f` on another thread and returns what it returned: a probe of a
+/// hold this thread took, which this thread itself would be refused
+/// (`Error::AlreadyHeld`: a thread is never left to wait for itself).
+pub fn elsewhere<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| s.spawn(f).join().unwrap())
+}
+
 /// The name the fan-out threads of a Redlock locker carry (Linux keeps its
 /// first 15 bytes).
 const FAN_OUT_NAME: &str = "redmutex-redloc";
@@ -1005,6 +1012,27 @@ pub fn fan_out_threads() -> std::collections::BTreeSet<u64> {
             let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
             let tid = t.file_name().to_str()?.parse().ok()?;
             comm.trim().starts_with(FAN_OUT_NAME).then_some(tid)
+        })
+        .collect()
+}
+
+/// How many waiters the queue `queue` (a sorted set's key) holds.
+pub fn queued_in(server: &Server, queue: &str) -> u64 {
+    redis::cmd("ZCARD")
+        .arg(queue)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+/// The values of the next `n` states `observer` yields (`None`: no leader).
+pub fn observed(observer: &mut redmutex::Observer, n: usize) -> Vec<Option<String>> {
+    (0..n)
+        .map(|_| {
+            observer
+                .next()
+                .unwrap()
+                .unwrap()
+                .map(|l| l.value().to_owned())
         })
         .collect()
 }

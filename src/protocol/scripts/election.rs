@@ -27,6 +27,24 @@ pub(crate) static PROCLAIM: LazyLock<Lua> = LazyLock::new(|| script!("proclaim";
 /// replies open `lua/observe.lua`.
 pub(crate) static OBSERVE: LazyLock<Lua> = LazyLock::new(|| script!("observe"));
 
+/// Moves the first live candidate queued with a value to the head of an
+/// election's queue, for its leader. Its KEYS/ARGV contract and replies
+/// open `lua/prefer.lua`.
+pub(crate) static PREFER: LazyLock<Lua> =
+    LazyLock::new(|| script!("prefer"; "owned", "mint", "live_head"));
+
+/// [`PREFER`] of the candidate queued with `value`, by the leader `token`
+/// of the election `keys`.
+pub(crate) fn prefer(keys: &LockKeys, token: &str, value: &str) -> Call {
+    let mut call = PREFER.call();
+    call.key(&*keys.locks)
+        .key(&keys.queue)
+        .key(&keys.waiters)
+        .arg(token)
+        .arg(value);
+    call
+}
+
 /// The log of an election's `keys` (empty for any other hold).
 fn log_of(keys: &LockKeys) -> &str {
     match &keys.hold {
