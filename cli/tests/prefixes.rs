@@ -382,3 +382,57 @@ fn leader_of_an_election_given_with_the_wrong_prefix_names_where_it_is_led() {
     let line = line.unwrap();
     assert!(line.contains("prefix \"jobs\""), "{line}");
 }
+
+/// The `SCAN` steps (from scripts too) the server ran since the last
+/// `CONFIG RESETSTAT`.
+fn scan_calls(s: &Setup) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut s.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_scan:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_hint_of_where_else_a_free_name_is_held_costs_a_bounded_walk() {
+    // `holder`, `break` and `leader` of a name found free look for it under
+    // every prefix (a hint on stderr, after the answer). On 1cf7f9e that
+    // was a walk of the whole database (about one round trip per 500
+    // keys) on every free answer: a script polling `redmutex holder` on a
+    // database of millions of keys walked them all each time. The walk is
+    // bounded, and said so when not made.
+    let s = setup("hintcost");
+    let mut c = s.conn();
+    for chunk in 0..15 {
+        let mut mset = redis::cmd("MSET");
+        for i in 0..10_000 {
+            mset.arg(format!("bulk:{chunk}:{i}")).arg("x");
+        }
+        let _: () = mset.query(&mut c).unwrap();
+    }
+    for args in [
+        &["holder", "nope"][..],
+        &["break", "nope", "--reason", "r"],
+        &["leader", "nope"],
+        &["audit", "--prefix", "nope"],
+    ] {
+        let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+        let out = s.run(args);
+        let code = code(&out);
+        assert!(code == 0 || code == 1, "{args:?}: {out:?}");
+        let steps = scan_calls(&s);
+        assert!(
+            steps <= 200,
+            "{args:?}: {steps} SCAN steps for a hint over 150,000 keys"
+        );
+        assert!(
+            stderr(&out).contains("150000 keys"),
+            "{args:?}: the hint not made is not said: {}",
+            stderr(&out)
+        );
+    }
+}
