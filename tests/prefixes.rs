@@ -375,3 +375,35 @@ fn a_locker_of_a_prefix_breaks_no_hold_of_an_outer_one() {
     assert_eq!(dump(&server), before, "something changed");
     held.ensure_held().unwrap();
 }
+
+#[test]
+fn a_lock_of_an_outer_prefix_broken_through_a_busy_nested_one_tells_its_holder_or_changes_nothing()
+{
+    // As above, but `<jobs>` has granted a token since `<jobs>:nr` was
+    // taken without a prefix (a locker of `<jobs>` took any lock at all):
+    // its counter has reached the hold's token. On 1cf7f9e the break went
+    // through as `<jobs>`'s, its mark left with `<jobs>` alone, and the
+    // holder (of no prefix) was told "Redis showed the key gone or someone
+    // else's", as before issue 43. Whatever `break_lock` is given, the
+    // holder is told the operator's reason, or nothing changes.
+    let server = Server::start();
+    let jobs = key("jobs");
+    let root = locker(&server, None, "alpha");
+    let held = root.lock(format!("{jobs}:nr")).unwrap();
+    let operator = locker(&server, Some(&jobs), "operator");
+    drop(operator.lock("other").unwrap());
+    let before = dump(&server);
+    match operator.break_lock("nr", "stuck") {
+        Ok(Some(_)) => told(&held, "stuck"),
+        Err(Error::InvalidInput(m)) => {
+            assert_eq!(
+                dump(&server),
+                before,
+                "refused ({m}), yet something changed"
+            );
+            assert!(m.contains("no prefix"), "where it is held is not said: {m}");
+            held.ensure_held().unwrap();
+        }
+        other => panic!("{other:?}"),
+    }
+}
