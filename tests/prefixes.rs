@@ -407,3 +407,52 @@ fn a_lock_of_an_outer_prefix_broken_through_a_busy_nested_one_tells_its_holder_o
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+#[ignore = "defect: a lock key under two prefixes whose fencing counters both reached its \
+            token (`<p>`'s `x:k` and `<p>:x`'s `k`, both busy) is taken for the longest \
+            prefix's: its waiters read and handed over, its break audited, under the wrong \
+            prefix. Counters cannot tell (tokens are server-clock microseconds, so a busy \
+            prefix's counter passes every older hold's): the grant must record its prefix \
+            (the hold's value, written by the acquire scripts: a hot-path change)"]
+fn a_lock_of_an_outer_prefix_with_a_busy_nested_one_is_read_and_broken_under_its_own() {
+    // `<p>` holds lock `x:k` (key `<p>:x:k`) with a waiter; then `<p>:x`
+    // takes and frees any lock. On 1cf7f9e the hold is read as lock `k` of
+    // `<p>:x`, 0 waiting, by its own locker of `<p>` too; a break hands it
+    // to nobody of `<p>`'s queue and writes its event to `<p>:x`'s trail.
+    let server = Server::start();
+    let p = key("busy");
+    let (a, b) = (
+        locker(&server, Some(&p), "alpha"),
+        locker(&server, Some(&p), "beta"),
+    );
+    let held = a.lock("x:k").unwrap();
+    let waiting = lock_behind(&a, &b, "x:k");
+    let nested = locker(&server, Some(&format!("{p}:x")), "gamma");
+    drop(nested.lock("other").unwrap());
+
+    let info = a.holder("x:k").unwrap().unwrap();
+    assert_eq!(
+        (info.prefix(), info.key_in_prefix(), info.waiters()),
+        (Some(p.as_str()), "x:k", &["beta".to_owned()][..]),
+        "read by its own locker: {info:?}"
+    );
+    let root = locker(&server, None, "operator");
+    let broken = root
+        .break_lock(format!("{p}:x:k"), "stuck")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (broken.prefix(), broken.waiters()),
+        (Some(p.as_str()), &["beta".to_owned()][..]),
+        "{broken:?}"
+    );
+    told(&held, "stuck");
+    assert_eq!(a.holder("x:k").unwrap().unwrap().metadata(), "beta");
+    assert!(
+        a.audit(None).unwrap().iter().any(|e| e.reason() == "stuck"),
+        "the break is not in the trail of {p}"
+    );
+    assert_eq!(nested.audit(None).unwrap().len(), 0, "audited under {p}:x");
+    drop(waiting.join().unwrap().unwrap());
+}
