@@ -442,3 +442,28 @@ fn the_hint_of_where_else_a_free_name_is_held_costs_a_bounded_walk() {
         );
     }
 }
+
+#[test]
+fn a_lock_of_no_prefix_asked_through_a_prefix_is_named_and_its_break_reaches_its_holder() {
+    // `run jobs:nr` (no prefix) holds key `jobs:nr`, which `--prefix jobs`
+    // names `nr`. On 1cf7f9e `holder --prefix jobs nr` said it held with
+    // no word of its prefix (and read the waiters of `jobs`); once `jobs`
+    // had granted any lock, `break --prefix jobs nr` broke it as `jobs`'s,
+    // and the run was told "Redis showed the key gone or someone else's".
+    let s = setup("outerbreak");
+    let run = s.start(&["run", "--ttl", "900ms", "jobs:nr", "--", "sh", "-c", RUNS]);
+    let out = s.run(&["holder", "--prefix", "jobs", "nr"]);
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert!(stdout(&out).contains("of no prefix"), "{}", stdout(&out));
+    let took = s.run(&["run", "--prefix", "jobs", "other", "--", "true"]);
+    assert_eq!(code(&took), 0, "{took:?}");
+    let out = s.run(&["break", "--prefix", "jobs", "nr", "--reason", "drain"]);
+    if code(&out) == 0 {
+        broken_for(&ended(run), "drain");
+    } else {
+        assert_eq!(code(&out), 64, "{out:?}");
+        assert!(stderr(&out).contains("no prefix"), "{}", stderr(&out));
+        nix_term(&run);
+        let _ = finish_within(run);
+    }
+}
