@@ -452,20 +452,6 @@ pub(crate) fn handshake_unknown(text: &str) -> Option<Error> {
     })
 }
 
-/// `text` (a redis-rs error's) without the arguments a server quotes in
-/// an "unknown command" error (`..., with args beginning with: '3' 'AUTH'
-/// 'user' 'password'`): for a log line.
-pub(crate) fn unquoted(text: &str) -> String {
-    const QUOTED: &str = "with args beginning with:";
-    match text.find(QUOTED) {
-        Some(at) => format!(
-            "{}{QUOTED} (not shown: they may hold a password)",
-            text.get(..at).unwrap_or_default()
-        ),
-        None => text.to_owned(),
-    }
-}
-
 /// Said when the server refused the URL's database: redis-rs's words for a
 /// refused `SELECT` in the handshake, and the reason given.
 const SELECT_REFUSED: &str = "refused to switch database";
@@ -540,19 +526,6 @@ mod tests {
             s.starts_with(char::is_lowercase) && !s.ends_with('.'),
             "{s}"
         );
-    }
-
-    #[test]
-    fn quoted_arguments_are_left_out_of_log_lines() {
-        let text = "ResponseError: unknown command 'HELLO', with args beginning with: '3' \
-                    'AUTH' 'u' 'hunter2' ";
-        let line = unquoted(text);
-        assert!(
-            line.starts_with("ResponseError: unknown command 'HELLO'"),
-            "{line}"
-        );
-        assert!(!line.contains("hunter2"), "{line}");
-        assert_eq!(unquoted("Connection refused"), "Connection refused");
     }
 
     #[test]

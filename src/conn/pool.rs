@@ -85,13 +85,27 @@ pub(crate) fn builder<M: ManageConnection<Error = RedisError>>() -> r2d2::Builde
 /// target `r2d2`), but never with the arguments a server quotes back: a
 /// server that does not know a command of the handshake (`HELLO 3 AUTH
 /// <user> <password>`, a renamed `AUTH`) quotes the password (see
-/// `error::unquoted`).
+/// [`unquoted`]).
 #[derive(Debug)]
 struct Unquoted;
 
 impl r2d2::HandleError<RedisError> for Unquoted {
     fn handle_error(&self, error: RedisError) {
-        log::error!(target: "r2d2", "{}", crate::error::unquoted(&error.to_string()));
+        log::error!(target: "r2d2", "{}", unquoted(&error.to_string()));
+    }
+}
+
+/// `text` (a redis-rs error's) without the arguments a server quotes in
+/// an "unknown command" error (`..., with args beginning with: '3' 'AUTH'
+/// 'user' 'password'`): for a log line.
+fn unquoted(text: &str) -> String {
+    const QUOTED: &str = "with args beginning with:";
+    match text.find(QUOTED) {
+        Some(at) => format!(
+            "{}{QUOTED} (not shown: they may hold a password)",
+            text.get(..at).unwrap_or_default()
+        ),
+        None => text.to_owned(),
     }
 }
 
@@ -154,5 +168,23 @@ impl CustomizeConnection<redis::Connection, RedisError> for SocketTimeouts {
     fn on_acquire(&self, conn: &mut redis::Connection) -> Result<(), RedisError> {
         conn.set_read_timeout(Some(self.timeout))?;
         conn.set_write_timeout(Some(self.timeout))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_arguments_are_left_out_of_log_lines() {
+        let text = "ResponseError: unknown command 'HELLO', with args beginning with: '3' \
+                    'AUTH' 'u' 'hunter2' ";
+        let line = unquoted(text);
+        assert!(
+            line.starts_with("ResponseError: unknown command 'HELLO'"),
+            "{line}"
+        );
+        assert!(!line.contains("hunter2"), "{line}");
+        assert_eq!(unquoted("Connection refused"), "Connection refused");
     }
 }
