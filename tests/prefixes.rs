@@ -456,3 +456,36 @@ fn a_lock_of_an_outer_prefix_with_a_busy_nested_one_is_read_and_broken_under_its
     assert_eq!(nested.audit(None).unwrap().len(), 0, "audited under {p}:x");
     drop(waiting.join().unwrap().unwrap());
 }
+
+#[test]
+fn an_operator_kept_to_its_prefix_by_an_acl_reads_and_breaks_its_holds() {
+    // A lock key may be held under an outer prefix or none, so a locker of
+    // `<jobs>` also looks at their counters; a user an ACL keeps to
+    // `<jobs>:*` may not name those keys (the server refuses the whole
+    // script): it reads and breaks the holds of its own prefix as before.
+    let server = Server::start();
+    let jobs = key("jobs");
+    redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("jobsop")
+        .arg(&["on", ">secret", "resetkeys", &format!("~{jobs}:*"), "+@all"])
+        .exec(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://jobsop:secret@127.0.0.1:{}/", server.port());
+    let operator = build(
+        Locker::builder(redmutex::pool(&url).unwrap()),
+        Some(&jobs),
+        "operator",
+    );
+    let a = locker(&server, Some(&jobs), "alpha");
+    let held = a.lock("nr").unwrap();
+    let info = operator.holder("nr").unwrap().unwrap();
+    assert_eq!(
+        (info.prefix(), info.metadata()),
+        (Some(jobs.as_str()), "alpha")
+    );
+    let listed = operator.locks().unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    operator.break_lock("nr", "acl").unwrap().unwrap();
+    told(&held, "acl");
+}
