@@ -478,3 +478,13 @@ fn a_cluster_out_of_reach_is_told_with_its_node_in_a_whole_sentence() {
     assert!(!everything(&e).contains(PASSWORD), "{e:?}");
     assert_said_once(&e);
 }
+
+/// An IPv6 server out of reach is named as its URL names it, in brackets
+/// (`[::1]:6379`): `::1:6379` reads as another address.
+#[test]
+fn an_ipv6_address_is_named_in_brackets() {
+    let port = closed_port();
+    let e = open_err(&format!("redis://[::1]:{port}/"));
+    let text = e.to_string();
+    assert!(text.contains(&format!("[::1]:{port}")), "{text}");
+}
