@@ -379,13 +379,28 @@ impl std::error::Error for Once {
 }
 
 /// An I/O error's words as a sentence goes on with them: no `(os error
-/// N)`, lowercase first (`connection refused`).
+/// N)`, wherever it stands (redis-rs nests one in its own parentheses),
+/// lowercase first (`connection refused`).
 fn plain_io(text: &str) -> String {
-    let text = match text.rfind(" (os error ") {
-        Some(at) if text.ends_with(')') => &text[..at],
-        _ => text,
-    };
-    let mut chars = text.chars();
+    const OS: &str = " (os error ";
+    let mut plain = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(OS) {
+        let after = &rest[at + OS.len()..];
+        let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        match after[digits..].strip_prefix(')') {
+            Some(next) if digits > 0 => {
+                plain.push_str(&rest[..at]);
+                rest = next;
+            }
+            _ => {
+                plain.push_str(&rest[..=at]);
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    plain.push_str(rest);
+    let mut chars = plain.chars();
     chars.next().map_or_else(String::new, |first| {
         first.to_lowercase().chain(chars).collect()
     })
@@ -562,6 +577,11 @@ mod tests {
             "failed to lookup address information"
         );
         assert_eq!(plain_io(""), "");
+        assert_eq!(
+            plain_io("Io: Failed (127.0.0.1:1: Connection refused (os error 111))"),
+            "io: Failed (127.0.0.1:1: Connection refused)"
+        );
+        assert_eq!(plain_io("x (os error y)"), "x (os error y)");
         let refused = Error::Redis(redis::RedisError::from(std::io::Error::from(
             std::io::ErrorKind::ConnectionRefused,
         )));

@@ -493,7 +493,8 @@ impl Locker {
     /// hold ([`LockInfo::key`]: a permit, a read or write hold, an
     /// election's leader, `__redmutex__:election:<name>`). It is read under
     /// its own prefix ([`LockInfo::prefix`]): a locker without a prefix
-    /// reads lock `nr` of prefix `jobs`, waiters and all, by `jobs:nr`.
+    /// reads lock `nr` of prefix `jobs`, waiters and all, by `jobs:nr`, and
+    /// a locker of `jobs` reads lock `jobs:nr` of no prefix by `nr`.
     ///
     /// # Errors
     ///

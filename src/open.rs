@@ -154,7 +154,7 @@ fn url_problem(url: &str, tls: bool) -> Option<String> {
 /// silent server held the caller twice the timeout or more. The thread ends
 /// by itself when those end. No thread, no check.
 pub(crate) fn check_server(client: &redis::Client, timeout: Duration) -> Result<(), Error> {
-    let address = client.get_connection_info().addr().to_string();
+    let address = shown_address(client.get_connection_info().addr());
     let connected = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
     let spawned = {
@@ -180,6 +180,20 @@ pub(crate) fn check_server(client: &redis::Client, timeout: Duration) -> Result<
         }),
         // The thread died without a word: as no check.
         Err(RecvTimeoutError::Disconnected) => Ok(()),
+    }
+}
+
+/// `addr` as a URL names it: `host:port`, an IPv6 host in brackets
+/// (`[::1]:6379`; redis-rs writes `::1:6379`), or the socket's path.
+fn shown_address(addr: &redis::ConnectionAddr) -> String {
+    match addr {
+        redis::ConnectionAddr::Tcp(host, port)
+        | redis::ConnectionAddr::TcpTls { host, port, .. }
+            if host.contains(':') =>
+        {
+            format!("[{host}]:{port}")
+        }
+        other => other.to_string(),
     }
 }
 

@@ -117,8 +117,16 @@ impl Locker {
     /// under have granted tokens up to its own (both `jobs` and `jobs:team`
     /// for `jobs:team:nr`), it is taken for the longest one's, and its
     /// holder's mark is left with each of them, so that its holder is told
-    /// whichever it is under. A key given under the wrong prefix names
-    /// another key: it is free (`None`), or another hold.
+    /// whichever it is under (a defect: its waiters and trail are then the
+    /// longest prefix's, which may not be its own; only a record of the
+    /// prefix in the hold can tell). A key given under the wrong prefix
+    /// names another key: it is free (`None`), or another hold. A lock key
+    /// held under a prefix outside this locker's (an outer one, or none:
+    /// lock `jobs:nr` of no prefix, which a locker of `jobs` names `nr`) is
+    /// not broken: the error names where it is held. A locker whose ACL
+    /// keeps it to its prefix's keys (`~jobs:*`) cannot look at the outer
+    /// prefixes' counters, and breaks such a hold as its own prefix's when
+    /// that prefix has granted its token.
     ///
     /// As the holder's own release would, it frees the key and hands it to
     /// the first live waiter (or frees it for whoever asks next), and
@@ -156,7 +164,8 @@ impl Locker {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for an empty or over-long (1024 bytes)
-    /// `reason`, for a `key` that names no hold, for a key that
+    /// `reason`, for a `key` that names no hold, for a lock key held under
+    /// a prefix outside this locker's (saying which), for a key that
     /// redmutex did not write (another value, or one without an expiry:
     /// left alone, see [`LockInfo`]), and for a lock key that none of the
     /// prefixes it may be under has granted (its counter is gone, or it

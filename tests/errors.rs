@@ -451,3 +451,40 @@ fn a_refused_password_is_said_once_in_the_chain() {
         assert_said_once(&e);
     }
 }
+
+/// A Cluster whose nodes are all down: the lock call's error names the node
+/// tried and the cause in a whole sentence (redis-rs's words nest the I/O
+/// error in parentheses; cutting its `(os error N)` off the end cut their
+/// closing parenthesis too).
+#[test]
+fn a_cluster_out_of_reach_is_told_with_its_node_in_a_whole_sentence() {
+    let port = closed_port();
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{port}/");
+    let locker = Locker::builder(redmutex::cluster_pool([url.as_str()]).unwrap())
+        .checkout_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let e = locker.try_lock("errors:cluster").unwrap_err();
+    let text = e.to_string();
+    assert!(e.is_connection(), "{e:?}");
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+    assert!(text.to_lowercase().contains("connection refused"), "{text}");
+    assert!(!text.contains("os error"), "{text}");
+    assert_eq!(
+        text.matches('(').count(),
+        text.matches(')').count(),
+        "unbalanced: {text}"
+    );
+    assert!(!everything(&e).contains(PASSWORD), "{e:?}");
+    assert_said_once(&e);
+}
+
+/// An IPv6 server out of reach is named as its URL names it, in brackets
+/// (`[::1]:6379`): `::1:6379` reads as another address.
+#[test]
+fn an_ipv6_address_is_named_in_brackets() {
+    let port = closed_port();
+    let e = open_err(&format!("redis://[::1]:{port}/"));
+    let text = e.to_string();
+    assert!(text.contains(&format!("[::1]:{port}")), "{text}");
+}

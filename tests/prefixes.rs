@@ -375,3 +375,117 @@ fn a_locker_of_a_prefix_breaks_no_hold_of_an_outer_one() {
     assert_eq!(dump(&server), before, "something changed");
     held.ensure_held().unwrap();
 }
+
+#[test]
+fn a_lock_of_an_outer_prefix_broken_through_a_busy_nested_one_tells_its_holder_or_changes_nothing()
+{
+    // As above, but `<jobs>` has granted a token since `<jobs>:nr` was
+    // taken without a prefix (a locker of `<jobs>` took any lock at all):
+    // its counter has reached the hold's token. On 1cf7f9e the break went
+    // through as `<jobs>`'s, its mark left with `<jobs>` alone, and the
+    // holder (of no prefix) was told "Redis showed the key gone or someone
+    // else's", as before issue 43. Whatever `break_lock` is given, the
+    // holder is told the operator's reason, or nothing changes.
+    let server = Server::start();
+    let jobs = key("jobs");
+    let root = locker(&server, None, "alpha");
+    let held = root.lock(format!("{jobs}:nr")).unwrap();
+    let operator = locker(&server, Some(&jobs), "operator");
+    drop(operator.lock("other").unwrap());
+    let before = dump(&server);
+    match operator.break_lock("nr", "stuck") {
+        Ok(Some(_)) => told(&held, "stuck"),
+        Err(Error::InvalidInput(m)) => {
+            assert_eq!(
+                dump(&server),
+                before,
+                "refused ({m}), yet something changed"
+            );
+            assert!(m.contains("no prefix"), "where it is held is not said: {m}");
+            held.ensure_held().unwrap();
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+#[ignore = "defect: a lock key under two prefixes whose fencing counters both reached its \
+            token (`<p>`'s `x:k` and `<p>:x`'s `k`, both busy) is taken for the longest \
+            prefix's: its waiters read and handed over, its break audited, under the wrong \
+            prefix. Counters cannot tell (tokens are server-clock microseconds, so a busy \
+            prefix's counter passes every older hold's): the grant must record its prefix \
+            (the hold's value, written by the acquire scripts: a hot-path change)"]
+fn a_lock_of_an_outer_prefix_with_a_busy_nested_one_is_read_and_broken_under_its_own() {
+    // `<p>` holds lock `x:k` (key `<p>:x:k`) with a waiter; then `<p>:x`
+    // takes and frees any lock. On 1cf7f9e the hold is read as lock `k` of
+    // `<p>:x`, 0 waiting, by its own locker of `<p>` too; a break hands it
+    // to nobody of `<p>`'s queue and writes its event to `<p>:x`'s trail.
+    let server = Server::start();
+    let p = key("busy");
+    let (a, b) = (
+        locker(&server, Some(&p), "alpha"),
+        locker(&server, Some(&p), "beta"),
+    );
+    let held = a.lock("x:k").unwrap();
+    let waiting = lock_behind(&a, &b, "x:k");
+    let nested = locker(&server, Some(&format!("{p}:x")), "gamma");
+    drop(nested.lock("other").unwrap());
+
+    let info = a.holder("x:k").unwrap().unwrap();
+    assert_eq!(
+        (info.prefix(), info.key_in_prefix(), info.waiters()),
+        (Some(p.as_str()), "x:k", &["beta".to_owned()][..]),
+        "read by its own locker: {info:?}"
+    );
+    let root = locker(&server, None, "operator");
+    let broken = root
+        .break_lock(format!("{p}:x:k"), "stuck")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (broken.prefix(), broken.waiters()),
+        (Some(p.as_str()), &["beta".to_owned()][..]),
+        "{broken:?}"
+    );
+    told(&held, "stuck");
+    assert_eq!(a.holder("x:k").unwrap().unwrap().metadata(), "beta");
+    assert!(
+        a.audit(None).unwrap().iter().any(|e| e.reason() == "stuck"),
+        "the break is not in the trail of {p}"
+    );
+    assert_eq!(nested.audit(None).unwrap().len(), 0, "audited under {p}:x");
+    drop(waiting.join().unwrap().unwrap());
+}
+
+#[test]
+fn an_operator_kept_to_its_prefix_by_an_acl_reads_and_breaks_its_holds() {
+    // A lock key may be held under an outer prefix or none, so a locker of
+    // `<jobs>` also looks at their counters; a user an ACL keeps to
+    // `<jobs>:*` may not name those keys (the server refuses the whole
+    // script): it reads and breaks the holds of its own prefix as before.
+    let server = Server::start();
+    let jobs = key("jobs");
+    redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("jobsop")
+        .arg(&["on", ">secret", "resetkeys", &format!("~{jobs}:*"), "+@all"])
+        .exec(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://jobsop:secret@127.0.0.1:{}/", server.port());
+    let operator = build(
+        Locker::builder(redmutex::pool(&url).unwrap()),
+        Some(&jobs),
+        "operator",
+    );
+    let a = locker(&server, Some(&jobs), "alpha");
+    let held = a.lock("nr").unwrap();
+    let info = operator.holder("nr").unwrap().unwrap();
+    assert_eq!(
+        (info.prefix(), info.metadata()),
+        (Some(jobs.as_str()), "alpha")
+    );
+    let listed = operator.locks().unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    operator.break_lock("nr", "acl").unwrap().unwrap();
+    told(&held, "acl");
+}

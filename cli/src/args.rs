@@ -90,7 +90,8 @@ pub enum Command {
     /// Print who holds KEY (metadata, time left, fencing token) and how many
     /// wait for it, and exit 0; or print `free` and exit 1 (and say on
     /// stderr under which other prefixes a hold of that name is, found by a
-    /// walk of the database). A lock's key given with an outer prefix or
+    /// walk of the database when it holds at most 100,000 keys). A lock's
+    /// key given with an outer prefix or
     /// none (`holder jobs:nr`) is read under its own prefix (`jobs`).
     Holder(HolderArgs),
     /// List every lock, permit, read/write hold and leader under the prefix
@@ -104,18 +105,19 @@ pub enum Command {
     /// to the audit trail, all under its own prefix (`break jobs:nr`
     /// breaks lock `nr` of prefix `jobs`). Print what was broken and exit
     /// 0; or print `free: nothing broken`, say on stderr under which other
-    /// prefixes a hold of that name is, and exit 1.
+    /// prefixes a hold of that name is (as `holder` does), and exit 1.
     Break(BreakArgs),
     /// Print the audit trails of the prefix and of the prefixes nested in
     /// it, or without --prefix of every prefix (the prefix in a column, `-`
     /// for none), oldest first: every break, and the grants and releases of
     /// lockers with auditing on; exit 0. When there is none, say on stderr
-    /// under which prefixes there are events.
+    /// under which prefixes there are events (found by a walk of the
+    /// database when it holds at most 100,000 keys).
     Audit(AuditArgs),
     /// Print who leads the election NAME (its value, term and time left,
     /// then the candidates queued, in their order) and exit 0; or print
     /// `no leader` and exit 1 (and say on stderr under which other
-    /// prefixes it has one).
+    /// prefixes it has one, as `holder` does).
     Leader(LeaderArgs),
     /// Print who leads the election NAME, then each change as a line (a
     /// new leader, a new value, `no leader`), until killed.

@@ -64,7 +64,8 @@ pub fn shown(server: &Server) -> String {
 
 /// `url` with its password replaced by `***`: the user information's
 /// (`redis://user:***@host/`), and any query value whose name holds
-/// `pass` (`unix:///run/redis.sock?pass=***`).
+/// `pass` (`unix:///run/redis.sock?pass=***`), read as redis-rs reads it:
+/// percent-decoded (`p%61ss`).
 pub fn without_password(url: &str) -> String {
     let url = url.trim();
     let (before_query, query) = match url.find(['?', '#']) {
@@ -92,7 +93,7 @@ pub fn without_password(url: &str) -> String {
         let (pair, next) = after.split_at(end);
         shown.push_str(mark);
         match pair.split_once('=') {
-            Some((name, _)) if mark != "#" && name.to_ascii_lowercase().contains("pass") => {
+            Some((name, _)) if mark != "#" && decoded(name).to_lowercase().contains("pass") => {
                 shown.push_str(name);
                 shown.push_str("=***");
             }
@@ -101,6 +102,35 @@ pub fn without_password(url: &str) -> String {
         rest = next;
     }
     shown
+}
+
+/// A query parameter's name as redis-rs reads it (`url::Url::query_pairs`):
+/// `%XX` decoded, `+` a space.
+fn decoded(name: &str) -> String {
+    let bytes = name.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b, hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -125,6 +155,11 @@ mod tests {
                 "redis+unix:///r.sock?password=***",
             ),
             (" redis://:s3cret@h/\n", "redis://:***@h/"),
+            ("unix:///r.sock?p%61ss=s3cret", "unix:///r.sock?p%61ss=***"),
+            (
+                "unix:///r.sock?%50ASS=s3cret&x=%",
+                "unix:///r.sock?%50ASS=***&x=%",
+            ),
         ] {
             assert_eq!(without_password(url), want, "{url}");
         }

@@ -10,15 +10,18 @@ pub fn text(prefix: Option<&str>, key: &str, info: Option<&LockInfo>, waiters: u
     match info {
         Some(info) => {
             let own = (info.prefix(), info.key_in_prefix()) == (prefix, key);
-            let under = match (own, info.prefix()) {
-                (false, Some(p)) => {
-                    format!(
-                        " ({} {:?} of prefix {p:?})",
-                        info.kind().as_str(),
-                        info.key_in_prefix()
-                    )
-                }
-                _ => String::new(),
+            let of = match info.prefix() {
+                Some(p) => format!("of prefix {p:?}"),
+                None => "of no prefix".to_owned(),
+            };
+            let under = if own {
+                String::new()
+            } else {
+                format!(
+                    " ({} {:?} {of})",
+                    info.kind().as_str(),
+                    info.key_in_prefix()
+                )
             };
             format!(
                 "held by {:?}, {} ms left, fencing token {}, {waiters} waiting{under}\n",

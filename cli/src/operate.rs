@@ -41,16 +41,46 @@ pub fn holder(args: &HolderArgs) -> ExitCode {
     }
 }
 
-/// The holds named `key` under any prefix (by their name there, or by
-/// their whole key), found by a walk of the database without a prefix,
-/// but the one under `server`'s prefix (which was found free); none when
-/// that fails (this is a hint: the answer is given already).
-fn elsewhere(server: &Server, key: &str, keep: &dyn Fn(&LockInfo) -> bool) -> Vec<LockInfo> {
+/// The most keys a database may hold for a hint's walk (`holder`, `break`
+/// and `leader` of a name found free, `audit` of a prefix without events):
+/// the walk costs about one round trip per 500 keys, so this bounds it at
+/// about 200. Past it the hint is not looked for, and that is said.
+const HINT_MOST_KEYS: u64 = 100_000;
+
+/// A locker without a prefix on `server`'s database, for a hint's walk
+/// of it; `None` (said on stderr) when the database holds more than
+/// [`HINT_MOST_KEYS`] keys, or (quietly: this is a hint, the answer is given
+/// already) when its size cannot be had.
+fn hint_walker(server: &Server) -> Option<redmutex::Locker> {
+    let size = redmutex::redis::Client::open(server.url.as_str())
+        .and_then(|c| c.get_connection_with_timeout(redmutex::DEFAULT_IO_TIMEOUT))
+        .and_then(|mut c| {
+            c.set_read_timeout(Some(redmutex::DEFAULT_IO_TIMEOUT))?;
+            redmutex::redis::cmd("DBSIZE").query::<u64>(&mut c)
+        })
+        .ok()?;
+    if size > HINT_MOST_KEYS {
+        say!(
+            "redmutex: not looked for under other prefixes: the database has {size} keys \
+             (more than {HINT_MOST_KEYS}); `redmutex list` and `redmutex audit` without \
+             --prefix walk them all"
+        );
+        return None;
+    }
     let everywhere = Server {
         prefix: None,
         ..server.clone()
     };
-    let Ok(root) = locker(&everywhere, None, None, None) else {
+    locker(&everywhere, None, None, None).ok()
+}
+
+/// The holds named `key` under any prefix (by their name there, or by
+/// their whole key), found by a walk of the database without a prefix
+/// (see [`hint_walker`]), but the one under `server`'s prefix (which was
+/// found free); none when that fails (this is a hint: the answer is given
+/// already).
+fn elsewhere(server: &Server, key: &str, keep: &dyn Fn(&LockInfo) -> bool) -> Vec<LockInfo> {
+    let Some(root) = hint_walker(server) else {
         return Vec::new();
     };
     let glob: String = key
@@ -144,13 +174,10 @@ pub fn audit(args: &AuditArgs) -> ExitCode {
 }
 
 /// Says on stderr under which prefixes there are audit events since
-/// `since` when `prefix`'s trails have none (a hint: failures are quiet).
+/// `since` when `prefix`'s trails have none (a hint: failures are quiet;
+/// see [`hint_walker`]).
 fn say_trails(server: &Server, prefix: &str, since: Option<std::time::SystemTime>) {
-    let everywhere = Server {
-        prefix: None,
-        ..server.clone()
-    };
-    let Ok(root) = locker(&everywhere, None, None, None) else {
+    let Some(root) = hint_walker(server) else {
         return;
     };
     let events = root.audit_all(since).unwrap_or_default();

@@ -382,3 +382,88 @@ fn leader_of_an_election_given_with_the_wrong_prefix_names_where_it_is_led() {
     let line = line.unwrap();
     assert!(line.contains("prefix \"jobs\""), "{line}");
 }
+
+/// The `SCAN` steps (from scripts too) the server ran since the last
+/// `CONFIG RESETSTAT`.
+fn scan_calls(s: &Setup) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut s.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_scan:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_hint_of_where_else_a_free_name_is_held_costs_a_bounded_walk() {
+    // `holder`, `break` and `leader` of a name found free look for it under
+    // every prefix (a hint on stderr, after the answer). On 1cf7f9e that
+    // was a walk of the whole database (about one round trip per 500
+    // keys) on every free answer: a script polling `redmutex holder` on a
+    // database of millions of keys walked them all each time. The walk is
+    // bounded, and said so when not made.
+    let s = setup("hintcost");
+    let mut c = s.conn();
+    for chunk in 0..15 {
+        let mut mset = redis::cmd("MSET");
+        for i in 0..10_000 {
+            mset.arg(format!("bulk:{chunk}:{i}")).arg("x");
+        }
+        let _: () = mset.query(&mut c).unwrap();
+    }
+    // `audit --prefix` walks the database for the prefix's trails (the
+    // answer itself, as `list --prefix` does for its holds); its hint
+    // comes on top.
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    assert_eq!(code(&s.run(&["list", "--prefix", "nope"])), 0);
+    let answer = scan_calls(&s);
+    for (args, own) in [
+        (&["holder", "nope"][..], 0),
+        (&["break", "nope", "--reason", "r"], 0),
+        (&["leader", "nope"], 0),
+        (&["audit", "--prefix", "nope"], answer),
+    ] {
+        let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+        let out = s.run(args);
+        let code = code(&out);
+        assert!(code == 0 || code == 1, "{args:?}: {out:?}");
+        let steps = scan_calls(&s) - own;
+        assert!(
+            steps <= 200,
+            "{args:?}: {steps} SCAN steps for a hint over 150,000 keys"
+        );
+        assert!(
+            stderr(&out).contains("150000 keys"),
+            "{args:?}: the hint not made is not said: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn a_lock_of_no_prefix_asked_through_a_prefix_is_named_and_its_break_reaches_its_holder() {
+    // `run jobs:nr` (no prefix) holds key `jobs:nr`, which `--prefix jobs`
+    // names `nr`. On 1cf7f9e `holder --prefix jobs nr` said it held with
+    // no word of its prefix (and read the waiters of `jobs`); once `jobs`
+    // had granted any lock, `break --prefix jobs nr` broke it as `jobs`'s,
+    // and the run was told "Redis showed the key gone or someone else's".
+    let s = setup("outerbreak");
+    let run = s.start(&["run", "--ttl", "900ms", "jobs:nr", "--", "sh", "-c", RUNS]);
+    let out = s.run(&["holder", "--prefix", "jobs", "nr"]);
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert!(stdout(&out).contains("of no prefix"), "{}", stdout(&out));
+    let took = s.run(&["run", "--prefix", "jobs", "other", "--", "true"]);
+    assert_eq!(code(&took), 0, "{took:?}");
+    let out = s.run(&["break", "--prefix", "jobs", "nr", "--reason", "drain"]);
+    if code(&out) == 0 {
+        broken_for(&ended(run), "drain");
+    } else {
+        assert_eq!(code(&out), 64, "{out:?}");
+        assert!(stderr(&out).contains("no prefix"), "{}", stderr(&out));
+        nix_term(&run);
+        let _ = finish_within(run);
+    }
+}

@@ -118,16 +118,26 @@ impl KeySpace {
 /// its prefix: `<prefix>:__redmutex__:...`. A lock key does not: `a:b:c`
 /// is lock `c` of prefix `a:b`, lock `b:c` of `a`, or `a:b:c` of none, and
 /// the scripts tell which by the prefixes' fencing counters (see
-/// `lua/lib/whose.lua`). A locker looks under its own prefix and those
-/// nested in it (the keys an ACL of `~<prefix>:*` lets it use), one
-/// without a prefix under every prefix.
+/// `lua/lib/whose.lua`). A locker reads and breaks holds under its own
+/// prefix and those nested in it (the keys an ACL of `~<prefix>:*` lets it
+/// use), one without a prefix under every prefix; it also looks at the
+/// outer prefixes (and none), where the key may be held too, so that a hold
+/// of one of them is said to be there and left alone, and its holder told
+/// of a break whichever of them it is under (where its ACL lets it: see
+/// [`Target::within`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
     /// The name the asking locker gives it (`LockInfo::key`).
     pub(crate) caller: String,
-    /// Each prefix it may be under with its name there, the longest first,
-    /// the asking locker's own last: for an internal key, its own alone.
+    /// Each prefix it may be under with its name there, the longest first:
+    /// the asking locker's own and those nested in it (its own last of
+    /// them), then the outer ones and none; for an internal key, its own
+    /// alone.
     pub(crate) under: Vec<(KeySpace, Named)>,
+    /// How many of `under` (the first ones) are the asking locker's own
+    /// prefix and those nested in it: where it reads and breaks holds. The
+    /// rest are only looked at.
+    pub(crate) scope: usize,
     /// Whether `under` holds the one prefix it can be under: an internal
     /// key's, or no prefix for a lock key that no prefix can hold. Else
     /// only a counter tells (a prefix outside the asking locker's may hold
@@ -136,6 +146,17 @@ pub(crate) struct Target {
 }
 
 impl Target {
+    /// The target without the outer prefixes (those past `scope`), when it
+    /// has any: for an asking locker whose ACL denies it their keys (a
+    /// user of `~<prefix>:*`), which then reads and breaks the hold as its
+    /// own prefix's, as it cannot see theirs.
+    pub(crate) fn within(&self) -> Option<Target> {
+        (self.scope < self.under.len()).then(|| Target {
+            under: self.under.iter().take(self.scope).cloned().collect(),
+            ..self.clone()
+        })
+    }
+
     /// Its keys under each prefix it may be under, in the order of `under`.
     pub(crate) fn keys(&self, cluster: bool) -> Vec<LockKeys> {
         self.under
@@ -203,6 +224,7 @@ impl KeySpace {
         Ok(Target {
             caller: name.to_owned(),
             under: vec![(space, named)],
+            scope: 1,
             known: true,
         })
     }
@@ -241,16 +263,18 @@ impl KeySpace {
         Some(Target {
             caller,
             under: vec![(space, named)],
+            scope: 1,
             known: true,
         })
     }
 
     /// The lock key `redis_key` (of this prefix), named `caller` here:
-    /// under each prefix it may be under among this one and those nested in
-    /// it (each split at a `:` into a valid prefix and key, the longest
-    /// prefix first), or without a prefix among every prefix and none.
+    /// under each prefix it may be under (each split at a `:` into a valid
+    /// prefix and key, the longest prefix first, then none), this one and
+    /// those nested in it in scope.
     fn lock_target(&self, caller: String, redis_key: &str, cluster: bool) -> Target {
         let mut under = Vec::new();
+        let mut scope = 0;
         for (at, _) in redis_key.rmatch_indices(':') {
             let (prefix, key) = (redis_key.get(..at), redis_key.get(at + 1..));
             let (Some(prefix), Some(key)) = (prefix, key) else {
@@ -262,24 +286,29 @@ impl KeySpace {
                     .is_some_and(|r| r.is_empty() || r.starts_with(':')),
                 None => true,
             };
-            let fits = inside
-                && validate_prefix(prefix).is_ok()
+            let fits = validate_prefix(prefix).is_ok()
                 && validate_key(key).is_ok()
                 && (!cluster || validate_cluster_prefix(prefix).is_ok());
             if fits {
+                // The longer ones first: those in scope before the others.
+                scope += usize::from(inside);
                 under.push((
                     KeySpace::new(Some(prefix.to_owned())),
                     Named::Lock(key.to_owned()),
                 ));
             }
         }
-        if self.prefix().is_none() {
+        if self.prefix().is_none() || validate_key(redis_key).is_ok() {
             under.push((KeySpace::new(None), Named::Lock(redis_key.to_owned())));
+        }
+        if self.prefix().is_none() {
+            scope = under.len();
         }
         Target {
             caller,
             known: self.prefix().is_none() && under.len() == 1,
             under,
+            scope,
         }
     }
 }
@@ -310,9 +339,10 @@ mod tests {
                     let keys = space.hold_keys(&hold, cluster);
                     let own = keys.locks.first().unwrap();
                     assert_eq!(space.named(own, cluster), Some(hold.clone()), "{own}");
-                    // The caller's name, under the caller's own prefix (last).
+                    // The caller's name, under the caller's own prefix (the
+                    // last in scope).
                     let target = space.target(&hold.caller_key(), cluster).unwrap();
-                    let (own, named) = target.under.last().unwrap();
+                    let (own, named) = &target.under[target.scope - 1];
                     assert_eq!((own.prefix(), named), (space.prefix(), &hold));
                     for internal in [&keys.fence, &keys.marks, &keys.queue, &keys.waiters] {
                         assert_eq!(space.named(internal, cluster), None, "{internal}");
@@ -361,17 +391,24 @@ mod tests {
             (under(&t), t.known, t.caller.as_str()),
             (want.to_vec(), false, "a:b:c")
         );
-        // A locker of a prefix looks under it and those nested in it only.
+        // A locker of a prefix reads and breaks under it and those nested
+        // in it (in scope), and looks at the outer ones and none.
         let t = a.target("b:c", false).unwrap();
         assert_eq!(
-            (under(&t), t.known, t.caller.as_str()),
-            (want[..2].to_vec(), false, "b:c")
+            (under(&t), t.scope, t.known, t.caller.as_str()),
+            (want.to_vec(), 2, false, "b:c")
         );
+        assert_eq!(under(&t.within().unwrap()), want[..2].to_vec());
         let t = a.target("c", false).unwrap();
         assert_eq!(
-            (under(&t), t.known),
-            (vec![(Some("a"), "c".to_owned())], false)
+            (under(&t), t.scope, t.known),
+            (
+                vec![(Some("a"), "c".to_owned()), (None, "a:c".to_owned())],
+                1,
+                false
+            )
         );
+        assert!(root.target("a:b:c", false).unwrap().within().is_none());
         // No empty prefix or key; on a cluster, no prefix with a broken tag.
         let t = root.target(":x:", false).unwrap();
         assert_eq!((under(&t), t.known), (vec![(None, ":x:".to_owned())], true));
@@ -380,7 +417,7 @@ mod tests {
         // `ab` is not nested in `a`.
         let ab = KeySpace::new(Some("ab".into()));
         assert_eq!(
-            under(&ab.target("x", false).unwrap()),
+            under(&ab.target("x", false).unwrap().within().unwrap()),
             [(Some("ab"), "x".to_owned())]
         );
         // An internal key of a nested prefix: found, and named back.

@@ -227,6 +227,9 @@ pub(crate) enum Broke {
     /// A hold that none of the prefixes it may be under has granted:
     /// left alone.
     Untold,
+    /// A hold of a prefix outside those it may be broken under (an outer
+    /// one, or none), as it is there: left alone.
+    Outside(Box<LockInfo>),
     /// The hold as it was, under its own prefix, and the hand-over, if
     /// there was one.
     Broken(Box<LockInfo>, Option<Handed>),
@@ -241,6 +244,13 @@ pub(crate) fn parse_break(reply: &Value, target: &Target) -> Result<Broke, Error
         [] => return Ok(Broke::Free),
         [_, Value::Int(_)] => return Ok(Broke::Foreign),
         [_, Value::Int(_), _, Value::Int(0)] => return Ok(Broke::Untold),
+        [value, Value::Int(pttl), waiting, Value::Int(place)] if *place < 0 => {
+            let info = waiter_list(waiting)
+                .and_then(|waiters| held(value, *pttl, waiters))
+                .and_then(|info| placed(info, target, &Value::Int(-*place)))
+                .ok_or_else(|| unexpected("break", reply))?;
+            return Ok(Broke::Outside(Box::new(info)));
+        }
         [value, Value::Int(pttl), waiting, place] => (value, *pttl, waiting, place, None),
         [value, Value::Int(pttl), waiting, place, to, fence] => {
             let to = text(to).ok_or_else(|| unexpected("break", reply))?;

@@ -157,11 +157,13 @@ impl RawLock {
     /// did not write has token 0 (see `replies::held`), for the caller to
     /// refuse ([`foreign`]) or skip.
     pub(crate) fn read_hold(self: &Arc<Self>, target: &Target) -> Result<Option<LockInfo>, Error> {
-        let keys = target.keys(self.config.topology.is_cluster());
+        let cluster = self.config.topology.is_cluster();
+        let inspect = |t: &Target| scripts::inspect(&t.keys(cluster), t.scope, MAX_LISTED_WAITERS);
+        let call = inspect(target);
+        let within = target.within().map(|t| inspect(&t));
         let (this, target) = (Arc::clone(self), target.clone());
         let answers = self.fan.run(self.instances.len(), move |i| {
-            let call = scripts::inspect(&keys, MAX_LISTED_WAITERS);
-            let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            let reply = this.run_on(i, &mut |c| Ok(or_within(c, &call, within.as_ref())?))?;
             replies::parse_inspect(&reply, &target)
         });
         match quorum::decide_holder(answers) {
@@ -208,14 +210,18 @@ impl RawLock {
                 (keys, channel)
             })
             .collect();
-        let (this, target2, reason2) = (Arc::clone(self), target.clone(), reason.to_owned());
-        let known = target.known;
+        let (known, scope) = (target.known, target.scope);
+        let call = scripts::break_hold(&under, known, scope, reason, keep, MAX_LISTED_WAITERS);
+        let within = target.within().map(|t| {
+            let under = under.get(..t.scope).unwrap_or_default();
+            scripts::break_hold(under, known, scope, reason, keep, MAX_LISTED_WAITERS)
+        });
+        let (this, target2) = (Arc::clone(self), target.clone());
         let answers = self.fan.run(self.instances.len(), move |i| {
-            let call = scripts::break_hold(&under, known, &reason2, keep, MAX_LISTED_WAITERS);
-            let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+            let reply = this.run_on(i, &mut |c| Ok(or_within(c, &call, within.as_ref())?))?;
             replies::parse_break(&reply, &target2)
         });
-        let (mut foreign_key, mut untold, mut handed) = (false, false, None);
+        let (mut foreign_key, mut untold, mut elsewhere, mut handed) = (false, false, None, None);
         let answers = answers
             .into_iter()
             .map(|a| {
@@ -227,6 +233,10 @@ impl RawLock {
                     }
                     Broke::Untold => {
                         untold = true;
+                        None
+                    }
+                    Broke::Outside(info) => {
+                        elsewhere = Some(info);
                         None
                     }
                     Broke::Broken(info, to) => {
@@ -252,6 +262,9 @@ impl RawLock {
             Err(_) => None,
         };
         let Some(info) = info else {
+            if let Some(held) = elsewhere {
+                return Err(outside(target, &held));
+            }
             if untold {
                 return Err(untold_prefix(target));
             }
@@ -322,6 +335,43 @@ pub(crate) fn foreign(name: &str) -> Error {
     Error::InvalidInput(format!(
         "{name:?} is a key redmutex did not write (another value, or one without an expiry): \
          no hold, left as it is"
+    ))
+}
+
+/// `full`'s reply on `c`, or `within`'s when the server refuses `full`
+/// for the keys it names (`NOPERM`, before the script runs: nothing was
+/// done): an ACL that keeps this user to its prefix's keys denies it the
+/// outer prefixes' (see `Target::within`).
+fn or_within(
+    c: &mut dyn redis::ConnectionLike,
+    full: &scripts::Call,
+    within: Option<&scripts::Call>,
+) -> redis::RedisResult<Value> {
+    match (full.invoke::<Value>(c), within) {
+        (Err(e), Some(within)) if e.code() == Some("NOPERM") => within.invoke(c),
+        (reply, _) => reply,
+    }
+}
+
+/// The error for a break of `target` whose hold is `held`, of a prefix
+/// outside this locker's (an outer one, or none): left as it is, for a
+/// locker of that prefix to break.
+fn outside(target: &Target, held: &LockInfo) -> Error {
+    let under = match &held.prefix {
+        Some(p) => format!("of prefix {p:?}"),
+        None => "of no prefix".to_owned(),
+    };
+    let asked = target
+        .under
+        .get(target.scope.saturating_sub(1))
+        .and_then(|(space, _)| space.prefix())
+        .map_or_else(|| "no prefix".to_owned(), |p| format!("prefix {p:?}"));
+    Error::InvalidInput(format!(
+        "{:?} is {} {:?} {under}, outside {asked} (and those nested in it): left as it \
+         is; break it with a locker of its prefix, or without a prefix by its whole key",
+        target.caller,
+        held.kind.as_str(),
+        held.own_key
     ))
 }
 

@@ -21,7 +21,10 @@
 -- whichever of them it is under; the rest (counter, queue, hand-over,
 -- announcement) is that prefix's. When none has reached the token and the
 -- caller does not know it, nothing says which marks its holder reads: the
--- hold is left as it is.
+-- hold is left as it is. The caller breaks holds of the first prefixes it
+-- names only (its own and those nested in it), and names the outer ones
+-- too: when the longest whose counter has reached the token is one of
+-- those, the hold is that prefix's, and left as it is.
 --
 -- - `KEYS[1]`: the hold's key; then, for each of the `n` prefixes it may
 --   be under (the longest first), five keys: that prefix's fencing counter
@@ -36,14 +39,17 @@
 --   key's TTL, in ms, `ARGV[4]`: the most waiters to read, `ARGV[5]`: `n`,
 --   `ARGV[6]`: `1` when the one prefix named is the one it can be under
 --   (an internal key's, or none for a lock key no prefix can hold),
---   `ARGV[7..6+n]`: the release channel of each prefix (`""`: none); for
---   a leader, `ARGV[7+n]`: the log's cap in entries, `ARGV[8+n]`: how long
---   it is kept after this change, in ms.
+--   `ARGV[7]`: how many of the prefixes (the first ones) it may be broken
+--   under, `ARGV[8..7+n]`: the release channel of each prefix (`""`:
+--   none); for a leader, `ARGV[8+n]`: the log's cap in entries,
+--   `ARGV[9+n]`: how long it is kept after this change, in ms.
 --
 -- Replies: an empty array when the key does not exist; `["", PTTL]` for a
 -- key redmutex did not write (left alone: not `<32 hex digits>:<fencing
 -- token below 2^63>:...`, or without an expiry); `[value, PTTL, [], 0]`
--- for a hold whose prefix nothing tells (left alone); otherwise `[value,
+-- for a hold whose prefix nothing tells (left alone); `[value, PTTL, [],
+-- -place]` for a hold of a prefix past those it may be broken under (left
+-- alone); otherwise `[value,
 -- PTTL, waiters, place]` as the key was, with its live waiters as a
 -- listing shows them (`lib/waiting.lua`: the first of them is the one it
 -- may be handed to) and the place of the prefix it was broken under, and
@@ -70,6 +76,8 @@ if ARGV[6] == '1' then
   at, told = 1, {1}
 elseif not at then
   return {v, pttl, {}, 0}
+elseif at > tonumber(ARGV[7]) then
+  return {v, pttl, {}, -at}
 end
 local now = clock()
 local queued = waiting(of(at, 3), of(at, 4), ARGV[4], now)
@@ -92,7 +100,7 @@ end
 local counter = of(at, 1)
 local last = redis.call('GET', counter)
 if not last or above(fence, last) then redis.call('SET', counter, fence) end
-local queue, waiters, channel = of(at, 3), of(at, 4), ARGV[6 + at]
+local queue, waiters, channel = of(at, 3), of(at, 4), ARGV[7 + at]
 local extra = 2 + 5 * n
 local head, handed
 if ARGV[2] == 'read' then
@@ -113,7 +121,7 @@ elseif ARGV[2] == 'write' then
 else
   head, handed = free(KEYS[1], counter, queue, waiters, channel)
   if ARGV[2] == 'leader' then
-    ended(KEYS[extra], KEYS[1], v, head, now, ARGV[7 + n], ARGV[8 + n])
+    ended(KEYS[extra], KEYS[1], v, head, now, ARGV[8 + n], ARGV[9 + n])
   end
 end
 if head then return {v, pttl, queued, at, head, handed} end

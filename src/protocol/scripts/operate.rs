@@ -26,10 +26,10 @@ pub(crate) static BREAK: LazyLock<Lua> = LazyLock::new(|| {
 });
 
 /// [`INSPECT`] of a hold under the prefixes it may be under, the longest
-/// first, the caller's own last (see `lua/lib/whose.lua`): `under` holds
-/// its keys under each (its own key first, the same in each). Reads at
-/// most `most` waiters.
-pub(crate) fn inspect(under: &[LockKeys], most: usize) -> Call {
+/// first (see `lua/lib/whose.lua`): `under` holds its keys under each (its
+/// own key first, the same in each), the caller's own prefix at place
+/// `own` (from 1). Reads at most `most` waiters.
+pub(crate) fn inspect(under: &[LockKeys], own: usize, most: usize) -> Call {
     let mut call = INSPECT.call();
     if let Some(first) = under.first() {
         call.key(&*first.locks);
@@ -37,7 +37,7 @@ pub(crate) fn inspect(under: &[LockKeys], most: usize) -> Call {
     for keys in under {
         call.key(&keys.fence).key(&keys.queue).key(&keys.waiters);
     }
-    call.arg(most);
+    call.arg(most).arg(own);
     call
 }
 
@@ -60,12 +60,14 @@ pub(crate) fn scan(
 /// [`BREAK`] of a hold under the prefixes it may be under, the longest
 /// first (see `lua/lib/whose.lua`): `under` holds its keys under each (its
 /// own key first, the same in each) with the release channel there (`""`:
-/// none), `known` whether that is the one prefix it can be under; for
+/// none), `known` whether that is the one prefix it can be under, `scope`
+/// how many of them (the first ones) it may be broken under; for
 /// `reason`, its mark kept `keep_ms` past the key's TTL, reading at most
 /// `most` waiters.
 pub(crate) fn break_hold(
     under: &[(LockKeys, String)],
     known: bool,
+    scope: usize,
     reason: &str,
     keep_ms: u64,
     most: usize,
@@ -102,7 +104,8 @@ pub(crate) fn break_hold(
         .arg(keep_ms)
         .arg(most)
         .arg(under.len())
-        .arg(u8::from(known));
+        .arg(u8::from(known))
+        .arg(scope);
     for (_, channel) in under {
         call.arg(channel);
     }
