@@ -77,7 +77,8 @@ pub enum Error {
     /// Returned by [`Guard::ensure_held`](crate::Guard::ensure_held),
     /// [`Guard::extend`](crate::Guard::extend),
     /// [`Guard::run_if_held`](crate::Guard::run_if_held) (nothing ran) and
-    /// [`Guard::unlock`](crate::Guard::unlock). A lost guard stays lost.
+    /// [`Guard::unlock`](crate::Guard::unlock) and
+    /// [`Guard::downgrade`](crate::Guard::downgrade). A lost guard stays lost.
     /// Also by [`fence::admit_and_run`](crate::fence::admit_and_run) for a
     /// stale token, with `key` the resource key (nothing ran).
     #[error("lock {key:?} was lost")]
@@ -140,7 +141,8 @@ pub enum Error {
     /// [`fence`](crate::fence) helpers for commands the server does not know
     /// or whose arguments it refuses (before any runs), and by
     /// `run_if_held` for a key of the lock's own or, on a Cluster, outside
-    /// the lock key's hash slot.
+    /// the lock key's hash slot. By [`Guard::downgrade`](crate::Guard::downgrade)
+    /// for a guard that is no write hold (which it then releases).
     #[error("invalid input: {0}")]
     InvalidInput(String),
 

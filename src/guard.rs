@@ -16,8 +16,6 @@ mod counted;
 mod downgrade;
 mod lease;
 
-pub use downgrade::DowngradeError;
-
 /// A held lock. The lock is released when the guard is dropped, or checked
 /// with [`unlock`](Guard::unlock).
 ///

@@ -12,7 +12,8 @@
 //                     `Observer` (the log of changes followed)
 // guard.rs            `Guard`: a held lock, guarded writes, release on drop
 //   guard/lease.rs    its lease as the holder sees it: deadline, lost, held or in doubt
-//   guard/downgrade.rs a write hold turned into a read hold, `DowngradeError`
+//   guard/downgrade.rs a write hold turned into a read hold
+//   guard/counted.rs  what a guard is (`Guard::kind`) and counts for
 // info.rs             `LockInfo`, what `Locker::holder` and `locks` report; `LockKind`;
 //                     `AuditEntry`, one event of the audit trail; `Leader`, an election's
 // operate.rs          `Locker::locks`, `break_lock`, `audit`: what an operator does
@@ -138,7 +139,7 @@ pub use defaults::{
 };
 pub use election::{Election, Leadership, Observer};
 pub use error::Error;
-pub use guard::{DowngradeError, Guard};
+pub use guard::Guard;
 pub use info::{AuditEntry, Leader, LockInfo, LockKind};
 pub use lease::state::{LeaseChange, LeaseChangeReason, LeaseState};
 pub use lease::workers::{watchdog_threads, WatchdogThreads};

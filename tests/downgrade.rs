@@ -1,8 +1,8 @@
 //! `Guard::downgrade`: a write hold of a read-write lock becomes a read
 //! hold in one step (no writer in between, a higher fencing token, the
 //! lease renewed on), queued writers stay queued and readers queued before
-//! them come in, a lost write hold is told lost, and any other guard comes
-//! back in the error, still held.
+//! them come in, a lost write hold is told lost, and any other guard is
+//! refused with `Error::InvalidInput`, nothing done but its release.
 #![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly: that is the point
 
 mod common;
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{key, Cluster, Server};
-use redmutex::{Error, Locker};
+use redmutex::{Error, Guard, LockKind, Locker};
 
 /// The read-write lock's queue of `name` (no prefix, one server).
 fn rw_queued(server: &Server, name: &str) -> u64 {
@@ -135,37 +135,90 @@ fn queued_writers_stay_queued_and_readers_queued_before_them_come_in() {
 }
 
 #[test]
-fn any_other_guard_comes_back_in_the_error_still_held() {
+fn any_other_guard_gives_invalid_input_and_is_released_as_its_drop_would() {
     let server = Server::start();
-    let locker = server.locker();
+    // A minute of lease: no renewal runs during the test, so every script
+    // counted below is the call's own.
+    let locker = server
+        .builder()
+        .ttl(Duration::from_secs(60))
+        .audit(true)
+        .build()
+        .unwrap();
     let other = server.locker();
     let k = key("not-a-writer");
     let sem = locker.semaphore(key("sem"), 1).unwrap();
     let rw = locker.rwlock(key("rw")).unwrap();
-    let guards = [
+    // What a drop of each kind of guard sends.
+    let drops: Vec<u64> = [
         locker.lock(&k).unwrap(),
-        locker.lock_all(&[key("a"), key("b")]).unwrap(),
+        locker.lock_all([key("a"), key("b")]).unwrap(),
         sem.acquire().unwrap(),
         rw.read().unwrap(),
+    ]
+    .into_iter()
+    .map(|guard| {
+        let before = server.evalsha_calls();
+        drop(guard);
+        server.evalsha_calls() - before
+    })
+    .collect();
+    let guards = [
+        (locker.lock(&k).unwrap(), LockKind::Lock),
+        (
+            locker.lock_all([key("a"), key("b")]).unwrap(),
+            LockKind::Lock,
+        ),
+        (sem.acquire().unwrap(), LockKind::Permit),
+        (rw.read().unwrap(), LockKind::Read),
     ];
-    for guard in guards {
-        let keys = guard.keys().to_vec();
+    for ((guard, kind), dropped) in guards.into_iter().zip(drops) {
+        // Asked before, at no cost: it is no write hold.
+        assert_eq!(guard.kind(), kind);
         let token = guard.fencing_token();
-        let e = guard.downgrade().unwrap_err();
-        assert!(matches!(e.error(), Error::InvalidInput(_)), "{e:?}");
-        let guard = e.into_guard().expect("handed back");
-        assert_eq!((guard.keys(), guard.fencing_token()), (&keys[..], token));
-        guard.ensure_held().unwrap();
-        guard.unlock().unwrap();
+        let before = server.evalsha_calls();
+        let got = guard.downgrade();
+        assert!(matches!(got, Err(Error::InvalidInput(_))), "{got:?}");
+        // Nothing but what its drop sends: its release.
+        assert_eq!(server.evalsha_calls() - before, dropped, "{kind:?}");
+        // The audit trail: its grant and its release (one of each per key),
+        // no downgrade.
+        let mut mine: Vec<String> = locker
+            .audit(None)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.fencing_token() == token && e.kind() == kind)
+            .map(|e| e.action().to_owned())
+            .collect();
+        mine.dedup();
+        assert_eq!(mine, ["grant", "release"], "{kind:?}");
     }
-    // Held all along: nobody else got them meanwhile, and now they are free.
-    assert!(other.try_lock(&k).unwrap().is_some());
-    // As an `Error`, through `?`.
+    // Released, not left to expire: free for anyone at once.
+    other.try_lock(&k).unwrap().unwrap().unlock().unwrap();
+    other
+        .semaphore(key("sem"), 1)
+        .unwrap()
+        .try_acquire()
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let write = other
+        .rwlock(key("rw"))
+        .unwrap()
+        .try_write()
+        .unwrap()
+        .unwrap();
+    // A write hold says so.
+    assert_eq!(write.kind(), LockKind::Write);
+    // Through `?` in a function that returns an `Error`.
     let as_error = || -> Result<(), Error> {
         let _read = locker.lock(&k)?.downgrade()?;
         Ok(())
     };
     assert!(matches!(as_error(), Err(Error::InvalidInput(_))));
+    let read: Guard = write.downgrade().unwrap();
+    assert_eq!(read.kind(), LockKind::Read);
 }
 
 #[test]
@@ -180,9 +233,8 @@ fn a_lost_write_hold_is_told_lost_and_nothing_changes() {
         .arg(format!("__redmutex__:rw-write:{name}"))
         .query(&mut server.conn())
         .unwrap();
-    let e = write.downgrade().unwrap_err();
-    assert!(matches!(e.error(), Error::Lost { .. }), "{e:?}");
-    assert!(e.into_guard().is_none());
+    let got = write.downgrade();
+    assert!(matches!(got, Err(Error::Lost { .. })), "{got:?}");
     // No read hold was made: a writer gets in at once.
     let other = server.locker().rwlock(&name).unwrap();
     other.try_write().unwrap().unwrap().unlock().unwrap();
@@ -190,8 +242,8 @@ fn a_lost_write_hold_is_told_lost_and_nothing_changes() {
     let write = rw.write().unwrap();
     let broken = locker.break_lock(format!("__redmutex__:rw-write:{name}"), "test");
     assert!(broken.unwrap().is_some());
-    let e = write.downgrade().unwrap_err();
-    assert!(matches!(e.error(), Error::Lost { .. }), "{e:?}");
+    let got = write.downgrade();
+    assert!(matches!(got, Err(Error::Lost { .. })), "{got:?}");
     let s = locker.stats();
     assert_eq!((s.losses_not_ours(), s.losses_broken()), (1, 1), "{s:?}");
 }
