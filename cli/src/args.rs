@@ -129,8 +129,9 @@ pub enum Command {
         grace_ms: u64,
         /// The kill margin, in milliseconds.
         margin_ms: u64,
-        /// The lease's local deadline, in milliseconds from the start.
-        deadline_ms: u64,
+        /// The lease's local deadline, in milliseconds on the system's
+        /// monotonic clock (`CLOCK_MONOTONIC`).
+        deadline: u64,
     },
 }
 

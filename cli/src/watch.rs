@@ -9,8 +9,15 @@
 //! - `G <pgid>`: the command's process group, written by the command's
 //!   child itself before exec (so it comes before the pipe can end), and
 //!   by the supervisor to a replacement watcher;
-//! - `D <ms>`: the lease's local deadline is `<ms>` from now;
+//! - `D <ms>`: the lease's local deadline is at `<ms>` on the system's
+//!   monotonic clock;
 //! - `X`: the group has exited (or was stopped): nothing left to do.
+//!
+//! Deadlines, the first one included, are points on the monotonic clock
+//! (`CLOCK_MONOTONIC`, one clock for every process of the host), not
+//! durations from now: a watcher that starts, or reads a message, late (a
+//! loaded machine's scheduler, a slow start of the program) kills the
+//! group at the same moment as one that was on time, never later.
 //!
 //! A watcher that exits on its own (killed alone) is replaced by the
 //! supervisor within one of its looks (50 ms); when none can be started,
@@ -68,7 +75,7 @@ impl Watcher {
             .arg("__watch")
             .arg(millis(grace).to_string())
             .arg(millis(margin).to_string())
-            .arg(millis(until.saturating_duration_since(Instant::now())).to_string())
+            .arg(on_clock(until).to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -175,8 +182,7 @@ impl Watcher {
             return Ok(());
         }
         self.sent = Some(until);
-        let left = until.saturating_duration_since(Instant::now());
-        self.send(&format!("D {}", millis(left)))
+        self.send(&format!("D {}", on_clock(until)))
     }
 
     /// The group has exited: the watcher ends, and is waited for.
@@ -216,15 +222,52 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// `redmutex __watch <grace ms> <margin ms> <deadline ms>`: the watcher's
-/// side. The deadline counts from this process's start, a little after the
-/// supervisor measured it: the kill margin covers that.
-pub fn watch(grace_ms: u64, margin_ms: u64, deadline_ms: u64) -> ExitCode {
+/// The system's monotonic clock (`CLOCK_MONOTONIC`): the same for every
+/// process of the host, so that a moment on it means one moment to the
+/// supervisor and to the watcher.
+fn monotonic() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec to a pointer to a local;
+    // CLOCK_MONOTONIC is always supported, so it cannot fail.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now);
+    }
+    Duration::new(
+        u64::try_from(now.tv_sec).unwrap_or(0),
+        u32::try_from(now.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// `until`, a moment of this process, as whole milliseconds on the
+/// monotonic clock, never later than it: the clock is read before the
+/// time left (a pause between the two reads makes the result earlier),
+/// and the milliseconds are rounded down.
+fn on_clock(until: Instant) -> u64 {
+    let clock = monotonic();
+    millis(clock.saturating_add(until.saturating_duration_since(Instant::now())))
+}
+
+/// The moment `at` (milliseconds on the monotonic clock) as an instant of
+/// this process, never later than it: the clock is read after the instant
+/// (a pause between the two reads makes the result earlier).
+fn from_clock(at: u64) -> Instant {
+    let now = Instant::now();
+    let left = Duration::from_millis(at).saturating_sub(monotonic());
+    now.checked_add(left).unwrap_or(now)
+}
+
+/// `redmutex __watch <grace ms> <margin ms> <deadline>`: the watcher's
+/// side. The deadline is in milliseconds on the monotonic clock (see
+/// [`on_clock`]), so however late this process starts, it is the moment
+/// the supervisor meant.
+pub fn watch(grace_ms: u64, margin_ms: u64, deadline: u64) -> ExitCode {
     let (grace, margin) = (
         Duration::from_millis(grace_ms),
         Duration::from_millis(margin_ms),
     );
-    let started = Instant::now();
     let (tx, rx) = mpsc::channel::<String>();
     let reading = std::thread::Builder::new()
         .name("stdin".into())
@@ -241,12 +284,14 @@ pub fn watch(grace_ms: u64, margin_ms: u64, deadline_ms: u64) -> ExitCode {
     }
     let mut group: Option<i32> = None;
     // The moment the group must be dead by: the deadline less the margin.
-    let mut kill_by: Option<Instant> = started
-        .checked_add(Duration::from_millis(deadline_ms))
-        .map(|until| until.checked_sub(margin).unwrap_or(started));
+    let kill_by_for = |deadline: u64| {
+        let until = from_clock(deadline);
+        until.checked_sub(margin).unwrap_or_else(Instant::now)
+    };
+    let mut kill_by = kill_by_for(deadline);
     loop {
         let now = Instant::now();
-        let wait = kill_by.map_or(TICK, |k| k.saturating_duration_since(now).min(TICK));
+        let wait = kill_by.saturating_duration_since(now).min(TICK);
         match rx.recv_timeout(wait) {
             Ok(line) => {
                 let mut words = line.split_whitespace();
@@ -255,17 +300,14 @@ pub fn watch(grace_ms: u64, margin_ms: u64, deadline_ms: u64) -> ExitCode {
                     words.next().and_then(|w| w.parse::<u64>().ok()),
                 ) {
                     (Some("G"), Some(g)) => group = i32::try_from(g).ok(),
-                    (Some("D"), Some(ms)) => {
-                        let until = Instant::now() + Duration::from_millis(ms);
-                        kill_by = Some(until.checked_sub(margin).unwrap_or_else(Instant::now));
-                    }
+                    (Some("D"), Some(at)) => kill_by = kill_by_for(at),
                     (Some("X"), _) => return ExitCode::SUCCESS,
                     _ => {}
                 }
             }
             Err(RecvTimeoutError::Timeout) => {
-                if let (Some(g), Some(k)) = (group, kill_by) {
-                    if Instant::now() >= k {
+                if let Some(g) = group {
+                    if Instant::now() >= kill_by {
                         // The supervisor is alive but has not stopped the
                         // group in time (stopped, or stuck): it must not
                         // outlive the lease.
@@ -289,13 +331,13 @@ pub fn watch(grace_ms: u64, margin_ms: u64, deadline_ms: u64) -> ExitCode {
 
 /// SIGTERM to `group`, then SIGKILL at the earlier of `grace` from now and
 /// `kill_by`, unless it has exited before.
-fn stop(group: i32, grace: Duration, kill_by: Option<Instant>) {
+fn stop(group: i32, grace: Duration, kill_by: Instant) {
     signal_group(group, libc::SIGTERM);
     // Nothing else to wait for: a channel that never receives makes the
     // pause between two looks.
     let (_keep, pause) = mpsc::channel::<()>();
     let now = Instant::now();
-    let at = kill_by.map_or(now + grace, |k| k.min(now + grace));
+    let at = kill_by.min(now + grace);
     while Instant::now() < at {
         if group_is_empty(group) {
             return;

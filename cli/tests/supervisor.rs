@@ -244,6 +244,95 @@ fn a_supervisor_stopped_with_sigstop_leaves_no_job_past_the_lease() {
     assert_eq!(status.code(), Some(70), "{status:?}");
 }
 
+/// The watcher reads the deadlines the supervisor sends it late (a loaded
+/// machine's scheduler left it waiting; here it is stopped for 1.5 s), and
+/// the supervisor stops renewing meanwhile (SIGSTOP): a deadline counts
+/// from when it was sent, not from when it was read, so the job is still
+/// killed before the key can expire. (It was killed 1.5 s late, past the
+/// key, when the watcher counted from its reading.)
+#[test]
+fn a_watcher_that_reads_its_deadline_late_still_kills_the_job_before_the_key_expires() {
+    let s = setup("late-watcher");
+    let job = "trap '' TERM; sleep 1000 & echo $! > \"$OUT\"; ".to_owned() + RUNS;
+    // A TTL of 6 s: renewals every 2 s, a kill margin of 600 ms and a kill
+    // grace of 2 s; while the supervisor runs, its lease ends more than
+    // 2.6 s ahead, so a watcher back 1.5 s after the supervisor stopped
+    // still has 500 ms before its kill margin.
+    let run = s
+        .cmd(&["run", "--ttl", "6s", "lkey", "--", "sh", "-c", &job])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the child started", || s.file("ready").exists());
+    let leader = job_pid(&s);
+    let background: u32 = std::fs::read_to_string(s.file("out"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut watchers = Vec::new();
+    wait_for("the watcher found", || {
+        watchers = watchers_of(run.id());
+        watchers.len() == 1
+    });
+    let watcher = watchers[0];
+    signal(watcher, "STOP");
+    // A renewal's deadline is sent while the watcher cannot read it: it
+    // waits in the pipe.
+    let pipe = unread_in_pipe(watcher);
+    wait_for("a deadline sent to the stopped watcher", || pipe() > 0);
+    signal(run.id(), "STOP");
+    // The watcher comes back late (a controlled stall, not a wait for an
+    // event), and reads the deadline the supervisor sent before it stopped.
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(watcher, "CONT");
+    let mut conn = s.conn();
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let pttl: i64 = redis::cmd("PTTL").arg("lkey").query(&mut conn).unwrap();
+        let running = [leader, background].map(alive);
+        if pttl == -2 {
+            assert_eq!(running, [false, false], "the job outlived the key");
+            break;
+        }
+        assert!(Instant::now() < end, "the key never expired");
+    }
+    signal(run.id(), "CONT");
+    let status = finish_within(run);
+    assert_eq!(status.code(), Some(70), "{status:?}");
+}
+
+/// Sends `kill -<name>` to `pid`.
+fn signal(pid: u32, name: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -{name} {pid}");
+}
+
+/// How many bytes wait unread in the pipe that is `pid`'s stdin, as a
+/// function to call again.
+fn unread_in_pipe(pid: u32) -> impl Fn() -> i32 {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Opened through /proc: the same pipe, read by nobody here (FIONREAD
+    // only counts).
+    let pipe = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(format!("/proc/{pid}/fd/0"))
+        .unwrap();
+    move || {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD on an open descriptor writes one int to `n`.
+        let r = unsafe { libc::ioctl(pipe.as_raw_fd(), libc::FIONREAD, &mut n) };
+        assert_eq!(r, 0, "FIONREAD: {}", std::io::Error::last_os_error());
+        n
+    }
+}
+
 /// The watchers (`redmutex __watch`) whose parent is `run`, alive.
 fn watchers_of(run: u32) -> Vec<u32> {
     let mut found = Vec::new();
