@@ -140,13 +140,22 @@ fn refused_more(cluster: &Cluster, before: u64, n: u64, done: &dyn Fn() -> bool)
 /// between the two masters: the wait goes on through the migration (each
 /// attempt refused with `TRYAGAIN`) and gets the lock once the slot is
 /// given to the target, as it did when redis-rs waited it out. Before, the
-/// first `TRYAGAIN` ended the wait with that error.
+/// first `TRYAGAIN` ended the wait with that error. The migration lasts
+/// well past one call's bound (the waiter's checkout and I/O timeouts are
+/// 300 ms each), so it is the wait that goes on, not one call.
 #[test]
 fn a_wait_goes_on_through_a_migration_of_its_slot() {
     let cluster = Cluster::start();
+    let short = Duration::from_millis(300);
     let (owner, waiter) = (
         locker(&cluster, Duration::from_secs(60)),
-        locker(&cluster, Duration::from_secs(60)),
+        Locker::builder(redmutex::cluster_pool(cluster.urls()).unwrap())
+            .ttl(Duration::from_secs(60))
+            .checkout_timeout(short)
+            .io_timeout(short)
+            .backoff(Backoff::fixed(Duration::from_millis(100)))
+            .build()
+            .unwrap(),
     );
     let tag = key("migrating-wait");
     let k = in_slot(&tag);
@@ -163,11 +172,15 @@ fn a_wait_goes_on_through_a_migration_of_its_slot() {
     let migration = Migration::start(&cluster, cluster.slot_of(&k("a")));
     assert!(migration.move_keys(1) == 1, "the slot's keys split");
     let before = tryagains(&cluster);
+    let started = Instant::now();
     let t = {
         let (waiter, key) = (waiter.clone(), k("a"));
         std::thread::spawn(move || waiter.lock(&key))
     };
     refused_more(&cluster, before, 3, &|| t.is_finished());
+    wait_until("three calls' bounds", Duration::from_secs(10), || {
+        t.is_finished() || started.elapsed() > 6 * short
+    });
     migration.finish();
     let got = t.join().unwrap();
     let guard = got.unwrap_or_else(|e| panic!("the wait ended in the migration: {e:?}"));
