@@ -340,6 +340,44 @@ mod tests {
         assert!(!format!("{manager:?}").contains("hunter2"));
     }
 
+    /// A call sent again while a slot moves gets what is left of its
+    /// bound, less than a first try: its socket timeouts follow that, but
+    /// the connect timeout of every connection the manager makes later
+    /// must not (it would stay cut for good: a few tens of ms after one
+    /// migration). It follows a first try's, as a call whose checkout took
+    /// its whole timeout has.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_resends_short_try_leaves_the_connect_timeout() {
+        let (nodes, dir) =
+            redmutex_testkit::cluster::start_cluster(0, &[], Duration::from_secs(60)).unwrap();
+        let url = nodes[0].url();
+        let manager = ClusterManager::new(ClusterClient::builder([url.as_str()]), info(&url));
+        let pool = crate::conn::builder()
+            .max_size(1)
+            .build_unchecked(manager.unwrap());
+        let mut conn = pool.get_timeout(Duration::from_secs(10)).unwrap();
+        let now = |conn: &r2d2::PooledConnection<ClusterManager>| {
+            conn.shared.connect_ms.load(Ordering::Relaxed)
+        };
+        let io = Duration::from_secs(1);
+        // A first try, its checkout at once, then one after a checkout of
+        // its whole timeout (left: the I/O timeout).
+        super::super::timeouts::bound_io_within(&mut conn, io, 2 * io).unwrap();
+        assert_eq!(now(&conn), 330);
+        super::super::timeouts::bound_io_within(&mut conn, io, io).unwrap();
+        assert_eq!(now(&conn), 164);
+        // A resend's, late in the call's bound.
+        super::super::timeouts::bound_io_within(&mut conn, io, Duration::from_millis(150)).unwrap();
+        assert_eq!(
+            now(&conn),
+            164,
+            "a resend's short try cut the connect timeout"
+        );
+        drop((conn, pool, nodes));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
     /// A locker's shorter I/O timeout shortens the connect timeout of the
     /// connections made next, never lengthens it.
     #[test]
