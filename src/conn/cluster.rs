@@ -205,9 +205,14 @@ impl ClusterConnection {
 
     /// Sets the read and write timeouts of every connection to a node to
     /// `per_try`, and has the manager's next connections connect to a node
-    /// within a third of it, if that is shorter than now.
-    pub(crate) fn set_timeouts(&self, per_try: Duration) -> Result<(), RedisError> {
-        self.shared.connect_within(per_try);
+    /// within a third of `first_try` (a call's first try, which a call sent
+    /// again has less than), if that is shorter than now.
+    pub(crate) fn set_timeouts(
+        &self,
+        per_try: Duration,
+        first_try: Duration,
+    ) -> Result<(), RedisError> {
+        self.shared.connect_within(first_try);
         self.conn.set_read_timeout(Some(per_try))?;
         self.conn.set_write_timeout(Some(per_try))
     }
