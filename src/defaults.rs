@@ -123,3 +123,13 @@ pub(crate) const CLUSTER_RETRY_WAIT: Duration = Duration::from_millis(20);
 /// connection the pool made while a node hung connects to it within a
 /// call. Less when a locker's I/O timeout needs it (see `conn/cluster.rs`).
 pub(crate) const CLUSTER_CONNECT_TIMEOUT: Duration = Duration::from_millis(600);
+
+/// The first pause before the locker sends again a call on a Cluster pool
+/// built here that the cluster refused while the key's slot moves
+/// (`TRYAGAIN`, or a `MOVED` or `ASK` its client's one retry could not
+/// follow); it doubles with each refusal, up to [`CLUSTER_MOVING_PAUSE_MAX`],
+/// within the call's bound.
+pub(crate) const CLUSTER_MOVING_PAUSE: Duration = Duration::from_millis(10);
+
+/// The longest of those pauses.
+pub(crate) const CLUSTER_MOVING_PAUSE_MAX: Duration = Duration::from_millis(160);

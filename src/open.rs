@@ -307,8 +307,10 @@ where
 /// wakes its waiters. Its client sends a call again by itself once at
 /// most (to follow a `MOVED` or `ASK` redirection), so that every call
 /// keeps its bound of the checkout and I/O timeouts, a hung master
-/// included. See [`ClusterManager`], to build one with settings of your
-/// own; a pool of a plain `ClusterClient` of your own keeps redis-rs's 16
+/// included; a call that the cluster refuses while a slot moves (a
+/// resharding) is sent again by the locker within that bound, and a wait
+/// goes on through it (see [`ClusterManager`]). See [`ClusterManager`], to
+/// build one with settings of your own; a pool of a plain `ClusterClient` of your own keeps redis-rs's 16
 /// retries, each of which can cost an I/O timeout, and its listener
 /// connects by address alone.
 ///

@@ -17,7 +17,8 @@ use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
 use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, RedisError};
 
 use crate::defaults::{
-    CLUSTER_CONNECT_TIMEOUT, CLUSTER_RETRIES, CLUSTER_RETRY_WAIT, DEFAULT_IO_TIMEOUT,
+    CLUSTER_CONNECT_TIMEOUT, CLUSTER_MOVING_PAUSE, CLUSTER_MOVING_PAUSE_MAX, CLUSTER_RETRIES,
+    CLUSTER_RETRY_WAIT, DEFAULT_IO_TIMEOUT,
 };
 use crate::time::millis_ceil;
 use crate::Error;
@@ -50,6 +51,20 @@ const HANDSHAKE_REPLIES: u32 = 3;
 /// pool (the connections made after they first ran), whatever `builder`
 /// says. A redirection while another node hangs can cost more (the client
 /// asks every node for the cluster's shape then).
+///
+/// While a slot moves (a resharding), the cluster refuses every script of
+/// the lock on its keys (they name several keys, and Redis runs none of
+/// those in a slot whose keys are split between two nodes: `TRYAGAIN`),
+/// and a redirection can outlast the one retry (`MOVED`, `ASK`): the
+/// locker then sends the call again itself, after 10 ms, doubling to
+/// 160 ms, within the call's bound. A wait ([`Locker::lock`],
+/// [`Locker::lock_timeout`]) goes on through a longer migration, or a
+/// `CLUSTERDOWN` while a master fails over, as through a busy lock (within
+/// its wait, and for a TTL at most), and a renewal refused so is a failed
+/// one, retried until the lease's deadline.
+///
+/// [`Locker::lock`]: crate::Locker::lock
+/// [`Locker::lock_timeout`]: crate::Locker::lock_timeout
 ///
 /// Build one yourself for settings that URLs do not carry, such as TLS
 /// certificates of your own (the `tls` feature): `node` is any node's
@@ -190,9 +205,14 @@ impl ClusterConnection {
 
     /// Sets the read and write timeouts of every connection to a node to
     /// `per_try`, and has the manager's next connections connect to a node
-    /// within a third of it, if that is shorter than now.
-    pub(crate) fn set_timeouts(&self, per_try: Duration) -> Result<(), RedisError> {
-        self.shared.connect_within(per_try);
+    /// within a third of `first_try` (a call's first try, which a call sent
+    /// again has less than), if that is shorter than now.
+    pub(crate) fn set_timeouts(
+        &self,
+        per_try: Duration,
+        first_try: Duration,
+    ) -> Result<(), RedisError> {
+        self.shared.connect_within(first_try);
         self.conn.set_read_timeout(Some(per_try))?;
         self.conn.set_write_timeout(Some(per_try))
     }
@@ -216,6 +236,39 @@ impl DerefMut for ClusterConnection {
     fn deref_mut(&mut self) -> &mut Self::Target {
         &mut self.conn
     }
+}
+
+/// Whether `e` is a Redis Cluster's refusal of a call while the slot of
+/// its keys moves, with nothing run: `TRYAGAIN` (a command on several keys
+/// of a slot in migration whose keys are split between the two nodes, or
+/// missing from the importing one: every script of the lock names several),
+/// or a redirection the client's one retry could not follow (`MOVED`,
+/// `ASK`: the nodes do not agree yet where the slot is). redis-rs's own
+/// retries, cut to one here, used to wait that out.
+pub(crate) fn slot_moving(e: &Error) -> bool {
+    matches!(e, Error::Redis(r) if matches!(r.code(), Some("TRYAGAIN" | "MOVED" | "ASK")))
+}
+
+/// The least a call must have left of its bound, after a pause, to be sent
+/// again by [`pause_for_slot`]: its client's two tries and their pause.
+const LEAST_FOR_A_TRY: Duration = Duration::from_millis(100);
+
+/// Waits before a call refused by [`slot_moving`] for the `refusals`th time
+/// is sent again: 10 ms, doubling up to 160 ms. False, at once, when what is
+/// `left` of its bound would not leave it a try after the pause.
+pub(super) fn pause_for_slot(refusals: u32, left: Duration) -> bool {
+    let pause = CLUSTER_MOVING_PAUSE
+        .saturating_mul(1 << refusals.min(8))
+        .min(CLUSTER_MOVING_PAUSE_MAX);
+    if left < pause + LEAST_FOR_A_TRY {
+        return false;
+    }
+    // A wait on a condition variable nobody signals: a pause, never a sleep.
+    let (lock, never) = (parking_lot::Mutex::new(()), parking_lot::Condvar::new());
+    let mut guard = lock.lock();
+    let until = std::time::Instant::now() + pause;
+    while !never.wait_until(&mut guard, until).timed_out() {}
+    true
 }
 
 /// The connection info of the node at `host:port`: `template`'s (user,
@@ -290,6 +343,44 @@ mod tests {
         let url = "redis://:hunter2@127.0.0.1:7000/";
         let manager = ClusterManager::new(ClusterClient::builder([url]), info(url)).unwrap();
         assert!(!format!("{manager:?}").contains("hunter2"));
+    }
+
+    /// A call sent again while a slot moves gets what is left of its
+    /// bound, less than a first try: its socket timeouts follow that, but
+    /// the connect timeout of every connection the manager makes later
+    /// must not (it would stay cut for good: a few tens of ms after one
+    /// migration). It follows a first try's, as a call whose checkout took
+    /// its whole timeout has.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_resends_short_try_leaves_the_connect_timeout() {
+        let (nodes, dir) =
+            redmutex_testkit::cluster::start_cluster(0, &[], Duration::from_secs(60)).unwrap();
+        let url = nodes[0].url();
+        let manager = ClusterManager::new(ClusterClient::builder([url.as_str()]), info(&url));
+        let pool = crate::conn::builder()
+            .max_size(1)
+            .build_unchecked(manager.unwrap());
+        let mut conn = pool.get_timeout(Duration::from_secs(10)).unwrap();
+        let now = |conn: &r2d2::PooledConnection<ClusterManager>| {
+            conn.shared.connect_ms.load(Ordering::Relaxed)
+        };
+        let io = Duration::from_secs(1);
+        // A first try, its checkout at once, then one after a checkout of
+        // its whole timeout (left: the I/O timeout).
+        super::super::timeouts::bound_io_within(&mut conn, io, 2 * io).unwrap();
+        assert_eq!(now(&conn), 330);
+        super::super::timeouts::bound_io_within(&mut conn, io, io).unwrap();
+        assert_eq!(now(&conn), 164);
+        // A resend's, late in the call's bound.
+        super::super::timeouts::bound_io_within(&mut conn, io, Duration::from_millis(150)).unwrap();
+        assert_eq!(
+            now(&conn),
+            164,
+            "a resend's short try cut the connect timeout"
+        );
+        drop((conn, pool, nodes));
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     /// A locker's shorter I/O timeout shortens the connect timeout of the

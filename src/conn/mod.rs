@@ -23,6 +23,7 @@ mod pool;
 mod sent;
 mod timeouts;
 
+pub(crate) use cluster::slot_moving;
 pub use cluster::{ClusterConnection, ClusterManager};
 pub(crate) use pool::builder;
 pub use pool::{pool, pool_with, SocketTimeouts};
@@ -463,9 +464,19 @@ where
         op: Op<'_>,
         undo: Option<redis::Cmd>,
     ) -> Result<redis::Value, Error> {
-        let left = left_of(start, checkout, io);
-        let done = run_on_conn(&mut conn, io, left, op);
-        done_with(&self.pool, conn, checkout, io, done, undo)
+        // A cluster pool of ours, whose client retries once, has a call
+        // refused while its slot moves sent again within the call's bound.
+        let ours = TypeId::of::<M>() == TypeId::of::<ClusterManager>();
+        let mut refusals = 0;
+        loop {
+            let done = run_on_conn(&mut conn, io, left_of(start, checkout, io), op);
+            let moving = matches!(&done, (Err(e), After::Fine) if cluster::slot_moving(e));
+            if !(ours && moving && cluster::pause_for_slot(refusals, left_of(start, checkout, io)))
+            {
+                return done_with(&self.pool, conn, checkout, io, done, undo);
+            }
+            refusals += 1;
+        }
     }
 
     /// [`Connector::run_renewal`] once it has the spare's slot: on the

@@ -52,6 +52,11 @@ where
     M: ManageConnection,
 {
     let ours = TypeId::of::<M>() == TypeId::of::<ClusterManager>();
+    // The connections a cluster client makes next connect within a third
+    // of a first try (see `ClusterConnection::set_timeouts`): what is left
+    // of a call's bound after its checkout is its I/O timeout at least;
+    // a call sent again has less, which must not cut that for good.
+    let first_try = per_try(io, left.max(io));
     let io = if ours { per_try(io, left) } else { io };
     if PooledConnection::extensions(conn)
         .get::<TimeoutsSet>()
@@ -66,7 +71,7 @@ where
         plain.set_read_timeout(Some(io))?;
         plain.set_write_timeout(Some(io))?;
     } else if let Some(cluster) = any.downcast_mut::<ClusterConnection>() {
-        cluster.set_timeouts(io)?;
+        cluster.set_timeouts(io, first_try)?;
     } else if let Some(cluster) = any.downcast_mut::<redis::cluster::ClusterConnection>() {
         cluster.set_read_timeout(Some(io))?;
         cluster.set_write_timeout(Some(io))?;

@@ -84,6 +84,11 @@ impl Locker {
         // When the backoff's next attempt is due, while refreshes come first.
         let mut due: Option<Instant> = None;
         let mut attempts: u32 = 0;
+        // When the last attempt answered was sent (a lock handed over to
+        // us later counts its lease from there), and, while attempts are
+        // refused in passing, since when and the last refusal.
+        let mut answered = start;
+        let mut refused: Option<(Instant, Error)> = None;
         loop {
             let seen = watch.current();
             // A call made only to refresh the waiter's place is no attempt.
@@ -92,7 +97,22 @@ impl Locker {
                 attempts = attempts.saturating_add(1);
             }
             let outcome = match self.shared.acquire(&acquisition, queue) {
-                Ok(outcome) => outcome,
+                Ok(outcome) => {
+                    refused = None;
+                    outcome
+                }
+                // Nothing ran: waited out as a busy lock, for a TTL at most.
+                Err(e)
+                    if in_passing(&e)
+                        && refused.as_ref().is_none_or(|r| r.0.elapsed() < config.ttl) =>
+                {
+                    refused = Some((refused.map_or_else(Instant::now, |r| r.0), e));
+                    Outcome::Busy {
+                        holder_ttl: None,
+                        delay: None,
+                        sent: answered,
+                    }
+                }
                 Err(e) => {
                     // Leave the queue, so that no release hands the lock to
                     // a waiter that has gone; not when the server just did
@@ -120,6 +140,7 @@ impl Locker {
                     sent,
                 } => (holder_ttl, delay, sent),
             };
+            answered = sent;
             let now = Instant::now();
             let out_of_time = deadline.is_some_and(|d| now >= d);
             let out_of_attempts = backoff.attempt_limit().is_some_and(|n| attempts >= n);
@@ -133,6 +154,10 @@ impl Locker {
                     return Err(Error::Cancelled {
                         key: first.to_owned(),
                     });
+                }
+                // The wait ended while the cluster refused: that is why.
+                if let Some((_, e)) = refused {
+                    return Err(e);
                 }
                 self.shared.stats.timed_out(&*acquisition);
                 return Err(Error::Timeout {
@@ -260,6 +285,18 @@ fn timed_out(e: &Error) -> bool {
         Error::Redis(e) => e.is_timeout(),
         _ => false,
     }
+}
+
+/// Whether an attempt was refused by a Redis Cluster for a moment, with
+/// nothing run: the slot of its keys in migration (see
+/// [`slot_moving`](crate::conn::slot_moving)), or the cluster down while a
+/// master fails over (`CLUSTERDOWN`). The wait goes on as if the lock were
+/// busy, within its bound, and for a TTL at most (a holder's renewals are
+/// refused alike, and its lease lost after that): redis-rs's cluster
+/// client, whose retries a `cluster_pool` cuts to one, used to wait them
+/// out below the locker.
+fn in_passing(e: &Error) -> bool {
+    crate::conn::slot_moving(e) || matches!(e, Error::Redis(r) if r.code() == Some("CLUSTERDOWN"))
 }
 
 /// The log event of a lock had after waiting: `how` (acquired, or handed

@@ -225,19 +225,31 @@ const UNSUBSCRIBE_TRIES: u32 = 30;
 /// Leaves `plain` unsubscribed with no reply pending, whatever happened
 /// before: a `SUBSCRIBE` or an unsubscribe that timed out may still be
 /// applied by the server when the link heals, and announcements then come
-/// as replies to whatever is sent next. `UNSUBSCRIBE`, `PUNSUBSCRIBE` and a
-/// `PING` with a word of its own go out together, and replies are read and
-/// dropped until that word comes back: everything sent before has then been
-/// answered. False when the connection closed or never answered.
+/// as replies to whatever is sent next. `UNSUBSCRIBE`, `PUNSUBSCRIBE` and
+/// `PING`s with words of their own go out together, and replies are read
+/// and dropped until the last word comes back: everything sent before has
+/// then been answered. False when the connection closed or never answered.
+///
+/// Each read that timed out (the `SUBSCRIBE`'s, each try's here) has
+/// redis-rs drop the next reply that is not a push, as a late one. Over
+/// RESP2 the confirmations absorb that; over RESP3 they are pushes, never
+/// dropped, so the `PING`s must: a try sends more than the reads timed out
+/// so far (the `SUBSCRIBE`'s or the unsubscribe's on leaving, one for each
+/// try before, one to spare), and the last one's word is seen once
+/// redis-rs drops no more.
 fn unsubscribed(plain: &mut redis::Connection) -> bool {
     for attempt in 0..UNSUBSCRIBE_TRIES {
         if !plain.is_open() {
             return false;
         }
-        let word = format!("redmutex-unsubscribed-{attempt}");
+        let pings = attempt + 3;
+        let word = |ping: u32| format!("redmutex-unsubscribed-{attempt}-{ping}");
         let mut bytes = redis::cmd("UNSUBSCRIBE").get_packed_command();
         bytes.extend(redis::cmd("PUNSUBSCRIBE").get_packed_command());
-        bytes.extend(redis::cmd("PING").arg(&word).get_packed_command());
+        for ping in 0..pings {
+            bytes.extend(redis::cmd("PING").arg(word(ping)).get_packed_command());
+        }
+        let word = word(pings - 1);
         if plain.send_packed_command(&bytes).is_err() {
             continue;
         }
@@ -389,13 +401,27 @@ mod tests {
     /// commands in a subscribed context: a failed unlock with no fault
     /// under way, in the fault suite's blackhole scenario.)
     #[test]
-    #[allow(clippy::unwrap_used)]
     fn a_subscribe_cut_short_leaves_a_plain_connection() {
+        cut_short_leaves_a_plain_connection("");
+    }
+
+    /// As [`a_subscribe_cut_short_leaves_a_plain_connection`], over RESP3:
+    /// the confirmation and the unsubscriptions come as pushes, which
+    /// redis-rs never takes for the late reply it drops after a read that
+    /// timed out, so the reply it drops is the `PING`'s that ends the
+    /// clean-up.
+    #[test]
+    fn a_resp3_subscribe_cut_short_leaves_a_plain_connection() {
+        cut_short_leaves_a_plain_connection("?protocol=resp3");
+    }
+
+    #[allow(clippy::unwrap_used)]
+    fn cut_short_leaves_a_plain_connection(query: &str) {
         use redmutex_testkit::proxy::{Mode, Proxy};
         let server =
             redmutex_testkit::ThrowAwayServer::start(&[], Duration::from_secs(20)).unwrap();
         let proxy = Proxy::start(server.port());
-        let mut plain = redis::Client::open(proxy.url())
+        let mut plain = redis::Client::open(format!("{}{query}", proxy.url()))
             .unwrap()
             .get_connection()
             .unwrap();
