@@ -136,6 +136,7 @@ fn the_old_holes_are_found() {
         (Flaw::OldMint, true, "fencing"),
         (Flaw::NoClaim, false, "claim"),
         (Flaw::UnboundedStay, false, "stay"),
+        (Flaw::TrustedClaim, false, "claim believed within it"),
     ] {
         let title = format!("{flaw:?} breaks {property}");
         counterexample(&title, protocol(restores, Some(flaw)), property);
