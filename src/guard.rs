@@ -447,7 +447,8 @@ impl Guard {
     }
 
     /// Leaves this guard's hold and loss out of the stats, or puts them back
-    /// in: a hand-over's take-up that fails is no grant.
+    /// in: a hand-over taken up before its return whose take-up fails is no
+    /// grant.
     pub(crate) fn count_in_stats(&mut self, on: bool) {
         if let Some(held) = self.held.as_mut() {
             held.counted = on;

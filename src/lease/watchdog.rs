@@ -9,8 +9,13 @@
 //! - not ours (key gone, other owner, other type): the lease is lost and the
 //!   thread ends;
 //! - an error (timeout, connection refused...): retried every `ttl / 10`
-//!   while the lease is still valid; when the deadline passes first, the lease
-//!   is lost and the thread ends.
+//!   (a hand-over's claim not taken up yet: every tenth of the claim)
+//!   while the lease is still valid; when the deadline passes first, the
+//!   lease is lost and the thread ends.
+//!
+//! A hand-over's claim returned before its take-up (`TakeUp::Behind`) has
+//! its first renewal due at once: the thread starts right away, and that
+//! renewal takes the lease up to the TTL.
 //!
 //! The thread holds no reference to the guard. Dropping the handle stops the
 //! lease (`Lease::stop`: no renewal starts after it returns, and one in
@@ -22,7 +27,7 @@
 use std::io;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::lease::state::LeaseState;
 use crate::lease::workers;
@@ -169,9 +174,8 @@ where
                 next = lease.valid_until();
             }
             Renewal::Failed => {
-                let (ttl, _) = lease.schedule();
                 let until = lease.valid_until();
-                let retry = Instant::now().checked_add((ttl / 10).max(Duration::from_millis(1)));
+                let retry = Instant::now().checked_add(lease.retry_pause());
                 // Wake at the deadline at the latest, to mark the loss.
                 next = retry.map_or(until, |r| r.min(until));
             }
@@ -218,6 +222,7 @@ fn first_renewal(lease: &Lease) -> Instant {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
 
     fn lease(ttl_ms: u64) -> Arc<Lease> {
         Arc::new(Lease::new(
