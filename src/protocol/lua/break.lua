@@ -24,7 +24,7 @@
 -- key was, and after a hand-over the grantee's owner token and fencing
 -- token too.
 --
--- Helpers: mint live_head readers give hand_over writer_hand
+-- Helpers: mint live_head readers publish give hand_over writer_hand
 local v = redis.pcall('GET', KEYS[1])
 if not v then return {} end
 local pttl = redis.call('PTTL', KEYS[1])
