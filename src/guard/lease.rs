@@ -18,9 +18,10 @@ impl Guard {
     /// release is only a short claim (the waiter's stay, 2.3 s with the
     /// defaults, counted here from the waiter's last attempt) until the
     /// guard's watchdog takes it up to the full TTL with one renewal, sent
-    /// the moment `lock` returns, so that `lock` waits for no round trip
-    /// after the release's announcement. Until that renewal is confirmed
-    /// (about a round trip later) the lease is [`Held`](crate::LeaseState::Held)
+    /// a millisecond after `lock` returns (a guard released sooner never
+    /// needs it), so that `lock` waits for no round trip after the
+    /// release's announcement. Until that renewal is confirmed (a
+    /// millisecond and a round trip later) the lease is [`Held`](crate::LeaseState::Held)
     /// with the claim's deadline, and no renewal of it is overdue; a take-up
     /// that finds the lock gone makes it lost, and one that fails is tried
     /// again within the claim, the lease lost at the claim's deadline if
