@@ -308,3 +308,47 @@ fn a_take_up_that_finds_the_key_gone_loses_the_guard() {
     }
     panic!("no round of four was handed over (each waiter took the lock by its own attempt)");
 }
+
+/// With a lock-delay, and without a watchdog, the claim is taken up before
+/// `lock` returns (a claim carries no lock-delay mark until its take-up,
+/// and without a watchdog nothing would take it up): the guard starts with
+/// a full TTL, as after any other grant.
+#[test]
+fn with_a_lock_delay_or_no_watchdog_lock_takes_the_claim_up_before_it_returns() {
+    let server = Server::start();
+    let proxy = Proxy::with_delay(server.port(), Duration::from_millis(150));
+    let holder = server.locker();
+    let build = |delayed: bool| {
+        let b = Locker::builder(redmutex::pool(&proxy.url()).unwrap())
+            .backoff(redmutex::Backoff::fixed(Duration::from_secs(60)));
+        if delayed {
+            b.lock_delay(Duration::from_millis(500))
+        } else {
+            b.watchdog(false)
+        }
+        .build()
+        .unwrap()
+    };
+    for delayed in [true, false] {
+        let waiter = build(delayed);
+        let mut taken = false;
+        for round in 0..4 {
+            let k = key(&format!("taken-up-first-{delayed}-{round}"));
+            let Some(r) = handed_over(&server, &holder, &waiter, &k) else {
+                continue;
+            };
+            let left = r.valid_until.saturating_duration_since(r.at);
+            assert!(
+                left > Duration::from_secs(20),
+                "lock returned with {left:?} of lease (lock-delay: {delayed}): the claim"
+            );
+            r.guard.unlock().unwrap();
+            taken = true;
+            break;
+        }
+        assert!(
+            taken,
+            "no round of four was handed over (lock-delay: {delayed})"
+        );
+    }
+}

@@ -106,7 +106,12 @@ pub fn compare(args: &[String]) -> Res<()> {
                 sides.into_iter().rev().collect()
             };
             for (bin, into) in order {
-                run_round(bin, mode, &extra, into)?;
+                // A round that fails (a call timed out on a machine loaded
+                // by others) is run once more before the comparison gives up.
+                if let Err(e) = run_round(bin, mode, &extra, into) {
+                    eprintln!("  {mode}: a round failed, run again: {e}");
+                    run_round(bin, mode, &extra, into)?;
+                }
             }
             eprintln!("  {mode}: round {} of {rounds} done", round + 1);
         }
