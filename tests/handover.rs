@@ -220,6 +220,23 @@ fn handed_over(server: &Server, holder: &Locker, waiter: &Locker, k: &str) -> Op
     (waiter.stats().hand_overs() > before).then_some(returned)
 }
 
+/// [`handed_over`] on the keys `<name>-<round>` until one is handed over
+/// (four rounds at most): that key, and what its waiter saw.
+fn first_handed_over(
+    server: &Server,
+    holder: &Locker,
+    waiter: &Locker,
+    name: &str,
+) -> (String, Returned) {
+    for round in 0..4 {
+        let k = key(&format!("{name}-{round}"));
+        if let Some(r) = handed_over(server, holder, waiter, &k) {
+            return (k, r);
+        }
+    }
+    panic!("no round of four was handed over (each waiter took the lock by its own attempt)");
+}
+
 /// A waiter handed the lock by a release returns from `lock` with no round
 /// trip of its own after the announcement: its guard is `Held` with the
 /// claim's deadline (the take-up its watchdog sends at once has not come
@@ -230,35 +247,28 @@ fn a_handed_over_waiter_returns_at_once_and_takes_its_lease_up_behind() {
     let server = Server::start();
     let proxy = Proxy::with_delay(server.port(), Duration::from_millis(150));
     let (holder, waiter) = (server.locker(), slow_link_waiter(&proxy));
-    for round in 0..4 {
-        let k = key(&format!("claim-returned-{round}"));
-        let Some(r) = handed_over(&server, &holder, &waiter, &k) else {
-            continue;
-        };
-        assert_eq!(r.state, redmutex::LeaseState::Held);
-        let left = r.valid_until.saturating_duration_since(r.at);
-        assert!(
-            left > Duration::ZERO && left < CLAIM,
-            "lock returned with {left:?} of lease: it waited for the take-up"
-        );
-        common::wait_until(
-            "the watchdog takes the lease up to the TTL",
-            Duration::from_secs(10),
-            || r.guard.valid_until() > std::time::Instant::now() + Duration::from_secs(20),
-        );
-        let pttl: i64 = redis::cmd("PTTL")
-            .arg(&k)
-            .query(&mut server.conn())
-            .unwrap();
-        assert!(
-            pttl > 20_000,
-            "the key's PTTL is {pttl} ms after the take-up"
-        );
-        assert_eq!(r.guard.state(), redmutex::LeaseState::Held);
-        r.guard.unlock().unwrap();
-        return;
-    }
-    panic!("no round of four was handed over (each waiter took the lock by its own attempt)");
+    let (k, r) = first_handed_over(&server, &holder, &waiter, "claim-returned");
+    assert_eq!(r.state, redmutex::LeaseState::Held);
+    let left = r.valid_until.saturating_duration_since(r.at);
+    assert!(
+        left > Duration::ZERO && left < CLAIM,
+        "lock returned with {left:?} of lease: it waited for the take-up"
+    );
+    common::wait_until(
+        "the watchdog takes the lease up to the TTL",
+        Duration::from_secs(10),
+        || r.guard.valid_until() > std::time::Instant::now() + Duration::from_secs(20),
+    );
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(&k)
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(
+        pttl > 20_000,
+        "the key's PTTL is {pttl} ms after the take-up"
+    );
+    assert_eq!(r.guard.state(), redmutex::LeaseState::Held);
+    r.guard.unlock().unwrap();
 }
 
 /// A take-up that finds the key gone (deleted while the take-up was on its
@@ -269,44 +279,37 @@ fn a_take_up_that_finds_the_key_gone_loses_the_guard() {
     let server = Server::start();
     let proxy = Proxy::with_delay(server.port(), Duration::from_millis(150));
     let (holder, waiter) = (server.locker(), slow_link_waiter(&proxy));
-    for round in 0..4 {
-        let k = key(&format!("take-up-fails-{round}"));
-        let Some(r) = handed_over(&server, &holder, &waiter, &k) else {
-            continue;
-        };
-        // The take-up is on its way (150 ms to the server): the key goes first.
-        let _: i64 = redis::cmd("DEL").arg(&k).query(&mut server.conn()).unwrap();
-        assert!(
-            r.guard.wait_lost(Duration::from_secs(10)),
-            "the guard of a take-up that found the key gone is not lost"
-        );
-        assert_eq!(
-            r.guard.lost_reason().as_deref(),
-            Some("Redis showed the key gone or someone else's")
-        );
-        let s = waiter.stats();
-        assert_eq!((s.hand_overs(), s.losses_not_ours()), (1, 1), "{s}");
-        common::wait_until("the loss is told", Duration::from_secs(10), || {
-            CHANGES.lock().unwrap().iter().any(|c| c.0 == k)
-        });
-        let told: Vec<_> = CHANGES
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|c| c.0 == k)
-            .map(|c| (c.1, c.2, c.3))
-            .collect();
-        assert_eq!(
-            told,
-            [(
-                redmutex::LeaseState::Held,
-                redmutex::LeaseState::Lost,
-                redmutex::LeaseChangeReason::NotOurs
-            )]
-        );
-        return;
-    }
-    panic!("no round of four was handed over (each waiter took the lock by its own attempt)");
+    let (k, r) = first_handed_over(&server, &holder, &waiter, "take-up-fails");
+    // The take-up is on its way (150 ms to the server): the key goes first.
+    let _: i64 = redis::cmd("DEL").arg(&k).query(&mut server.conn()).unwrap();
+    assert!(
+        r.guard.wait_lost(Duration::from_secs(10)),
+        "the guard of a take-up that found the key gone is not lost"
+    );
+    assert_eq!(
+        r.guard.lost_reason().as_deref(),
+        Some("Redis showed the key gone or someone else's")
+    );
+    let s = waiter.stats();
+    assert_eq!((s.hand_overs(), s.losses_not_ours()), (1, 1), "{s}");
+    common::wait_until("the loss is told", Duration::from_secs(10), || {
+        CHANGES.lock().unwrap().iter().any(|c| c.0 == k)
+    });
+    let told: Vec<_> = CHANGES
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|c| c.0 == k)
+        .map(|c| (c.1, c.2, c.3))
+        .collect();
+    assert_eq!(
+        told,
+        [(
+            redmutex::LeaseState::Held,
+            redmutex::LeaseState::Lost,
+            redmutex::LeaseChangeReason::NotOurs
+        )]
+    );
 }
 
 /// With a lock-delay, and without a watchdog, the claim is taken up before
@@ -331,24 +334,13 @@ fn with_a_lock_delay_or_no_watchdog_lock_takes_the_claim_up_before_it_returns() 
     };
     for delayed in [true, false] {
         let waiter = build(delayed);
-        let mut taken = false;
-        for round in 0..4 {
-            let k = key(&format!("taken-up-first-{delayed}-{round}"));
-            let Some(r) = handed_over(&server, &holder, &waiter, &k) else {
-                continue;
-            };
-            let left = r.valid_until.saturating_duration_since(r.at);
-            assert!(
-                left > Duration::from_secs(20),
-                "lock returned with {left:?} of lease (lock-delay: {delayed}): the claim"
-            );
-            r.guard.unlock().unwrap();
-            taken = true;
-            break;
-        }
+        let name = format!("taken-up-first-{delayed}");
+        let (_, r) = first_handed_over(&server, &holder, &waiter, &name);
+        let left = r.valid_until.saturating_duration_since(r.at);
         assert!(
-            taken,
-            "no round of four was handed over (lock-delay: {delayed})"
+            left > Duration::from_secs(20),
+            "lock returned with {left:?} of lease (lock-delay: {delayed}): the claim"
         );
+        r.guard.unlock().unwrap();
     }
 }

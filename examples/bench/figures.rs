@@ -156,10 +156,37 @@ pub fn server_cpu_per_cycle(
     Ok(used.into_iter().map(|u| u / n).collect())
 }
 
+/// `INFO commandstats` parsed: each command's name, calls, µs in all and
+/// µs per call.
+fn command_stats(c: &mut redis::Connection) -> Res<Vec<(String, f64, f64, f64)>> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(c)?;
+    Ok(info
+        .lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let field = |key: &str| {
+                stats
+                    .split(',')
+                    .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            let (calls, usec, per) = (field("calls"), field("usec"), field("usec_per_call"));
+            Some((name.to_owned(), calls, usec, per))
+        })
+        .collect())
+}
+
+/// Whether a command of `INFO commandstats` is the bench's own (`CONFIG
+/// RESETSTAT`, `INFO`) or a connection's handshake (`CLIENT SETINFO`).
+fn the_benchs_own(name: &str) -> bool {
+    name.starts_with("config") || name.starts_with("client") || name == "info"
+}
+
 /// Each command's calls and µs per cycle of `cycle`, run `n` times after
 /// `CONFIG RESETSTAT` (`INFO commandstats` counts each `redis.call` in a
 /// script as a command of its own), sorted by name; the bench's own
-/// `CONFIG` and `INFO` left out.
+/// commands left out.
 pub fn commands_per_cycle(
     admin: &mut redis::Connection,
     n: u32,
@@ -169,28 +196,12 @@ pub fn commands_per_cycle(
     for _ in 0..n {
         cycle()?;
     }
-    let info: String = redis::cmd("INFO").arg("commandstats").query(admin)?;
-    let mut out = Vec::new();
-    for line in info.lines() {
-        let Some((name, stats)) = line
-            .strip_prefix("cmdstat_")
-            .and_then(|l| l.split_once(':'))
-        else {
-            continue;
-        };
-        if name.starts_with("config") || name == "info" {
-            continue;
-        }
-        let field = |key: &str| {
-            stats
-                .split(',')
-                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        let per = f64::from(n);
-        out.push((name.to_owned(), field("calls") / per, field("usec") / per));
-    }
+    let per = f64::from(n);
+    let mut out: Vec<_> = command_stats(admin)?
+        .into_iter()
+        .filter(|(name, ..)| !the_benchs_own(name))
+        .map(|(name, calls, usec, _)| (name, calls / per, usec / per))
+        .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
 }
@@ -337,28 +348,13 @@ pub fn contended(url: &str, run: Duration, hold: Duration, modes: &[Mode]) -> Re
 /// The server's time in commands since its stats were reset, from `INFO
 /// commandstats`: in all, and per `EVALSHA` call (0 without any), in µs.
 fn command_time(c: &mut redis::Connection) -> Res<(f64, f64)> {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(c)?;
     let (mut all, mut evalsha) = (0.0, 0.0);
-    for line in info.lines() {
-        let Some((name, stats)) = line
-            .strip_prefix("cmdstat_")
-            .and_then(|l| l.split_once(':'))
-        else {
-            continue;
-        };
-        let field = |key: &str| {
-            stats
-                .split(',')
-                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        // CONFIG RESETSTAT and INFO are the bench's own.
-        if !name.starts_with("config") && name != "info" {
-            all += field("usec");
+    for (name, _, usec, per) in command_stats(c)? {
+        if !the_benchs_own(&name) {
+            all += usec;
         }
         if name == "evalsha" {
-            evalsha = field("usec_per_call");
+            evalsha = per;
         }
     }
     Ok((all, evalsha))

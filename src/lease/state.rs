@@ -535,10 +535,9 @@ mod tests {
         assert_eq!(told(&lease).len(), 1);
     }
 
-    /// A claim returned to its user before its take-up: held, not overdue,
-    /// until the claim's deadline, when it is lost (never held past it);
-    /// its take-up is due at once, retried within the claim; and its
-    /// changes are told, its user having seen it.
+    /// A claim returned before its take-up: held, not overdue, until its
+    /// deadline, then lost (never held past it); its take-up due at once,
+    /// retried within the claim; its changes told (its user saw it).
     #[test]
     fn a_claim_returned_before_its_take_up_is_held_only_until_its_deadline() {
         let (claim, ttl) = (Duration::from_millis(300), Duration::from_secs(60));
