@@ -2,7 +2,7 @@
 //! gone (killed, or left with an error) must not keep the lock from the
 //! others for its TTL: a hand-over is only a claim for a short window until
 //! the grantee takes it up.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used)] // test helpers fail loudly: that is the point
+#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly: that is the point
 
 mod common;
 
