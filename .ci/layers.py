@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""The crate's module map: for each file in src/, its lines, the crate
-modules it imports (`crate::...` and `super::...` paths outside its
-`#[cfg(test)] mod tests`; a test-only file's imports are listed, not judged), and the imports that run upward against the
-layer order below, plus any import circle between files.
+"""The crate's module map: for each file in src/ (or cli/src/, the command,
+with a layer list of its own), its lines, the crate modules it imports
+(`crate::...` and `super::...` paths outside its `#[cfg(test)] mod tests`; a
+test-only file's imports are listed, not judged), and the imports that run
+upward against the layer order below, plus any import circle between files.
 
-Usage: .ci/layers.py [src-dir] [--check]   (--check: exit 1 on an upward import)
+Usage: .ci/layers.py [src-dir] [--check] [--no-circles]
+  --check:      exit 1 on an upward import or a file in no layer
+  --no-circles: exit 1 on an import circle between files too
 """
 import os
 import re
@@ -20,11 +23,29 @@ LAYERS = [
     ("entry", ["builder"]),
     ("root", ["lib"]),
 ]
-LAYER = {m: i for i, (_, ms) in enumerate(LAYERS) for m in ms}
+
+# The command (cli/src), the same way: what it prints and parses at the
+# bottom, the argument model above them, the watcher and the connection
+# above that, the commands (the supervisor `run`, the operator's `operate`),
+# then the entry point that dispatches to them.
+CLI_LAYERS = [
+    ("leaf", ["exit", "duration", "group", "verbose", "holder", "leader", "ops"]),
+    ("model", ["args"]),
+    ("mechanism", ["watch", "connect"]),
+    ("command", ["run", "operate"]),
+    ("entry", ["app"]),
+    ("root", ["main"]),
+]
 
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
-SRC = args[0] if args else os.path.join(os.path.dirname(__file__), "..", "src")
-SRC = os.path.normpath(SRC)
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+SRC = args[0] if args else os.path.join(ROOT, "src")
+SRC = os.path.normpath(os.path.abspath(SRC))
+if os.path.relpath(SRC, ROOT) == os.path.join("cli", "src"):
+    LAYERS = CLI_LAYERS
+LAYER = {m: i for i, (_, ms) in enumerate(LAYERS) for m in ms}
+# The crate root: lib.rs for the library, main.rs for the command.
+ROOT_FILE = "lib.rs" if os.path.isfile(os.path.join(SRC, "lib.rs")) else "main.rs"
 
 
 def mod_of(path):
@@ -46,7 +67,7 @@ def resolve(parts):
 
 def reexports():
     """Names lib.rs re-exports (`pub use a::{X, Y}`), to the module they come from."""
-    text = open(os.path.join(SRC, "lib.rs")).read()
+    text = open(os.path.join(SRC, ROOT_FILE)).read()
     out = {}
     for m in re.finditer(r"pub use (\w+)(?:::(\w+))*::(\{[^}]*\}|\w+);", text):
         mod = m.group(1)
@@ -72,7 +93,7 @@ def expand(prefix, body):
                 if m:
                     out += expand(prefix + [p for p in m.group(1).split("::") if p], m.group(2))
                 else:
-                    out.append(prefix + [p for p in re.split(r"::|\s+as\s+", cur) if p][:-1 or None])
+                    out.append(prefix + [p for p in re.split(r"::|\s+as\s+", cur) if p])
             cur = ""
             continue
         depth += ch == "{"
@@ -99,7 +120,7 @@ def imports(path, names):
         if parts[0] in names and len(parts) == 1 or (parts and parts[0] in names and parts[0][0].isupper()):
             parts = [names[parts[0]]]
         target = resolve(parts)
-        me = "/".join(here) or "lib"
+        me = "/".join(here) or ROOT_FILE[:-3]
         if target and target != me and not me.startswith(target + "/"):
             found.add(target)
     return found
@@ -161,7 +182,7 @@ def main():
     graph, upward, total, tests = {}, [], 0, test_only()
     print("%-28s %5s  %-9s %s" % ("file", "lines", "layer", "imports (crate modules)"))
     for f in files:
-        me = "/".join(mod_of(f)) or "lib"
+        me = "/".join(mod_of(f)) or ROOT_FILE[:-3]
         lines = sum(1 for _ in open(f))
         total += lines
         deps = imports(f, names)
@@ -190,10 +211,14 @@ def main():
         print("  %s -> %s" % (f, d))
     print("circles between files: %s" % ("; ".join(" ".join(c) for c in sccs(graph)) or "none"))
     print("circles between top-level modules: %s" % ("; ".join(" ".join(c) for c in sccs(top)) or "none"))
-    unknown = sorted({v for v in graph if layer(v) is None and v != "lib"})
+    root = ROOT_FILE[:-3]
+    unknown = sorted({v for v in graph if layer(v) is None and v != root})
     if unknown:
         print("files in no layer: %s" % ", ".join(unknown))
+    circles = sccs(graph)
     if "--check" in sys.argv and (upward or unknown):
+        sys.exit(1)
+    if "--no-circles" in sys.argv and circles:
         sys.exit(1)
 
 

@@ -206,11 +206,11 @@ impl Builder {
         self
     }
 
-    /// The longest a guard's watchdog keeps its lease alive: once `hold`
-    /// has passed since the grant, it stops renewing, the lease runs out at
-    /// its deadline (at most a TTL later), and the guard becomes lost, with a
-    /// `warn` log event (target `redmutex::renew`) saying why. A job that
-    /// hangs then cannot keep the lock forever. Defaults to none.
+    /// The longest a guard's watchdog keeps its lease alive: once `hold` has passed since the
+    /// grant, it stops renewing, the lease runs out at its deadline (at most a TTL later), and the
+    /// guard becomes lost, with a `warn` log event (target `redmutex::renew`) saying why. A job
+    /// that hangs, or a guard never dropped (see `Guard`'s "Resource leaking"), a leadership too,
+    /// then cannot keep the lock forever. Defaults to none.
     ///
     /// ```no_run
     /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
@@ -226,9 +226,9 @@ impl Builder {
         self
     }
 
-    /// Whether this locker records its live figures ([`Locker::stats`]):
-    /// a few relaxed atomic adds per operation, no lock. Off, every figure
-    /// stays zero. Defaults to on.
+    /// Whether this locker records its live figures ([`Locker::stats`],
+    /// and the `metrics` feature's reports): a few relaxed atomic adds per
+    /// operation, no lock. Off, every figure stays zero. Defaults to on.
     ///
     /// ```no_run
     /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
@@ -265,18 +265,16 @@ impl Builder {
 
     /// Writes every grant and release of this locker to the prefix's audit
     /// trail, beside the breaks, which are always written (see
-    /// [`Locker::audit`]): a capped Redis stream,
-    /// `<prefix>:__redmutex__:audit`, of the latest 10,000 events or so
-    /// (`XADD ... MAXLEN ~ 10000`). The grant or release only queues its
-    /// event: a thread of the locker's writes them in order (one round trip
-    /// each, bounded by the checkout and I/O timeouts), so a server slow to
-    /// take them (on a Cluster, the node of the stream's slot) never delays
+    /// [`Locker::audit`], which reads each hold's events in the server's
+    /// order): a capped Redis stream, `<prefix>:__redmutex__:audit`, of the
+    /// latest 10,000 events or so (`XADD ... MAXLEN ~ 10000`). A grant or
+    /// release only queues its event, for a thread of the locker to write
+    /// (one round trip each, within the checkout and I/O timeouts): a server
+    /// slow to take them (on a Cluster, the stream slot's node) never delays
     /// or fails a lock operation. One that fails, or finds 1024 events
-    /// waiting already, is logged (`warn`, target `redmutex::audit`) and
-    /// left out; so are the events still queued when the process exits
-    /// ([`Locker::audit`] waits for this locker's queued events). With several
-    /// instances (Redlock), the trail is kept on the first. Defaults to
-    /// off.
+    /// waiting, is logged (`warn`, target `redmutex::audit`) and left out,
+    /// as are those queued when the process exits ([`Locker::audit`] waits
+    /// for this locker's). On Redlock it is on the first instance. Defaults to off.
     ///
     /// ```no_run
     /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
@@ -437,15 +435,17 @@ impl Builder {
     /// server's clock; so a holder paused past its lease (GC, swap, a
     /// suspended VM) has its late writes land before the next holder
     /// starts, as long as `delay` covers the pause. A release
-    /// ([`Guard::unlock`](crate::Guard::unlock), or the guard's drop)
-    /// frees the lock at once, as without it. Waiters keep their queue
-    /// order through the delay, and come back when it ends (the refusal
-    /// says when) rather than at their backoff.
+    /// ([`Guard::unlock`](crate::Guard::unlock), or the guard's drop), or
+    /// an operator's [`Locker::break_lock`] (an override, to unstick a lock;
+    /// its holder may write until its next renewal, within a third of its
+    /// TTL, tells it: fencing tokens refuse that) frees it at once. Waiters
+    /// keep their queue order through the delay, and come back when it ends
+    /// (the refusal says when) rather than at their backoff.
     ///
-    /// An acquire timeout shorter than the delay gives up before the
-    /// delay ends (with [`Error::Timeout`]); give waiters a timeout longer
-    /// than the delay plus the TTL. With Redlock each master applies the
-    /// delay to its own keys. Defaults to zero: no delay, as before.
+    /// An acquire timeout shorter than the delay gives up before the delay ends (with
+    /// [`Error::Timeout`]); give waiters a timeout longer than the delay plus the TTL. With
+    /// Redlock each master applies the delay to its own keys. Elections too: a vanished leader
+    /// may be paused. Defaults to zero: no delay, as before.
     ///
     /// ```no_run
     /// # let pool = redmutex::pool("redis://127.0.0.1/")?;

@@ -107,3 +107,19 @@ pub(crate) const ELECTION_LOG_KEEP: Duration = Duration::from_secs(24 * 60 * 60)
 /// The longest an observer's blocking read of an election's log lasts when
 /// no leader's lease bounds it sooner.
 pub(crate) const OBSERVE_BLOCK: Duration = Duration::from_secs(10);
+
+/// How many times the client of a Cluster pool built here sends a call
+/// again by itself: once, to follow a `MOVED` or `ASK` redirection (or
+/// after a read that timed out, or a `TRYAGAIN`). redis-rs's default, 16,
+/// has a hung master cost 17 I/O timeouts, below any bound of the locker's.
+pub(crate) const CLUSTER_RETRIES: u32 = 1;
+
+/// The longest pause before that retry (after `TRYAGAIN`, `CLUSTERDOWN`,
+/// `LOADING`); redis-rs's own is 1.28 s or more, growing with each retry.
+pub(crate) const CLUSTER_RETRY_WAIT: Duration = Duration::from_millis(20);
+
+/// How long the client of a Cluster pool built here waits to connect to a
+/// node, and for each reply of the handshake (two or three), at most: a
+/// connection the pool made while a node hung connects to it within a
+/// call. Less when a locker's I/O timeout needs it (see `conn/cluster.rs`).
+pub(crate) const CLUSTER_CONNECT_TIMEOUT: Duration = Duration::from_millis(600);

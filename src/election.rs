@@ -25,7 +25,17 @@ use crate::Error;
 /// the next candidate at once, and one that dies (killed, its host gone)
 /// is replaced when its lease runs out (the locker's TTL, 30 s by default),
 /// plus at most a dead waiter's stay when the first candidate queued died
-/// too.
+/// too, and plus the locker's [`lock_delay`](crate::Builder::lock_delay)
+/// if it has one: a leader that vanished without resigning may only be
+/// paused (GC, swap, a suspended VM), and act as leader when it wakes; the
+/// delay lets what it writes then land before its successor leads.
+///
+/// An operator sees the leader in [`Locker::locks`] (kind
+/// [`LockKind::Leader`](crate::LockKind::Leader), named
+/// `__redmutex__:election:<name>`) and can break a stuck one with
+/// [`Locker::break_lock`]: the lead passes as after a resignation (observers
+/// are told at once), and the broken leader is told at its next renewal,
+/// as a lock's holder is.
 ///
 /// A cheap handle (a clone of the locker and the name), `Clone + Send +
 /// Sync`. Works on one server, Sentinel and a Cluster (where a candidate
@@ -290,8 +300,12 @@ impl Election {
 /// watchdog. Made by [`Election::campaign`] and its kin.
 ///
 /// Dropping it resigns, as [`resign`](Leadership::resign) does, errors
-/// logged (as a guard's drop releases). `Send` and `Sync`: it may be
-/// moved to, or shared with, the thread that does the leader's work.
+/// logged (as a guard's drop releases). One never dropped
+/// (`std::mem::forget`) leads for as long as its process lives, renewed
+/// by its watchdog, unless the locker has a
+/// [`max_hold`](crate::Builder::max_hold) (see the [`Guard`] docs'
+/// "Resource leaking"). `Send` and `Sync`: it may be moved to, or shared
+/// with, the thread that does the leader's work.
 ///
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -415,7 +429,8 @@ impl Leadership {
 
     /// Sets the leader's value to `value`, and tells observers. One round
     /// trip, owner-checked in Redis: a leader that lost its lease changes
-    /// nothing.
+    /// nothing (one more round trip then reads whether an operator broke
+    /// the leadership, to tell the loss as a break).
     ///
     /// # Errors
     ///
@@ -473,6 +488,50 @@ impl Leadership {
     /// ```
     pub fn resign(self) -> Result<(), Error> {
         self.guard.unlock()
+    }
+
+    /// Resigns in favour of the candidate queued with `value`: it leads at
+    /// once (`true`), ahead of the candidates queued before it, who keep
+    /// their order; when no live candidate campaigned with `value`, the lead
+    /// goes to the first candidate queued, as [`resign`](Leadership::resign)
+    /// hands it over (`false`). Of several candidates with that value, the
+    /// first queued. Observers see the change as after a resignation: this
+    /// leader, then the next, in order, with no "no leader" between them.
+    /// For a rolling deploy: the old version hands the lead to the new one
+    /// (which campaigns with a value that names it) rather than to whoever
+    /// queued first, or by expiry. Two round trips: the candidate moved to
+    /// the head of the queue (owner-checked: only the leader may), then the
+    /// resignation.
+    ///
+    /// # Errors
+    ///
+    /// As [`resign`](Leadership::resign): [`Error::Lost`] when the
+    /// leadership had been lost (nobody is moved); [`Error::Redis`],
+    /// [`Error::Pool`] when Redis fails (the leadership is then dropped,
+    /// which resigns, errors logged); [`Error::InvalidInput`] for a value
+    /// above 64 KiB (nothing is done: the leadership is dropped, and so
+    /// resigns as `resign` would).
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// let leadership = locker.election("scheduler")?.campaign("v1:10.0.0.7")?;
+    /// // ... the new version, "v2:10.0.0.9", has started and campaigns ...
+    /// if !leadership.hand_over_to("v2:10.0.0.9")? {
+    ///     println!("v2 was not queued: the next candidate leads");
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn hand_over_to(self, value: impl AsRef<str>) -> Result<bool, Error> {
+        let found = match self.guard.held_parts() {
+            Some((shared, a)) if !self.guard.is_lost() => shared.prefer(a, value.as_ref())?,
+            _ => None,
+        };
+        if found.is_none() {
+            // Redis said the lead is someone else's: lost now, as `proclaim`.
+            self.guard.note_lost();
+        }
+        self.guard.unlock()?;
+        Ok(found.unwrap_or(false))
     }
 }
 

@@ -48,6 +48,29 @@ pub enum Error {
         key: String,
     },
 
+    /// The calling thread already holds what the call asks for, through
+    /// this locker or a clone of it, so the call could only wait behind
+    /// itself: a key of a lock it holds (by `lock`, `lock_all` or their
+    /// kin), a read-write lock it holds (for a write) or holds the write
+    /// of (for a read), every permit of a semaphore, an election it leads.
+    /// Nothing is sent to Redis. A guard counts for the thread that took it
+    /// until its hold ends, even moved to another thread, unless its lease
+    /// is lost ([`Guard::is_lost`](crate::Guard::is_lost)).
+    ///
+    /// Returned at once, with no round trip, by every call that takes a
+    /// hold: [`Locker::lock`](crate::Locker::lock) and
+    /// [`Locker::lock_all`](crate::Locker::lock_all) with their `_timeout`,
+    /// `_or_stop` and `try_` kin, a
+    /// [`Semaphore`](crate::Semaphore)'s `acquire*`, an
+    /// [`RwLock`](crate::RwLock)'s `read*` and `write*`, and an
+    /// [`Election`](crate::Election)'s `campaign*`.
+    #[error("lock {key:?} is held by this thread already: it would wait for itself")]
+    AlreadyHeld {
+        /// The key (of a multi-key lock, the one held), or the semaphore's,
+        /// read-write lock's or election's name, as the caller gave it.
+        key: String,
+    },
+
     /// The lease can no longer be promised: it ran out without a confirmed
     /// renewal, or the key was deleted, overwritten or taken by another owner.
     ///
@@ -175,24 +198,53 @@ pub enum Error {
     Auth {
         /// What the server said, in words (never the password).
         reason: String,
-        /// The redis-rs or r2d2 error it was read from.
+        /// The server's own words (the redis-rs or r2d2 error they were
+        /// read from), once: a chain printer shows them below `reason`.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
 
+    /// The server could not be reached: the connection was refused, the
+    /// host name is unknown, or nothing answered within the I/O timeout.
+    /// `address` is the host and port (or socket path) tried, never a
+    /// password; `reason` says what happened (`connection refused`,
+    /// `timed out ...`).
+    ///
+    /// Returned by [`Locker::open`](crate::Locker::open), which connects
+    /// once before it returns. Later calls on a server gone away say
+    /// [`Error::Pool`] or [`Error::Redis`], with the cause in their message.
+    #[error("cannot reach redis at {address}: {reason}")]
+    Unreachable {
+        /// The host and port, or the Unix socket's path, tried.
+        address: String,
+        /// What went wrong, in words.
+        reason: String,
+    },
+
     /// Redis answered with an error, or the connection failed or timed out.
+    /// The message says which, with Redis's own words (`redis answered
+    /// with an error: WRONGTYPE ...`, `cannot reach redis: connection
+    /// refused`, `no answer from redis in time (timed out)`); the
+    /// redis-rs error is in the field, not repeated as `source()`.
     ///
     /// Returned by every method that talks to Redis. The lock state is unknown
     /// to this process: a guard stays valid until its deadline unless renewed.
-    #[error("redis command failed")]
-    Redis(#[source] redis::RedisError),
+    #[error("{}", redis_words(.0))]
+    Redis(redis::RedisError),
 
     /// No pooled connection could be had within the checkout timeout (the
-    /// server is down, or every connection is busy).
+    /// server is down, or every connection is busy). The message says why
+    /// the last connection attempt failed (`connection refused`, `timed
+    /// out`) when r2d2 kept that for this call: it keeps the last one for
+    /// the next checkout that gives up, so of several calls waiting at once
+    /// (or a checkout timeout shorter than r2d2's pause between attempts,
+    /// up to half its own connection timeout) one is told, the others say
+    /// only that no connection was free or made in time. The r2d2 error is
+    /// in the field, not repeated as `source()`.
     ///
     /// Returned by every method that talks to Redis.
-    #[error("no redis connection within the checkout timeout")]
-    Pool(#[source] r2d2::Error),
+    #[error("no redis connection within the checkout timeout: {}", pool_cause(.0))]
+    Pool(r2d2::Error),
 
     /// The operating system's random source failed while minting an owner token.
     ///
@@ -232,8 +284,8 @@ impl Error {
 
     /// Whether Redis could not be reached or did not answer in time: no
     /// pooled connection within the checkout timeout, a connection refused,
-    /// cut or timed out, or (with several instances) too few of them
-    /// answering. The lock's state is unknown to this process; a guard
+    /// cut or timed out ([`Error::Unreachable`] from `Locker::open` too),
+    /// or (with several instances) too few of them answering. The lock's state is unknown to this process; a guard
     /// stays valid until its deadline unless renewed.
     ///
     /// ```no_run
@@ -246,7 +298,7 @@ impl Error {
     /// ```
     pub fn is_connection(&self) -> bool {
         match self {
-            Error::Pool(_) | Error::NoQuorum { .. } => true,
+            Error::Pool(_) | Error::NoQuorum { .. } | Error::Unreachable { .. } => true,
             Error::Redis(e) => {
                 e.is_io_error()
                     || e.is_timeout()
@@ -266,7 +318,7 @@ impl From<redis::RedisError> for Error {
         match auth_reason(&e) {
             Some(reason) => Error::Auth {
                 reason: reason.to_owned(),
-                source: Box::new(e),
+                source: Box::new(Once(e)),
             },
             None => match database_refused(&e.to_string()) {
                 Some(reason) => Error::InvalidUrl {
@@ -302,8 +354,114 @@ impl From<r2d2::Error> for Error {
     }
 }
 
+/// A redis-rs error, said once: redis-rs's error shows the same words as
+/// its own source (the server's reply, or the I/O error), so a chain
+/// printer would say them twice. This says them, and goes on from below
+/// the repeat.
+struct Once(RedisError);
+
+impl std::fmt::Display for Once {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::fmt::Debug for Once {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for Once {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source().and_then(|repeat| repeat.source())
+    }
+}
+
+/// An I/O error's words as a sentence goes on with them: no `(os error
+/// N)`, wherever it stands (redis-rs nests one in its own parentheses),
+/// lowercase first (`connection refused`).
+fn plain_io(text: &str) -> String {
+    const OS: &str = " (os error ";
+    let mut plain = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(OS) {
+        let after = &rest[at + OS.len()..];
+        let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        match after[digits..].strip_prefix(')') {
+            Some(next) if digits > 0 => {
+                plain.push_str(&rest[..at]);
+                rest = next;
+            }
+            _ => {
+                plain.push_str(&rest[..=at]);
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    plain.push_str(rest);
+    let mut chars = plain.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_lowercase().chain(chars).collect()
+    })
+}
+
+/// What went wrong in a redis-rs error, in one line: the server's error
+/// reply, or what became of the connection.
+fn redis_words(e: &RedisError) -> String {
+    let text = e.to_string();
+    if e.is_timeout() {
+        // An OS timeout's words say nothing more; a message of ours does.
+        return if text.contains("(os error ") {
+            "no answer from redis in time (timed out)".to_owned()
+        } else {
+            format!("no answer from redis in time (timed out): {text}")
+        };
+    }
+    if e.is_connection_refusal() {
+        return format!("cannot reach redis: {}", plain_io(&text));
+    }
+    if e.is_connection_dropped() {
+        return format!("connection to redis closed: {}", plain_io(&text));
+    }
+    if e.is_io_error() {
+        return format!("connection to redis failed: {}", plain_io(&text));
+    }
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("redis answered with an error: {code} {detail}"),
+        (Some(code), None) => format!("redis answered with an error: {code}"),
+        _ => format!("redis command failed: {text}"),
+    }
+}
+
+/// Why r2d2 had no connection to give: the last connection error it kept,
+/// in words, or that none failed.
+fn pool_cause(e: &r2d2::Error) -> String {
+    let text = e.to_string();
+    // r2d2's own words come first, then the last connection error's.
+    let Some((_, last)) = text.split_once(": ") else {
+        return "every connection was in use, or none could be made in time".to_owned();
+    };
+    if last.contains("(os error 11)") || last.contains("(os error 110)") {
+        return "timed out".to_owned();
+    }
+    plain_io(last)
+}
+
+/// The words for a failure to reach the server, when `e` is one (refused,
+/// timed out, cut, an unknown host): for [`Error::Unreachable`].
+pub(crate) fn unreachable_reason(e: &RedisError, timeout: std::time::Duration) -> Option<String> {
+    if e.is_timeout() {
+        Some(format!("timed out (no answer within {timeout:?})"))
+    } else if e.is_io_error() || e.is_connection_dropped() {
+        Some(plain_io(&e.to_string()))
+    } else {
+        None
+    }
+}
+
 // What a server's refusal text says: read here, where redis-rs's and
-// r2d2's errors become ours, and by `open`'s credential check.
+// r2d2's errors become ours, and by `open`'s check.
 
 /// [`Error::Unsupported`] when `text` (a redis-rs error's, or the one r2d2
 /// keeps) is the server's "unknown command" for a command of the
@@ -406,6 +564,32 @@ mod tests {
             s.starts_with(char::is_lowercase) && !s.ends_with('.'),
             "{s}"
         );
+    }
+
+    #[test]
+    fn io_words_read_as_part_of_a_sentence() {
+        assert_eq!(
+            plain_io("Connection refused (os error 111)"),
+            "connection refused"
+        );
+        assert_eq!(
+            plain_io("failed to lookup address information"),
+            "failed to lookup address information"
+        );
+        assert_eq!(plain_io(""), "");
+        assert_eq!(
+            plain_io("Io: Failed (127.0.0.1:1: Connection refused (os error 111))"),
+            "io: Failed (127.0.0.1:1: Connection refused)"
+        );
+        assert_eq!(plain_io("x (os error y)"), "x (os error y)");
+        let refused = Error::Redis(redis::RedisError::from(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )));
+        assert_eq!(
+            refused.to_string(),
+            "cannot reach redis: connection refused"
+        );
+        assert!(std::error::Error::source(&refused).is_none());
     }
 
     #[test]

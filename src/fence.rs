@@ -96,8 +96,11 @@ pub fn admit(
 /// As [`admit`], and when `token` is admitted, runs `commands` in the same
 /// script, so that no newer holder can be admitted in between: a stale
 /// holder's commands never run. Returns every command's reply, in order.
-/// Two round trips: one to learn the commands' keys (`COMMAND GETKEYS`,
-/// skipped for an empty pipeline), then the script.
+/// Two round trips: one to learn the commands' keys (a script that asks
+/// `COMMAND GETKEYS` of each command and replies once, however many the
+/// commands; skipped for an empty pipeline), then the script: on a hung
+/// server, at most two of `conn`'s read timeouts, whatever the pipeline's
+/// length.
 ///
 /// The commands are run as [`Guard::run_if_held`](crate::Guard::run_if_held)
 /// runs them: their keys declared to the script, an unknown command or a
@@ -158,10 +161,11 @@ fn fenced(
     pipe: &Pipeline,
 ) -> Result<Vec<Value>, Error> {
     let commands = Commands::of(pipe)?;
+    let packed = commands.packed();
     let keys = if commands.is_empty() {
         Vec::new()
     } else {
-        commands.keys(conn)?
+        commands.keys(conn, &packed)?
     };
     // A command that deleted or lowered the fence would let a stale token
     // in again.
@@ -179,7 +183,7 @@ fn fenced(
         Some(KeySpace::fence_run_marker(resource_key, &Token::key_id()?))
     };
     let once = marker.as_deref().map(|m| (m, RUN_MARKER_TTL_MS));
-    let call = scripts::fence(resource_key, token, once, &keys, &commands.packed());
+    let call = scripts::fence(resource_key, token, once, &keys, &packed);
     match commands::read_run(call.invoke::<Value>(conn)?)? {
         Ok(replies) => Ok(commands.kept_replies(replies)),
         Err(3) => Err(Error::Redis(

@@ -12,7 +12,11 @@ use crate::raw::{Acquisition, RawLock};
 use crate::time;
 use crate::Error;
 
+mod counted;
+mod downgrade;
 mod lease;
+
+pub use downgrade::DowngradeError;
 
 /// A held lock. The lock is released when the guard is dropped, or checked
 /// with [`unlock`](Guard::unlock).
@@ -40,9 +44,25 @@ mod lease;
 ///
 /// # Resource leaking
 ///
-/// A guard that is never dropped (`std::mem::forget`, a process killed, an
-/// abort on panic) leaves its key in Redis; with no watchdog renewing it, it
-/// expires after at most one TTL, and others get the lock then.
+/// A guard that is never dropped while its process lives
+/// (`std::mem::forget`, `Box::leak`, a reference cycle of `Arc`s) keeps its
+/// watchdog, which renews the lease for as long as the process lives: the
+/// lock stays held, and nobody else gets it. [`Builder::max_hold`]
+/// bounds even that: once `max_hold` has passed since the grant the
+/// watchdog stops renewing, and the key expires at most one lease later
+/// (the TTL, or the one of the guard's last [`extend`](Guard::extend)),
+/// whether the guard was forgotten or is still in use. This holds
+/// for every guard: a lock's, a permit's, a read or the write hold's, and a
+/// [`Leadership`](crate::Leadership)'s (a forgotten leader is never
+/// replaced without it).
+///
+/// A guard whose process ends without dropping it (killed, an abort on
+/// panic), or one never dropped with no watchdog
+/// ([`Builder::watchdog`]`(false)`), leaves its key in Redis until its
+/// lease runs out: at most one lease, and others get the lock then.
+///
+/// [`Builder::max_hold`]: crate::Builder::max_hold
+/// [`Builder::watchdog`]: crate::Builder::watchdog
 ///
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -78,6 +98,12 @@ struct Held {
     since: Instant,
     /// Its hold and loss count in the stats (see `count_in_stats`).
     counted: bool,
+    /// Its grant is in the audit trail (with `Builder::audit`): only then
+    /// is its release.
+    audited: bool,
+    /// Its number in the locker's registry of holds by thread (taken out
+    /// when this ends: see `raw/held.rs`).
+    filed: u64,
 }
 
 // `Guard` is `Send + Sync`: every field is (`Arc`s of `Send + Sync` data, a
@@ -107,7 +133,13 @@ impl Guard {
         lease: Arc<Lease>,
     ) -> Result<Guard, Error> {
         let (watchdog_on, max_hold) = (shared.config.watchdog, shared.config.max_hold);
-        shared.audit_held(&acquisition, fence, "grant");
+        // A hand-over's claim taken up before `lock` returns is a grant once
+        // taken up (`count_in_stats`); one returned before its take-up is a
+        // grant now: the caller holds it (a failed take-up is its loss).
+        let audited = !lease.takes_up_before();
+        if audited {
+            shared.audit_held(&acquisition, fence, "grant");
+        }
         let on_change = shared
             .config
             .on_lease_change
@@ -115,6 +147,7 @@ impl Guard {
             .filter(|_| watchdog_on);
         let first = acquisition.caller_keys.first().map_or("", String::as_str);
         lease.watch(first, on_change, watchdog_on);
+        let filed = shared.file(&acquisition, &lease);
         let mut guard = Guard {
             keys: Arc::clone(&acquisition.caller_keys),
             fence,
@@ -127,6 +160,8 @@ impl Guard {
                 pid: std::process::id(),
                 since: Instant::now(),
                 counted: true,
+                audited,
+                filed,
             }),
         };
         if watchdog_on {
@@ -225,12 +260,17 @@ impl Guard {
     /// that wakes up and writes is refused, where a write after
     /// [`ensure_held`](Guard::ensure_held) would land. Returns every
     /// command's reply, in order. Blocks for two round trips: one to learn
-    /// the commands' keys (`COMMAND GETKEYS` and `COMMAND INFO`; on a
-    /// Cluster, one per command and one more), then the script, each
-    /// within the I/O timeout, after a checkout within its timeout.
+    /// the commands' keys (a script that asks `COMMAND GETKEYS` of each
+    /// command and `COMMAND INFO` of their names, and replies once, however
+    /// many the commands), then the script, each within the I/O timeout,
+    /// after a checkout within its timeout: so at most a checkout and two
+    /// I/O timeouts on a hung server, whatever the pipeline's length. When
+    /// the script finds the lock gone, one more (with its own checkout and
+    /// I/O timeout) reads whether an operator broke it, so that the loss is
+    /// told as a break (see [`lost_reason`](Guard::lost_reason)).
     ///
     /// - **Keys.** The commands' keys are asked of the server first (one
-    ///   round trip for all of them) and declared to the script, as Redis
+    ///   round trip for all of them, on a Cluster too) and declared to the script, as Redis
     ///   wants, so Cluster routing and ACL key rules apply to them: a key an
     ///   ACL user may not touch refuses the whole script (`NOPERM`, as
     ///   [`Error::Redis`]) before any command runs. The question of the
@@ -359,7 +399,10 @@ impl Guard {
     /// Releases the lock and reports how it went.
     ///
     /// Stops the watchdog, then deletes every key still owned by this guard;
-    /// a key taken over by someone else is left alone.
+    /// a key taken over by someone else is left alone. When the keys are
+    /// found gone on a lease not known lost, one more round trip reads
+    /// whether an operator broke the hold, which the stats then count as
+    /// broken ([`Stats::losses_broken`](crate::Stats::losses_broken)).
     ///
     /// # Errors
     ///
@@ -383,7 +426,7 @@ impl Guard {
         let Some(mut held) = self.held.take() else {
             return Err(self.lost());
         };
-        if !held.release(&self.lease, self.fence)? {
+        if !held.release(&self.lease, self.fence, true)? {
             self.lease.mark_lost();
         }
         if self.lease.is_lost() {
@@ -434,13 +477,15 @@ impl Guard {
         // Dropping the handle stops the watchdog: no renewal after this.
         drop(held.watchdog.take());
         let kept = if self.lease.is_lost() {
-            Ok(false)
+            Ok(Err(None))
         } else {
             held.shared.expire(&held.acquisition, left)
         };
-        held.ended(&self.lease, matches!(kept, Ok(false)));
-        if !kept? {
-            self.lease.mark_lost();
+        if let Ok(Err(why)) = &kept {
+            held.found_lost(&self.lease, why.clone());
+        }
+        held.ended(&self.lease, matches!(kept, Ok(Err(_))));
+        if kept?.is_err() {
             return Err(self.lost());
         }
         Ok(())
@@ -448,11 +493,18 @@ impl Guard {
 
     /// Leaves this guard's hold and loss out of the stats, or puts them back
     /// in: a hand-over taken up before its return whose take-up fails is no
-    /// grant.
+    /// grant. Put back in, it is one: its grant goes to the audit trail then
+    /// (with `Builder::audit`), if not yet (a read of the trail puts it in
+    /// the server's order).
     pub(crate) fn count_in_stats(&mut self, on: bool) {
         if let Some(held) = self.held.as_mut() {
             held.counted = on;
             held.acquisition.loss_counted.store(!on, Ordering::Relaxed);
+            if on && !held.audited {
+                held.audited = true;
+                held.shared
+                    .audit_held(&held.acquisition, self.fence, "grant");
+            }
         }
     }
 
@@ -460,28 +512,6 @@ impl Guard {
     /// (`None` once released), for an election's leadership.
     pub(crate) fn held_parts(&self) -> Option<(&Arc<RawLock>, &Arc<Acquisition>)> {
         self.held.as_ref().map(|h| (&h.shared, &h.acquisition))
-    }
-
-    /// Redis said a key is no longer ours (an owner-checked script of the
-    /// caller's found it gone or someone else's): the lease is lost for
-    /// good, at once, logged as the watchdog logs a loss, and told.
-    pub(crate) fn note_lost(&self) {
-        if self.lease.is_lost() {
-            return; // told already
-        }
-        self.lease.mark_lost();
-        self.lease
-            .log_lost(self.keys.first().map_or("", String::as_str));
-        self.tell_changes();
-    }
-
-    /// Has the watchdog tell the callback, now, the changes this guard's
-    /// caller made to the lease (rather than at its next renewal, or never
-    /// if the guard goes first).
-    pub(crate) fn tell_changes(&self) {
-        if let Some(dog) = self.held.as_ref().and_then(|h| h.watchdog.as_ref()) {
-            dog.poke();
-        }
     }
 
     fn lost(&self) -> Error {
@@ -496,17 +526,25 @@ impl Held {
     /// is waited for, so none can race the delete and report a false loss),
     /// deletes the keys still ours, and wakes this locker's waiters.
     /// `Ok(true)` when the keys were still ours (a majority of instances, in
-    /// Redlock mode), `Ok(false)` when the lease had been lost.
-    fn release(&mut self, lease: &Lease, fence: u64) -> Result<bool, Error> {
+    /// Redlock mode), `Ok(false)` when the lease had been lost. With `ask`,
+    /// keys found no longer ours on a lease not known lost cost one more
+    /// round trip: whether an operator broke the hold, for the stats.
+    fn release(&mut self, lease: &Lease, fence: u64, ask: bool) -> Result<bool, Error> {
         // Dropping the handle stops the watchdog.
         drop(self.watchdog.take());
         let result = self.shared.release(&self.acquisition);
-        let handed = result.as_ref().ok().and_then(|(_, h)| h.as_ref());
-        self.shared.notify_released(&self.acquisition, handed);
-        if matches!(result, Ok((true, _))) {
+        // Queued before the waiters are woken (a read of the trail puts a
+        // hold's events in the server's order anyway).
+        if self.audited && matches!(result, Ok((true, _))) {
             self.shared.audit_held(&self.acquisition, fence, "release");
         }
-        self.ended(lease, matches!(result, Ok((false, _))));
+        let handed = result.as_ref().ok().and_then(|(_, h)| h.as_ref());
+        self.shared.notify_released(&self.acquisition, handed);
+        let lost = matches!(result, Ok((false, _)));
+        if lost && ask && !lease.is_lost() {
+            self.found_lost(lease, self.shared.why_lost(&self.acquisition));
+        }
+        self.ended(lease, lost);
         result.map(|(ours, _)| ours)
     }
 
@@ -517,7 +555,7 @@ impl Held {
         if !self.counted {
             return;
         }
-        self.shared.stats.ended(self.since);
+        self.shared.stats.ended(&*self.acquisition, self.since);
         if lost {
             self.count_loss(lease);
         }
@@ -544,7 +582,9 @@ impl Drop for Guard {
             // Errors are not returned here (`unlock` returns them): they are
             // logged.
             let key = self.keys.first().map_or("", String::as_str);
-            match held.release(&self.lease, self.fence) {
+            // A drop reads no more than the release (its bound): a break
+            // it finds is counted as a key gone.
+            match held.release(&self.lease, self.fence, false) {
                 Ok(true) => {}
                 Ok(false) => log::warn!(
                     target: "redmutex::release",

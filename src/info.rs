@@ -9,10 +9,14 @@ use std::time::{Duration, SystemTime};
 /// [`Locker::holder`](crate::Locker::holder) and listed by
 /// [`Locker::locks`](crate::Locker::locks).
 ///
-/// A key that exists but was not written by redmutex (another type, or a
-/// string that is not `<owner token>:<fencing token>:<metadata>`) is
-/// reported with empty metadata and a fencing token of 0: it blocks the
-/// lock all the same.
+/// Only holds are reported. A key that exists but was not written by
+/// redmutex (another type, a string that is not `<owner
+/// token>:<fencing token>:<metadata>` with a token a grant can have, from
+/// 1 to 2^63 - 1, or one without an expiry, which redmutex never writes)
+/// is no hold: `holder` and
+/// [`Locker::break_lock`](crate::Locker::break_lock) refuse it with
+/// [`Error::InvalidInput`](crate::Error::InvalidInput), and `locks` never
+/// lists it. It blocks the lock all the same, until it goes.
 ///
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -24,6 +28,8 @@ use std::time::{Duration, SystemTime};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockInfo {
     pub(crate) key: String,
+    pub(crate) prefix: Option<String>,
+    pub(crate) own_key: String,
     pub(crate) kind: LockKind,
     pub(crate) name: String,
     pub(crate) metadata: String,
@@ -56,11 +62,16 @@ pub enum LockKind {
     Read,
     /// The write hold of a [`RwLock`](crate::RwLock).
     Write,
+    /// The leader of an [`Election`](crate::Election): its
+    /// [`name`](LockInfo::name) is the election's, its metadata the
+    /// leader's value, its fencing token the term, and its waiters the
+    /// values of the candidates queued.
+    Leader,
 }
 
 impl LockKind {
-    /// `lock`, `permit`, `read` or `write`: how the audit trail and the
-    /// `redmutex` command write it.
+    /// `lock`, `permit`, `read`, `write` or `leader`: how the audit trail
+    /// and the `redmutex` command write it.
     ///
     /// ```
     /// assert_eq!(redmutex::LockKind::Permit.as_str(), "permit");
@@ -71,6 +82,7 @@ impl LockKind {
             LockKind::Permit => "permit",
             LockKind::Read => "read",
             LockKind::Write => "write",
+            LockKind::Leader => "leader",
         }
     }
 
@@ -81,6 +93,7 @@ impl LockKind {
             LockKind::Permit,
             LockKind::Read,
             LockKind::Write,
+            LockKind::Leader,
         ]
         .into_iter()
         .find(|k| k.as_str() == text)
@@ -92,6 +105,8 @@ impl LockInfo {
     pub(crate) fn blank() -> LockInfo {
         LockInfo {
             key: String::new(),
+            prefix: None,
+            own_key: String::new(),
             kind: LockKind::Lock,
             name: String::new(),
             metadata: String::new(),
@@ -101,14 +116,23 @@ impl LockInfo {
         }
     }
 
-    /// The hold's name, as the caller gives it to
-    /// [`Locker::break_lock`](crate::Locker::break_lock): a lock's key
-    /// (without the prefix); for a permit `__redmutex__:permit:<i>:<name>`,
-    /// for a read hold `__redmutex__:rw-read:<id>:<name>`, for the write
-    /// hold `__redmutex__:rw-write:<name>`, where `<name>` is the
-    /// semaphore's or read-write lock's name (see [`name`](LockInfo::name))
+    /// The hold's name, as the locker that read it names it: what its
+    /// [`holder`](crate::Locker::holder) and
+    /// [`break_lock`](crate::Locker::break_lock) take. For a hold under
+    /// that locker's own prefix, a lock's key (without the prefix); for a
+    /// permit `__redmutex__:permit:<i>:<name>`, for a read hold
+    /// `__redmutex__:rw-read:<id>:<name>`, for the write hold
+    /// `__redmutex__:rw-write:<name>`, for an election's leader
+    /// `__redmutex__:election:<name>`, where `<name>` is the semaphore's,
+    /// read-write lock's or election's name (see [`name`](LockInfo::name))
     /// and `<id>` is drawn for that read hold. No lock key can contain
-    /// `__redmutex__`, so the names never meet.
+    /// `__redmutex__`, so the names never meet. For a hold under another
+    /// prefix (see [`prefix`](LockInfo::prefix)), the same name with that
+    /// prefix's own part before it: a locker of prefix `jobs` names lock
+    /// `nr` of prefix `jobs:team` `team:nr`, a locker without a prefix
+    /// names it `jobs:team:nr`; and permit `0` of semaphore `x` of prefix
+    /// `jobs:team` `team:__redmutex__:permit:0:x` and
+    /// `jobs:team:__redmutex__:permit:0:x`.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -121,7 +145,52 @@ impl LockInfo {
         &self.key
     }
 
-    /// What is held: a lock, a permit, a read or the write hold.
+    /// The prefix the hold is under (`None`: no prefix), whichever
+    /// locker read it. A lock key does not say it: `jobs:team:nr` is lock
+    /// `nr` of prefix `jobs:team`, lock `team:nr` of `jobs`, or lock
+    /// `jobs:team:nr` of no prefix. Of those, the hold is under the longest
+    /// prefix that has granted its fencing token (every grant leaves its
+    /// prefix's fencing counter at or above the token it gives); a
+    /// permit's, a read-write lock's or a leader's key names its prefix.
+    /// So a locker of any prefix (or none) reads its waiters, and
+    /// [`break_lock`](crate::Locker::break_lock) breaks it, where its own
+    /// prefix keeps them.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// // Without a prefix: every prefix's holds, each with its own.
+    /// for info in locker.locks()? {
+    ///     println!("{} {}", info.prefix().unwrap_or("-"), info.key_in_prefix());
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn prefix(&self) -> Option<&str> {
+        self.prefix.as_deref()
+    }
+
+    /// The hold's name under its own [`prefix`](LockInfo::prefix), as a
+    /// locker of that prefix names it ([`key`](LockInfo::key) is the name
+    /// the locker that read it gives it): `nr` for lock `nr` of prefix
+    /// `jobs`, whichever locker listed it.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// let operator = redmutex::Locker::builder(pool).build()?;
+    /// for info in operator.locks()? {
+    ///     // `redmutex break --prefix jobs nr` for a lock `nr` of prefix `jobs`.
+    ///     match info.prefix() {
+    ///         Some(p) => println!("--prefix {p} {}", info.key_in_prefix()),
+    ///         None => println!("{}", info.key_in_prefix()),
+    ///     }
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn key_in_prefix(&self) -> &str {
+        &self.own_key
+    }
+
+    /// What is held: a lock, a permit, a read or the write hold, or an
+    /// election's lead.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -133,8 +202,8 @@ impl LockInfo {
         self.kind
     }
 
-    /// The lock's key, or the name of the semaphore or read-write lock the
-    /// hold belongs to.
+    /// The lock's key, or the name of the semaphore, read-write lock or
+    /// election the hold belongs to.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -151,8 +220,9 @@ impl LockInfo {
 
     /// The metadata of the live waiters queued for it, first come first
     /// (for a permit, the semaphore's waiters; for a read-write lock's
-    /// hold, that lock's). Their number is `waiters().len()`. Never their
-    /// owner tokens. At most 100 are read.
+    /// hold, that lock's; for a leader, the values of the candidates).
+    /// Their number is `waiters().len()`. Never their owner tokens. At most
+    /// 100 are read.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -165,7 +235,8 @@ impl LockInfo {
         &self.waiters
     }
 
-    /// The holder's metadata (see [`Builder::metadata`](crate::Builder::metadata)).
+    /// The holder's metadata (see [`Builder::metadata`](crate::Builder::metadata));
+    /// for a leader, its value.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -177,8 +248,7 @@ impl LockInfo {
         &self.metadata
     }
 
-    /// The time left on the lease in Redis (`Duration::MAX` for a key with no
-    /// expiry, which only a foreign writer can create).
+    /// The time left on the lease in Redis, when it was read.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -191,7 +261,7 @@ impl LockInfo {
         self.ttl
     }
 
-    /// The holder's fencing token (0 for a key redmutex did not write).
+    /// The holder's fencing token (never 0).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -217,6 +287,7 @@ impl LockInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEntry {
     pub(crate) time: SystemTime,
+    pub(crate) prefix: Option<String>,
     pub(crate) key: String,
     pub(crate) kind: LockKind,
     pub(crate) action: String,
@@ -226,8 +297,13 @@ pub struct AuditEntry {
 }
 
 impl AuditEntry {
-    /// When it was written, by the Redis server's clock (the stream
-    /// entry's ID).
+    /// When it happened, by the clock of the Redis server that keeps the
+    /// trail, in whole milliseconds: the millisecond it was written there
+    /// (its stream entry's ID), or, when the server made a later event of
+    /// the same hold that was written first (by another locker, or another
+    /// thread of this one), that event's, so that a hold's events read in
+    /// order in time too. On one server it is never a millisecond before
+    /// the event's, and at most the writer's queue delay after it.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -239,7 +315,9 @@ impl AuditEntry {
         self.time
     }
 
-    /// The hold's name, as [`LockInfo::key`] gives it.
+    /// The hold's name under the prefix of the trail
+    /// ([`prefix`](AuditEntry::prefix)), as a locker of that prefix names
+    /// it ([`LockInfo::key_in_prefix`]).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -249,6 +327,24 @@ impl AuditEntry {
     /// ```
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// The prefix whose trail holds it, the hold's own (`None`: no
+    /// prefix): the locker's for [`Locker::audit`](crate::Locker::audit),
+    /// each trail's for [`Locker::audit_all`](crate::Locker::audit_all).
+    /// A break is written to the trail of the prefix the hold is under
+    /// (see [`LockInfo::prefix`]), whichever locker broke it.
+    ///
+    /// ```no_run
+    /// # let pool = redmutex::pool("redis://127.0.0.1/")?;
+    /// let operator = redmutex::Locker::builder(pool).build()?;
+    /// for e in operator.audit_all(None)? {
+    ///     println!("{} {} {}", e.prefix().unwrap_or("-"), e.action(), e.key());
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn prefix(&self) -> Option<&str> {
+        self.prefix.as_deref()
     }
 
     /// What the hold was.
@@ -264,8 +360,9 @@ impl AuditEntry {
     }
 
     /// `break` (an operator's [`Locker::break_lock`](crate::Locker::break_lock)),
-    /// or with [`Builder::audit`](crate::Builder::audit) on, `grant` and
-    /// `release`.
+    /// or with [`Builder::audit`](crate::Builder::audit) on, `grant`,
+    /// `release` and `downgrade` (a write hold that
+    /// [became a read hold](crate::Guard::downgrade), whose `grant` follows).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -277,7 +374,8 @@ impl AuditEntry {
         &self.action
     }
 
-    /// The metadata of the holder (for a break, of the holder broken).
+    /// The metadata of the holder (for a break, of the holder broken; for
+    /// a leader, its value).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

@@ -12,34 +12,38 @@
 //                     `Observer` (the log of changes followed)
 // guard.rs            `Guard`: a held lock, guarded writes, release on drop
 //   guard/lease.rs    its lease as the holder sees it: deadline, lost, held or in doubt
+//   guard/downgrade.rs a write hold turned into a read hold, `DowngradeError`
 // info.rs             `LockInfo`, what `Locker::holder` and `locks` report; `LockKind`;
 //                     `AuditEntry`, one event of the audit trail; `Leader`, an election's
 // operate.rs          `Locker::locks`, `break_lock`, `audit`: what an operator does
 // stats/              a locker's live figures:
 //   mod.rs            `Stats` and `Durations`, what callers read
 //   recorder.rs       the recorder: atomic counters, log-scale histograms; no lock
+//   kind.rs           what an event is of (a hold's kind) and a loss's reason
+//   export.rs         (feature `metrics`) each event reported to the `metrics` facade
 // fence.rs            `fence`: a resource that admits fencing tokens (any Redis connection)
 // builder.rs          `Builder`: checks the settings and builds a `Locker` (above it)
 //   builder/host.rs   the default metadata: host name and pid
 // config.rs           the frozen `Config`, the `Topology` decided once, the duration checks
 // defaults.rs         every default and limit (`DEFAULT_*`, `MAX_TTL`, ...); imports nothing
 // error.rs            `Error`, with `is_timeout` / `is_connection`
-// open.rs             URLs checked and told in words, the password check of `open`,
+// open.rs             URLs checked and told in words, the server and password check of `open`,
 //                     the Sentinel and Cluster pools
 // backoff.rs          `Backoff`, retry delays as pure functions
 // raw/                the mechanism, on every instance (asked in parallel), decided by quorum.rs:
 //   mod.rs            `RawLock`, a call on one instance, the acquisition and its attempt
 //   mutex.rs          a lock's keys, and who holds one
 //   permits.rs        a semaphore's permit keys, how many are free, the permit granted
-//   rw.rs             a read-write lock's read and write holds
+//   rw.rs             a read-write lock's read and write holds, a downgrade
 //   election.rs       an election's keys, its candidates, its log (announce, proclaim, observe)
 //   renew.rs          a granted hold's renewal, and its expiry
 //   release.rs        a granted hold's release, and the waiters it wakes here
 //   guarded.rs        a granted hold's guarded write: commands run only while it holds
 //   redlock.rs        Redlock only: the proposal, the write-back, the breaker, the fan-out
 //   later.rs          Redlock: releases sent again to a master that missed them
-//   audit.rs          the audit trail's events, written in order by a thread of their own
-//   operate.rs        the SCAN walk of a listing, a hold read or broken, the audit trail
+//   audit.rs          the audit trail: events written by a thread of their own, read
+//                     back in the server's order
+//   operate.rs        the SCAN walk of a listing, a hold read or broken
 //   model_vs_redis.rs (test) the model walked against the real scripts
 // quorum.rs           every majority decision, pure
 // conn/
@@ -47,19 +51,25 @@
 //                     connection lent to the listener
 //   nodes.rs          a cluster's nodes: the master of a slot, a connection to one node
 //   pool.rs           `pool()`, `pool_with()`, `SocketTimeouts`
+//   sent.rs           a request written now, its reply read later (Redlock's lock and unlock)
+//   cluster.rs        `ClusterManager`, `ClusterConnection`: a cluster pool's client
+//                     (one retry) and the settings its nodes are reached with
+//   timeouts.rs       the socket timeouts a call gives its connection (a cluster's
+//                     two tries within the call's bound)
 // server.rs           what a server must offer (version, scripting), told at first use
 // protocol/           what is kept in Redis and said to it:
 //   keys.rs           the key layout (lock, counter, queue, waiters, marks, audit, channel)
 //                     and key checks
 //   named.rs          the holds a listing names, and the names it gives them
 //   scripts.rs        every Lua script's handle (EVALSHA, NOSCRIPT -> EVAL) and typed caller
-//   scripts/          those of an operator's view, an election, guarded writes
+//   scripts/          those of an operator's view, an election, guarded writes, a
+//                     read-write lock's downgrade
 //   lua/*.lua         every Lua script, opening with its KEYS/ARGV contract and replies
 //   lua/lib/*.lua     the helpers scripts share, put before them at compile time
 //   replies.rs        every script reply parsed; the lock value built and parsed
 //   slots.rs          cluster hash slots and hash tags
 //   commands.rs       a caller's commands for a script: their args, their keys (COMMAND
-//                     GETKEYS), the script's replies read back
+//                     GETKEYS, asked in one script), the script's replies read back
 // lease/              a lease and what keeps it:
 //   mod.rs            `Lease`, the local view (deadline, state, renewal serialized)
 //   state.rs          `LeaseState`, `LeaseChange`, the callback, the lease's changes of state
@@ -121,14 +131,14 @@ mod wake;
 
 pub use backoff::Backoff;
 pub use builder::Builder;
-pub use conn::{pool, pool_with, SocketTimeouts};
+pub use conn::{pool, pool_with, ClusterConnection, ClusterManager, SocketTimeouts};
 pub use defaults::{
     DEFAULT_CHECKOUT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_REPLICA_TIMEOUT,
     DEFAULT_TTL, MAX_TTL,
 };
 pub use election::{Election, Leadership, Observer};
 pub use error::Error;
-pub use guard::Guard;
+pub use guard::{DowngradeError, Guard};
 pub use info::{AuditEntry, Leader, LockInfo, LockKind};
 pub use lease::state::{LeaseChange, LeaseChangeReason, LeaseState};
 pub use lease::workers::{watchdog_threads, WatchdogThreads};

@@ -34,10 +34,18 @@ use crate::Error;
 /// the multi-key calls take any list of them: a slice, a `Vec`, an array,
 /// an iterator.
 ///
-/// Locks are not reentrant: a second `try_lock` of a key this locker already
-/// holds returns `None`, and a second `lock` waits for the first guard, like
-/// `std::sync::Mutex` (so a thread that locks a key twice waits for itself
-/// until its acquire timeout).
+/// Locks are not reentrant, and a thread that would wait for itself is
+/// told: a thread that holds a key through this locker (or a clone) and
+/// asks for it again, with `lock`, `try_lock`, `lock_all` or their kin,
+/// gets [`Error::AlreadyHeld`] at once, with no round trip, rather than
+/// waiting behind its own guard (as Hazelcast's lock fails fast). Another
+/// thread waits for the guard as usual (`try_lock` says `None`), and so
+/// does a locker built apart. A guard counts for the thread that took it
+/// until its hold ends, even once moved to another thread: the library
+/// cannot see a move, so a thread that hands its guard to a worker and
+/// locks the key again is refused too; wait for the worker first (join
+/// it, or a channel). The same goes for a semaphore's last permit, a
+/// read-write lock and an election (see [`Error::AlreadyHeld`]).
 ///
 /// ```no_run
 /// let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -115,26 +123,32 @@ impl Locker {
     }
 
     /// `Locker::new(redmutex::pool(url)?)`: default settings over a pool
-    /// made for locking, after one connection that checks the password.
+    /// made for locking, after one connection that checks the server and
+    /// the password.
     ///
     /// That connection (a `PING`, then closed) returns within the I/O
     /// timeout, [`DEFAULT_IO_TIMEOUT`](crate::DEFAULT_IO_TIMEOUT), host
     /// name lookup included (it runs on a thread of its own, which a server
-    /// that does not answer may keep a few timeouts longer); a server
-    /// that cannot be reached or does not answer within it does not fail
-    /// the call (it may come up later, and lock calls say so meanwhile), but
-    /// a refused password does, at once. For Sentinel use
-    /// [`Locker::open_sentinel`], for a Cluster [`Locker::open_cluster`],
-    /// for several independent masters (Redlock) [`Builder::instance`].
+    /// that does not answer may keep a few timeouts longer). A server that
+    /// refuses the connection fails the call at once, as a refused password
+    /// does; one that never answers, within the I/O timeout; one that
+    /// answers the handshake but is slow to answer the `PING` passes. To
+    /// build a locker before the server is up (it may come up later, and
+    /// lock calls say so meanwhile), use `Locker::new(redmutex::pool(url)?)`,
+    /// which sends nothing. For Sentinel use [`Locker::open_sentinel`], for
+    /// a Cluster [`Locker::open_cluster`], for several independent masters
+    /// (Redlock) [`Builder::instance`].
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidUrl`] when `url` is not a valid Redis URL (saying
-    /// which part is wrong), is TLS without the `tls` feature, names
-    /// Sentinel or a Cluster, or a database the server does not have;
-    /// [`Error::Auth`] when the server refuses the password, or requires
-    /// one that `url` lacks; [`Error::Unsupported`] when it does not know
-    /// `HELLO` (which `protocol=resp3` needs).
+    /// [`Error::Unreachable`] when no connection can be made (refused, an
+    /// unknown host, no answer within the I/O timeout), with the address
+    /// tried and why; [`Error::InvalidUrl`] when `url` is not a valid Redis
+    /// URL (saying which part is wrong), is TLS without the `tls` feature,
+    /// names Sentinel or a Cluster, or a database the server does not
+    /// have; [`Error::Auth`] when the server refuses the password, or
+    /// requires one that `url` lacks; [`Error::Unsupported`] when it does
+    /// not know `HELLO` (which `protocol=resp3` needs).
     ///
     /// ```no_run
     /// let locker = redmutex::Locker::open("redis://127.0.0.1:6379/")?;
@@ -146,7 +160,7 @@ impl Locker {
         // provider the check's connection needs.
         let client = open::client(url)?;
         let pool = conn::pool_with(client.clone());
-        open::check_credentials(&client, DEFAULT_IO_TIMEOUT)?;
+        open::check_server(&client, DEFAULT_IO_TIMEOUT)?;
         Ok(Locker::new(pool))
     }
 
@@ -220,6 +234,8 @@ impl Locker {
     ///
     /// - [`Error::Timeout`] when the acquire timeout or the backoff's attempt
     ///   limit is reached;
+    /// - [`Error::AlreadyHeld`] at once, with no round trip, when this thread
+    ///   holds the key already, through this locker or a clone;
     /// - [`Error::InvalidInput`] for an empty or reserved key;
     /// - [`Error::Redis`], [`Error::Pool`] when Redis fails or cannot be
     ///   reached (returned at once, not retried);
@@ -295,8 +311,10 @@ impl Locker {
     }
 
     /// One attempt: the lock on `key` if it is free now, `None` if someone
-    /// holds it (including this locker: locks are not reentrant). One round
-    /// trip; never waits for the lock.
+    /// else holds it (another thread of this locker included), and
+    /// [`Error::AlreadyHeld`] if this thread does, through this locker or a
+    /// clone (locks are not reentrant). One round trip; never waits for the
+    /// lock.
     ///
     /// Bind the guard: `locker.try_lock(key)?;` alone drops it, and so
     /// releases the lock, at once, and no compiler warning can see a guard
@@ -471,11 +489,21 @@ impl Locker {
 
     /// Who holds `key` right now, and who waits for it (see
     /// [`LockInfo::waiters`]), or `None` when it is free. One round trip.
+    /// `key` is a lock's key, or any name [`locks`](Locker::locks) gives a
+    /// hold ([`LockInfo::key`]: a permit, a read or write hold, an
+    /// election's leader, `__redmutex__:election:<name>`). It is read under
+    /// its own prefix ([`LockInfo::prefix`]): a locker without a prefix
+    /// reads lock `nr` of prefix `jobs`, waiters and all, by `jobs:nr`, and
+    /// a locker of `jobs` reads lock `jobs:nr` of no prefix by `nr`.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidInput`] for an empty or reserved key; [`Error::Redis`]
-    /// and [`Error::Pool`] when Redis fails or cannot be reached.
+    /// [`Error::InvalidInput`] for an empty key or a reserved one that names
+    /// no hold, and for a key
+    /// redmutex did not write (an application's value under that name, or
+    /// one without an expiry): no hold, though it keeps the lock from
+    /// everyone while it stays (see [`LockInfo`]); [`Error::Redis`] and
+    /// [`Error::Pool`] when Redis fails or cannot be reached.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

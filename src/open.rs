@@ -1,16 +1,20 @@
 //! What a URL opens: the URL checked part by part and told in words, the
-//! password checked at once by `Locker::open`, and the pools for Sentinel
-//! and Cluster.
+//! server and the password checked at once by `Locker::open`, and the
+//! pools for Sentinel and Cluster.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use r2d2::Pool;
 use redis::cluster::ClusterClient;
 use redis::sentinel::{LockedSentinelClient, SentinelClient, SentinelServerType};
+use redis::IntoConnectionInfo;
 
-use crate::conn::{self, SocketTimeouts};
-use crate::defaults::DEFAULT_IO_TIMEOUT;
-use crate::error::auth_reason;
+use crate::conn::{self, ClusterManager, SocketTimeouts};
+use crate::defaults::{CLUSTER_CONNECT_TIMEOUT, DEFAULT_IO_TIMEOUT};
+use crate::error::{auth_reason, unreachable_reason};
 use crate::time;
 use crate::Error;
 
@@ -135,49 +139,96 @@ fn url_problem(url: &str, tls: bool) -> Option<String> {
     None
 }
 
-/// Fails with [`Error::Auth`] when the server refuses `client`'s
-/// credentials (or lack of them): one connection and a `PING`, waited for
-/// at most `timeout` in all. A server that cannot be reached, or does not
-/// answer in time, passes: it is told at first use, as before (it may come
-/// up later).
+/// Connects to `client`'s server once and sends a `PING`, within
+/// `timeout` in all: [`Error::Unreachable`] (with the address, never a
+/// password) when no connection can be made (refused, an unknown host, no
+/// answer to the handshake in time), [`Error::Auth`] when the server
+/// refuses the credentials (or lack of them), [`Error::Unsupported`] or
+/// [`Error::InvalidUrl`] for a handshake it refuses. A server that
+/// answered the handshake but not the `PING` in what was left of `timeout`
+/// passes: it is reachable, only slow.
 ///
 /// The connection is made on a thread of its own, because redis-rs bounds
 /// neither the host name's lookup nor its handshake as a whole (it waits
 /// the timeout again for each handshake reply it misses, up to four): a
 /// silent server held the caller twice the timeout or more. The thread ends
 /// by itself when those end. No thread, no check.
-pub(crate) fn check_credentials(client: &redis::Client, timeout: Duration) -> Result<(), Error> {
+pub(crate) fn check_server(client: &redis::Client, timeout: Duration) -> Result<(), Error> {
+    let address = shown_address(client.get_connection_info().addr());
+    let connected = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
-    let client = client.clone();
-    let spawned = std::thread::Builder::new()
-        .name("redmutex-open".into())
-        .spawn(move || {
-            let _ = tx.send(ask_credentials(&client, timeout));
-        });
+    let spawned = {
+        let client = client.clone();
+        let address = address.clone();
+        let connected = Arc::clone(&connected);
+        std::thread::Builder::new()
+            .name("redmutex-open".into())
+            .spawn(move || {
+                let _ = tx.send(ask_server(&client, &address, timeout, &connected));
+            })
+    };
     if spawned.is_err() {
         return Ok(());
     }
-    // Not told in time (or the thread died): as a server not reached.
-    rx.recv_timeout(timeout).unwrap_or(Ok(()))
+    match rx.recv_timeout(timeout) {
+        Ok(told) => told,
+        // Connected, and the PING not answered yet: slow, not unreachable.
+        Err(_) if connected.load(Ordering::SeqCst) => Ok(()),
+        Err(RecvTimeoutError::Timeout) => Err(Error::Unreachable {
+            address,
+            reason: format!("timed out (no answer within {timeout:?})"),
+        }),
+        // The thread died without a word: as no check.
+        Err(RecvTimeoutError::Disconnected) => Ok(()),
+    }
+}
+
+/// `addr` as a URL names it: `host:port`, an IPv6 host in brackets
+/// (`[::1]:6379`; redis-rs writes `::1:6379`), or the socket's path.
+fn shown_address(addr: &redis::ConnectionAddr) -> String {
+    match addr {
+        redis::ConnectionAddr::Tcp(host, port)
+        | redis::ConnectionAddr::TcpTls { host, port, .. }
+            if host.contains(':') =>
+        {
+            format!("[{host}]:{port}")
+        }
+        other => other.to_string(),
+    }
 }
 
 /// The check itself: connect, then `PING` with what the handshake left of
-/// `timeout`.
-fn ask_credentials(client: &redis::Client, timeout: Duration) -> Result<(), Error> {
+/// `timeout`; `connected` is set once the handshake is done.
+fn ask_server(
+    client: &redis::Client,
+    address: &str,
+    timeout: Duration,
+    connected: &AtomicBool,
+) -> Result<(), Error> {
     let Some(deadline) = time::deadline(Instant::now(), timeout) else {
         return Ok(());
     };
     let mut conn = match client.get_connection_with_timeout(timeout) {
         Ok(conn) => conn,
         Err(e) => {
+            let reason = unreachable_reason(&e, timeout);
             return match Error::from(e) {
                 e @ (Error::Auth { .. } | Error::Unsupported { .. } | Error::InvalidUrl { .. }) => {
                     Err(e)
                 }
-                _ => Ok(()),
-            }
+                _ => match reason {
+                    Some(reason) => Err(Error::Unreachable {
+                        address: address.to_owned(),
+                        reason,
+                    }),
+                    // Another answer (a server still loading, say): it is
+                    // there, and lock calls say the rest.
+                    None => Ok(()),
+                },
+            };
         }
     };
+    connected.store(true, Ordering::SeqCst);
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero()
         || conn.set_read_timeout(Some(left)).is_err()
@@ -239,12 +290,27 @@ where
 }
 
 /// Builds a connection pool to a Redis Cluster from the URLs of some of its
-/// nodes (the rest are found from them), with connect and response
-/// timeouts of [`DEFAULT_IO_TIMEOUT`], no `PING` at checkout, checkouts
-/// bounded by [`DEFAULT_CHECKOUT_TIMEOUT`](crate::DEFAULT_CHECKOUT_TIMEOUT), at most [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE)
-/// connections (each a connection to every node). The keys of one
+/// nodes (the rest are found from them), with a response timeout of
+/// [`DEFAULT_IO_TIMEOUT`], 600 ms to connect to a node and for each reply
+/// of its handshake (less when a locker's I/O timeout needs it, see
+/// [`ClusterManager`]), no `PING` at checkout, checkouts bounded by
+/// [`DEFAULT_CHECKOUT_TIMEOUT`](crate::DEFAULT_CHECKOUT_TIMEOUT), at most
+/// [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE) connections (each a
+/// connection to every node). The keys of one
 /// [`Locker::lock_all`](crate::Locker::lock_all) must share a hash slot:
 /// use hash tags (`{order42}:a`, `{order42}:b`).
+///
+/// The first URL's user, password, TLS (`rediss://`, `#insecure`) and
+/// protocol are the cluster client's, and the release listener's too: its
+/// connections to the masters (see the crate docs' "Waiting") log in as
+/// the pool's do, so a cluster that wants a password, an ACL user or TLS
+/// wakes its waiters. Its client sends a call again by itself once at
+/// most (to follow a `MOVED` or `ASK` redirection), so that every call
+/// keeps its bound of the checkout and I/O timeouts, a hung master
+/// included. See [`ClusterManager`], to build one with settings of your
+/// own; a pool of a plain `ClusterClient` of your own keeps redis-rs's 16
+/// retries, each of which can cost an I/O timeout, and its listener
+/// connects by address alone.
 ///
 /// # Errors
 ///
@@ -259,21 +325,32 @@ where
 /// # let _ = locker;
 /// # Ok::<(), redmutex::Error>(())
 /// ```
-pub fn cluster_pool<I>(nodes: I) -> Result<Pool<ClusterClient>, Error>
+pub fn cluster_pool<I>(nodes: I) -> Result<Pool<ClusterManager>, Error>
 where
     I: IntoIterator,
     I::Item: AsRef<str>,
 {
     let urls = checked_urls(nodes)?;
-    let client = ClusterClient::builder(urls)
-        .connection_timeout(DEFAULT_IO_TIMEOUT)
-        .response_timeout(DEFAULT_IO_TIMEOUT)
-        .build()
-        .map_err(|e| Error::InvalidUrl {
-            reason: "redis-rs refused the nodes' URLs".to_owned(),
-            source: Some(e),
+    let refused = |e| Error::InvalidUrl {
+        reason: "redis-rs refused the nodes' URLs".to_owned(),
+        source: Some(e),
+    };
+    // The first node's settings are the client's (redis-rs takes them from
+    // it, and refuses nodes whose settings differ).
+    let node = urls
+        .first()
+        .map(|url| url.as_str().into_connection_info())
+        .transpose()
+        .map_err(refused)?
+        .ok_or_else(|| Error::InvalidUrl {
+            reason: "no URL given".to_owned(),
+            source: None,
         })?;
-    Ok(conn::builder().build_unchecked(client))
+    let client = ClusterClient::builder(urls)
+        .connection_timeout(CLUSTER_CONNECT_TIMEOUT)
+        .response_timeout(DEFAULT_IO_TIMEOUT);
+    let manager = ClusterManager::new(client, node)?;
+    Ok(conn::builder().build_unchecked(manager))
 }
 
 /// Each of `urls` checked as [`client`] checks one; at least one.

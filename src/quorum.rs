@@ -13,6 +13,49 @@ pub(crate) fn quorum(n: usize) -> usize {
     n / 2 + 1
 }
 
+/// Whether an instance's error `e` counts as no answer: the call did not
+/// reach it (a connection failure, see [`Error::is_connection`]), or the
+/// server refused it for a moment (see [`refused_for_a_moment`]). Either
+/// way nothing ran there, and the call may run once it answers: a
+/// release is sent there again (see `raw/later.rs`).
+pub(crate) fn unanswered(e: &Error) -> bool {
+    e.is_connection() || matches!(e, Error::Redis(r) if refused_for_a_moment(r))
+}
+
+/// Whether a server refused a command for a moment, and ran nothing: too
+/// busy to run anything (`BUSY`, a script past the busy threshold;
+/// `LOADING`, a restart reading its data), waiting for its cluster or its
+/// master (`TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, which redis-rs itself
+/// waits out and retries), or refusing writes for now (`NOREPLICAS`, its
+/// replicas lagging behind `min-replicas-to-write`; `READONLY`, a master
+/// demoted by a failover, whose Sentinel pool reaches the new master on
+/// its next connection): a script is stopped at its first write, so
+/// nothing is written. Not a refusal of what was asked. Redis 6.2 words
+/// a refusal met inside a script as the script's error (`ERR Error running
+/// script (call to f_...): @user_script:1: ... -NOREPLICAS Not enough good
+/// replicas to write.`), with the refusal's code after its ` -`.
+pub(crate) fn refused_for_a_moment(e: &redis::RedisError) -> bool {
+    const PASSING: [&str; 7] = [
+        "BUSY",
+        "LOADING",
+        "TRYAGAIN",
+        "CLUSTERDOWN",
+        "MASTERDOWN",
+        "NOREPLICAS",
+        "READONLY",
+    ];
+    let in_script = || {
+        e.detail()
+            .filter(|d| e.code() == Some("ERR") && d.starts_with("Error running script"))
+            .and_then(|d| d.rsplit_once(" -"))
+            .and_then(|(_, refusal)| refusal.split(' ').next())
+    };
+    e.code()
+        .into_iter()
+        .chain(in_script())
+        .any(|c| PASSING.contains(&c))
+}
+
 /// What is left of a lease of `ttl` after `elapsed` and the `drift`
 /// allowance; `None` when nothing is.
 pub(crate) fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
@@ -238,6 +281,46 @@ mod tests {
         Error::InvalidInput("down".into())
     }
 
+    /// The error of a server's reply `line` (`-CODE detail`).
+    fn replied(line: &str) -> redis::RedisError {
+        match redis::parse_redis_value(format!("-{line}\r\n").as_bytes()) {
+            Ok(redis::Value::ServerError(e)) => e.into(),
+            other => panic!("not an error reply: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_refusal_for_a_moment_counts_as_no_answer() {
+        for line in [
+            "BUSY Redis is busy running a script",
+            "LOADING Redis is loading the dataset in memory",
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+            "CLUSTERDOWN The cluster is down",
+            "MASTERDOWN Link with MASTER is down",
+            "NOREPLICAS Not enough good replicas to write.",
+            "READONLY You can't write against a read only replica.",
+            // Redis 6.2, a refusal met inside a script.
+            "ERR Error running script (call to f_98b2b88b1aa43ae891c8e2859ad7d9cd48c1c784): \
+             @user_script:1: @user_script: 1: -NOREPLICAS Not enough good replicas to write.",
+        ] {
+            assert!(refused_for_a_moment(&replied(line)), "{line}");
+            assert!(unanswered(&Error::Redis(replied(line))), "{line}");
+        }
+        for line in [
+            "ERR unknown command",
+            "NOPERM no rights",
+            "NOSCRIPT none",
+            "ERR Error running script (call to f_98b2): @user_script:1: -WRONGTYPE Operation \
+             against a key holding the wrong kind of value",
+        ] {
+            assert!(!refused_for_a_moment(&replied(line)), "{line}");
+            assert!(!unanswered(&Error::Redis(replied(line))), "{line}");
+        }
+        let timeout = std::io::Error::new(std::io::ErrorKind::TimedOut, "late");
+        assert!(unanswered(&Error::Redis(timeout.into())));
+        assert!(!unanswered(&err()));
+    }
+
     #[test]
     fn quorum_is_a_strict_majority() {
         assert_eq!(quorum(1), 1);
@@ -432,12 +515,11 @@ mod tests {
     fn holder_needs_a_majority_on_one_token() {
         let info = |fence, ttl_ms| LockInfo {
             key: "k".into(),
-            kind: crate::info::LockKind::Lock,
             name: "k".into(),
             metadata: "m".into(),
             ttl: ttl_ms * MS,
             fencing_token: fence,
-            waiters: Vec::new(),
+            ..LockInfo::blank()
         };
         let got = decide_holder(vec![Ok(Some(info(5, 90))), Ok(Some(info(5, 80))), Ok(None)]);
         assert_eq!(got.unwrap().unwrap().ttl(), 80 * MS);

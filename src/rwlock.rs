@@ -32,6 +32,18 @@ use crate::Error;
 /// once the readers before it have released. A release wakes the waiters
 /// at once rather than at their next backoff.
 ///
+/// A thread that holds the lock (through this locker or a clone) and asks
+/// for the write, or holds the write and asks for a read, could only wait
+/// for itself: it gets [`Error::AlreadyHeld`] at once. A read under its own
+/// read is let in, but waits behind a writer queued meanwhile, which waits
+/// for the first read: do not take a second read hold in one thread (as
+/// with `std::sync::RwLock`).
+///
+/// A writer that wants to read what it wrote, with no other writer in
+/// between, turns its write hold into a read hold with
+/// [`Guard::downgrade`] (one script: the rules above apply to it as to a
+/// writer's release, its read hold there first).
+///
 /// So a reader that vanished keeps writers out until its hold expires (one
 /// TTL), and a writer waiting meanwhile keeps new readers out as well, as a
 /// vanished holder of a mutex keeps everyone out. A release that frees the

@@ -36,6 +36,11 @@ pub const MAX_PERMITS: u32 = 1024;
 /// largest count in use hold at once, and a caller with a smaller count
 /// waits while its own permits are all taken. Use one count per name.
 ///
+/// A thread that holds every permit of the count (through this locker or a
+/// clone) and asks for one more could only wait for itself: it gets
+/// [`Error::AlreadyHeld`] at once. With fewer, it waits for one as anyone
+/// does.
+///
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
 /// // At most four exports run at once, on every host.

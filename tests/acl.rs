@@ -173,7 +173,7 @@ fn the_readme_recipe_is_enough() {
     let rw = b.rwlock(&k).unwrap();
     let read = rw.read().unwrap();
     read.extend(Duration::from_secs(10)).unwrap();
-    assert!(rw.try_write().unwrap().is_none());
+    assert!(common::elsewhere(|| rw.try_write().unwrap().is_none()));
     read.unlock().unwrap();
     rw.write().unwrap().unlock().unwrap();
     // Nothing else is reachable with it.
@@ -202,14 +202,6 @@ fn an_election_needs_the_recipe_and_the_stream_commands() {
     leadership.proclaim("b").unwrap();
     assert_eq!(election.leader().unwrap().unwrap().value(), "b");
     leadership.resign().unwrap();
-    let values: Vec<Option<String>> = (0..3)
-        .map(|_| {
-            observer
-                .next()
-                .unwrap()
-                .unwrap()
-                .map(|l| l.value().to_owned())
-        })
-        .collect();
+    let values = common::observed(&mut observer, 3);
     assert_eq!(values, [Some("a".into()), Some("b".into()), None]);
 }

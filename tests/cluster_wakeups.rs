@@ -63,7 +63,9 @@ fn wait_behind(cluster: &Cluster, waiter: &Locker, keys: &[String]) -> Waiting {
     let before = cluster.evalsha_calls();
     let (waiter, keys) = (waiter.clone(), keys.to_vec());
     let t = std::thread::spawn(move || {
-        let got = waiter.lock_all_timeout(&keys, Duration::from_secs(30));
+        // Long enough for a failover and the listener's move on a loaded
+        // machine: the release's wake-up is measured from the release.
+        let got = waiter.lock_all_timeout(&keys, Duration::from_secs(120));
         (got, Instant::now())
     });
     wait_until(
@@ -76,9 +78,11 @@ fn wait_behind(cluster: &Cluster, waiter: &Locker, keys: &[String]) -> Waiting {
 
 /// Until master `node` has a shard channel subscriber.
 fn subscribed_at(cluster: &Cluster, node: usize) {
+    // The listener looks at its slot every idle second; a loaded machine
+    // (load average 20 on 2 cores) took more than 20 s.
     wait_until(
         "the waiter subscribed at the new master",
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         || {
             let channels: Vec<String> = redis::cmd("PUBSUB")
                 .arg("SHARDCHANNELS")

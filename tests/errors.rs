@@ -284,3 +284,207 @@ fn a_database_the_server_lacks_is_told_at_once() {
         .to_string();
     assert!(text.contains("database"), "{text}");
 }
+
+/// Each level of an error's chain, as a chain printer (`anyhow`'s `{:#}`,
+/// a loop over `source()`) shows it: the error, then each source.
+fn chain(e: &Error) -> Vec<String> {
+    let mut levels = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        levels.push(s.to_string());
+        source = s.source();
+    }
+    levels
+}
+
+/// No level of the chain says again what a level above it said: a chain
+/// printer would print the cause twice.
+fn assert_said_once(e: &Error) {
+    let levels = chain(e);
+    for (i, lower) in levels.iter().enumerate().skip(1) {
+        for upper in levels.iter().take(i) {
+            assert!(
+                !upper.contains(lower.as_str()),
+                "said twice: {lower:?} is already in {upper:?} (chain {levels:?})"
+            );
+        }
+    }
+}
+
+/// The port of a server that was started and stopped: nothing listens
+/// there now.
+fn closed_port() -> u16 {
+    let mut server = Server::start();
+    let port = server.port();
+    server.kill();
+    port
+}
+
+/// A server that stopped: its port refuses connections. `Locker::open`
+/// says so at once, with the address (never the password), as fast as it
+/// tells a wrong password.
+#[test]
+fn a_closed_port_is_told_at_once_with_its_address() {
+    let port = closed_port();
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{port}/");
+    let (opened, took) = common::timed(|| Locker::open(&url));
+    let e = opened.unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("connection refused"), "{text}");
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+    assert!(e.is_connection(), "{e:?}");
+    assert!(took < redmutex::DEFAULT_CHECKOUT_TIMEOUT, "{took:?}");
+    assert!(!everything(&e).contains(PASSWORD), "{e:?}");
+    assert_said_once(&e);
+}
+
+/// A server that accepts connections and never answers (stopped with
+/// SIGSTOP): `Locker::open` fails within the I/O timeout, saying it timed
+/// out, with the address.
+#[test]
+fn a_server_that_never_answers_is_told_within_the_io_timeout() {
+    let server = Server::start();
+    server.pause();
+    let (opened, took) = common::timed(|| Locker::open(&server.url()));
+    server.resume();
+    let e = opened.unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("timed out"), "{text}");
+    assert!(
+        text.contains(&format!("127.0.0.1:{}", server.port())),
+        "{text}"
+    );
+    assert!(e.is_connection(), "{e:?}");
+    // Generous: the bound is the I/O timeout; a loaded machine may add to it.
+    assert!(
+        took < redmutex::DEFAULT_IO_TIMEOUT + Duration::from_secs(2),
+        "{took:?}"
+    );
+    assert_said_once(&e);
+}
+
+/// A server stopped under a locker: each call's error is a connection
+/// error, said once, and a call on a connection the stop cut says so.
+#[test]
+fn a_stopped_server_is_told_with_the_cause() {
+    let mut server = Server::start();
+    let locker = server
+        .builder()
+        .checkout_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    drop(locker.try_lock("errors:stopped").unwrap());
+    server.kill();
+    let mut said = Vec::new();
+    for _ in 0..3 {
+        let e = locker.try_lock("errors:stopped").unwrap_err();
+        assert!(e.is_connection(), "{e:?}");
+        assert_said_once(&e);
+        said.push(e.to_string());
+    }
+    assert!(
+        ["refused", "closed", "reset", "broken pipe"]
+            .iter()
+            .any(|w| said[0].contains(w)),
+        "no cause in {said:?}"
+    );
+}
+
+/// A pool to a port where nothing listens: its checkout error names the
+/// refused connection (r2d2's last connection error), not only the
+/// checkout timeout.
+#[test]
+fn a_pool_to_a_closed_port_says_the_connection_was_refused() {
+    let url = format!("redis://127.0.0.1:{}/", closed_port());
+    let locker = Locker::builder(redmutex::pool(&url).unwrap())
+        .checkout_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let e = locker.try_lock("errors:closed-pool").unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("checkout timeout") && text.contains("connection refused"),
+        "{text}"
+    );
+    assert!(e.is_connection(), "{e:?}");
+    assert_said_once(&e);
+}
+
+/// A command of a guarded write fails: the error says what Redis said,
+/// once in the chain.
+#[test]
+fn a_failing_command_in_run_if_held_says_what_redis_said() {
+    let server = Server::start();
+    let locker = server.locker();
+    let _: () = redis::cmd("SET")
+        .arg("{errors:cmd}:text")
+        .arg("not a number")
+        .query(&mut server.conn())
+        .unwrap();
+    let guard = locker.lock("{errors:cmd}").unwrap();
+    let mut writes = redis::pipe();
+    writes.cmd("INCR").arg("{errors:cmd}:text");
+    let e = guard.run_if_held(&writes).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("not an integer"), "{text}");
+    assert!(!e.is_connection(), "{e:?}");
+    assert_said_once(&e);
+    guard.unlock().unwrap();
+}
+
+/// A refused or missing password: said in words, the server's own words
+/// once below, whether `open` or a pool's first call finds it.
+#[test]
+fn a_refused_password_is_said_once_in_the_chain() {
+    let server = Server::start_with(&["--requirepass", PASSWORD]);
+    let wrong = format!("redis://:wrong-{PASSWORD}@127.0.0.1:{}/", server.port());
+    for url in [wrong, server.url()] {
+        let e = Locker::open(&url).map(drop).unwrap_err();
+        assert!(e.to_string().contains("authentication failed"), "{e}");
+        assert_said_once(&e);
+        let locker = Locker::builder(redmutex::pool(&url).unwrap())
+            .checkout_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let e = locker.try_lock("errors:said-once").unwrap_err();
+        assert!(e.to_string().contains("authentication failed"), "{e}");
+        assert_said_once(&e);
+    }
+}
+
+/// A Cluster whose nodes are all down: the lock call's error names the node
+/// tried and the cause in a whole sentence (redis-rs's words nest the I/O
+/// error in parentheses; cutting its `(os error N)` off the end cut their
+/// closing parenthesis too).
+#[test]
+fn a_cluster_out_of_reach_is_told_with_its_node_in_a_whole_sentence() {
+    let port = closed_port();
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{port}/");
+    let locker = Locker::builder(redmutex::cluster_pool([url.as_str()]).unwrap())
+        .checkout_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let e = locker.try_lock("errors:cluster").unwrap_err();
+    let text = e.to_string();
+    assert!(e.is_connection(), "{e:?}");
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+    assert!(text.to_lowercase().contains("connection refused"), "{text}");
+    assert!(!text.contains("os error"), "{text}");
+    assert_eq!(
+        text.matches('(').count(),
+        text.matches(')').count(),
+        "unbalanced: {text}"
+    );
+    assert!(!everything(&e).contains(PASSWORD), "{e:?}");
+    assert_said_once(&e);
+}
+
+/// An IPv6 server out of reach is named as its URL names it, in brackets
+/// (`[::1]:6379`): `::1:6379` reads as another address.
+#[test]
+fn an_ipv6_address_is_named_in_brackets() {
+    let port = closed_port();
+    let e = open_err(&format!("redis://[::1]:{port}/"));
+    let text = e.to_string();
+    assert!(text.contains(&format!("[::1]:{port}")), "{text}");
+}

@@ -107,7 +107,8 @@ fn a_lost_holders_token_is_refused_after_the_next_holders() {
     let k = key("f-guards");
     let old = locker.lock(&k).unwrap();
     let _: () = redis::cmd("DEL").arg(&k).query(&mut server.conn()).unwrap();
-    let new = locker.lock(&k).unwrap();
+    // The next holder: another thread (this one holds `old`, not known lost).
+    let new = common::elsewhere(|| locker.lock(&k).unwrap());
     let mut conn = resource.conn();
     let r = key("f-guards-resource");
     assert!(fence::admit(&mut conn, &r, new.fencing_token()).unwrap());

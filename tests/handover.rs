@@ -136,7 +136,7 @@ fn a_waiter_that_fails_leaves_the_queue() {
     });
     // A waiter that gives up, so that the server knows the script for
     // leaving the queue (a NOSCRIPT reply would be dropped too).
-    let impatient = holder.lock_timeout(&k, Duration::from_millis(20));
+    let impatient = common::elsewhere(|| holder.lock_timeout(&k, Duration::from_millis(20)));
     assert!(matches!(impatient, Err(redmutex::Error::Timeout { .. })));
     // Its requests still arrive, but no reply comes back.
     proxy.set(Mode::DropReplies);

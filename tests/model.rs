@@ -5,7 +5,13 @@
 //! through one master's data loss). Each old hole put back into a model is
 //! found, and its counterexample printed.
 //!
-//! `REDMUTEX_MODEL=long` checks wider bounds.
+//! The bounds: small ones in a debug build (the README's `cargo test`), the
+//! ones RELIABILITY.md reports in a release build or with
+//! `REDMUTEX_MODEL=full`, wider ones with `REDMUTEX_MODEL=long`.
+//! `REDMUTEX_MODEL_SECONDS=N` stops each check after N seconds (`.ci/run`
+//! checks the full bounds so, and completely in its `long` mode); a check
+//! stopped so still fails on any broken property it met, and says how far
+//! it went. The counterexamples are always searched to the end.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -13,65 +19,69 @@
     clippy::indexing_slicing
 )]
 
-use std::fmt::Debug;
-use std::hash::Hash;
-use std::time::Instant;
+use std::time::Duration;
 
+use redmutex_testkit::model::check::Check;
 use redmutex_testkit::model::redlock::{self, Loss, Redlock};
 use redmutex_testkit::model::single::{Fair, Flaw, Protocol};
-use stateright::{Checker, Model};
 
 /// Checks every property of `model` over every interleaving within its
-/// bounds (depth first), after saying what was checked, how many states
-/// and how long it took.
-fn check_all<M>(what: &str, model: M)
-where
-    M: Model + Send + Sync + 'static,
-    M::State: Debug + Hash + Send + Sync + 'static,
-    M::Action: Debug + Send + Sync + 'static,
-{
-    let started = Instant::now();
-    let checker = model.checker().spawn_dfs().join();
+/// bounds (depth first; for at most `REDMUTEX_MODEL_SECONDS` when set),
+/// after saying what was checked, how many states and how long it took.
+fn check_all(what: &str, model: impl Check) {
+    let budget = std::env::var("REDMUTEX_MODEL_SECONDS")
+        .ok()
+        .map(|s| Duration::from_secs(s.parse().expect("REDMUTEX_MODEL_SECONDS: whole seconds")));
+    let (covered, unmet) = model.check(budget);
+    let stopped = if covered.complete {
+        String::new()
+    } else {
+        format!(
+            ", stopped by its budget (REDMUTEX_MODEL_SECONDS), not met yet: {}",
+            if unmet.is_empty() {
+                "none".to_owned()
+            } else {
+                unmet.join(", ")
+            }
+        )
+    };
     eprintln!(
-        "{what}: {} states ({} unique) in {:.1?}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        started.elapsed()
+        "{what}: {} states ({} unique, {} steps deep) in {:.1?}{stopped}",
+        covered.states, covered.unique, covered.depth, covered.elapsed
     );
-    checker.assert_properties();
 }
 
 /// Finds the shortest path (breadth first) on which `model` breaks
 /// `property`, and prints it under `title`; fails when there is none.
-fn counterexample<M>(title: &str, model: M, property: &'static str)
-where
-    M: Model + Send + Sync + 'static,
-    M::State: Debug + Hash + Send + Sync + 'static,
-    M::Action: Debug + Send + Sync + 'static,
-{
-    let checker = model.checker().spawn_bfs().join();
-    let path = checker
-        .discovery(property)
+fn counterexample(title: &str, model: impl Check, property: &'static str) {
+    let path = model
+        .counterexample(property)
         .unwrap_or_else(|| panic!("{title}: the checker found no counterexample"));
     eprintln!("{title}:");
-    for action in path.into_actions() {
-        eprintln!("  {action:?}");
+    for action in path {
+        eprintln!("  {action}");
     }
+}
+
+/// The bounds RELIABILITY.md reports, rather than the debug build's
+/// smaller ones: a release build, or `REDMUTEX_MODEL=full` (or `long`).
+fn full() -> bool {
+    !cfg!(debug_assertions) || long() || std::env::var("REDMUTEX_MODEL").is_ok_and(|v| v == "full")
 }
 
 /// The bounds: (clients, grants per client, horizon in ticks). A restore
 /// can come at any point, which multiplies the states: that variant gets a
 /// tick less.
 fn bounds(restores: bool) -> (usize, u8, u64) {
-    // A debug build (the README's `cargo test`) checks about ten times
-    // fewer states per second: it gets two ticks less (`.ci/run` checks
-    // these bounds in a release build).
+    // The small bounds (a debug build's, unless told otherwise) are two
+    // ticks less: the README's `cargo test` checks them completely in
+    // seconds.
     let horizon = if long() {
         6
-    } else if cfg!(debug_assertions) {
-        3
-    } else {
+    } else if full() {
         5
+    } else {
+        3
     };
     (2, 2, if restores { horizon - 1 } else { horizon })
 }
@@ -206,10 +216,10 @@ fn guarded_writes_land_only_while_their_client_holds_the_lock() {
         ..protocol(false, flaw)
     };
     // 3 ms: a holder's key expires (early) and the next holder writes
-    // within it. Two grants each in a release build (4.6 million states,
-    // 18 s in a debug one).
+    // within it. Two grants each with the full bounds (4.6 million
+    // states).
     let model = Protocol {
-        grants: if cfg!(debug_assertions) { 1 } else { 2 },
+        grants: if full() { 2 } else { 1 },
         horizon: 3,
         ..guarded(None)
     };
@@ -267,7 +277,7 @@ fn a_waiter_that_stays_is_granted_under_fair_scheduling() {
 /// delay is refused somewhere; an acquire that ignores the mark is found.
 #[test]
 fn lock_delay_keeps_a_paused_holder_apart_from_the_next() {
-    // A tick less than the other checks in a release build (a refusal in
+    // A tick less than the other checks with the full bounds (a refusal in
     // the delay still fits: grant, expiry at 2, delay to 4): with 5 the
     // check alone took longer than the rest together (107 M states, 283 s
     // on a loaded 2-core machine); `REDMUTEX_MODEL=long` checks 6.
@@ -276,7 +286,7 @@ fn lock_delay_keeps_a_paused_holder_apart_from_the_next() {
         Protocol {
             ttl: 2,
             delay: 2,
-            horizon: if long() || cfg!(debug_assertions) {
+            horizon: if long() || !full() {
                 base.horizon
             } else {
                 base.horizon.min(4)
@@ -303,9 +313,9 @@ fn lock_delay_keeps_a_paused_holder_apart_from_the_next() {
 /// death (none with a data loss), TTL 3 ms, and time up to 3 ms (2 with a
 /// data loss, whose restart takes a millisecond).
 fn redlock(loss: Option<Loss>, flaw: Option<redlock::Flaw>) -> Redlock {
-    // A debug build (the README's `cargo test`) checks smaller bounds, in
-    // which no time passes; `.ci/run` checks these in a release build.
-    let debug = cfg!(debug_assertions) && !long();
+    // The small bounds (the README's `cargo test`), in which no time
+    // passes, or the full ones.
+    let debug = !full();
     let lossless = loss.is_none() && !debug;
     Redlock {
         attempts: if lossless || long() {
@@ -339,9 +349,9 @@ const PROPOSAL_BOUND: u64 = 2;
 const FAST: u64 = 6;
 
 /// Small Redlock bounds for the checks of one fault: two clients, one
-/// attempt each (two for the first in a release build), no death.
+/// attempt each (two for the first with the full bounds), no death.
 fn redlock_small(loss: Option<Loss>, flaw: Option<redlock::Flaw>) -> Redlock {
-    let debug = cfg!(debug_assertions) && !long();
+    let debug = !full();
     Redlock {
         attempts: if debug { vec![1, 1] } else { vec![2, 1] },
         horizon: if debug { 1 } else { 2 },

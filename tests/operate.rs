@@ -14,10 +14,11 @@
 
 mod common;
 
+use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
-use common::{holders_of, key, redlock_builder, servers, wait_until, Cluster, Server};
-use redmutex::{LockInfo, LockKind, Locker};
+use common::{dump, holders_of, key, redlock_builder, servers, wait_until, Cluster, Server};
+use redmutex::{Error, Guard, LockInfo, LockKind, Locker};
 
 /// A locker over its own pool (as another process) with `metadata`, a
 /// short TTL (renewals every 300 ms) and a prefix.
@@ -49,6 +50,26 @@ fn until_waiters(locker: &Locker, key: &str, n: usize) {
     });
 }
 
+/// `b` waiting for the lock `key` on a thread, for up to 30 s, once `a`'s
+/// listing shows it queued.
+fn lock_behind(a: &Locker, b: &Locker, key: &str) -> JoinHandle<Result<Guard, Error>> {
+    let (b, k) = (b.clone(), key.to_owned());
+    let waiting = std::thread::spawn(move || b.lock_timeout(&k, Duration::from_secs(30)));
+    until_waiters(a, key, 1);
+    waiting
+}
+
+/// `b` waiting for a permit of the one-permit semaphore `name` on a
+/// thread, for up to 30 s, once `a`'s listing shows it queued; the listed
+/// name of that permit.
+fn permit_behind(a: &Locker, b: &Locker, name: &str) -> (JoinHandle<Result<Guard, Error>>, String) {
+    let sem = b.semaphore(name, 1).unwrap();
+    let waiting = std::thread::spawn(move || sem.acquire_timeout(Duration::from_secs(30)));
+    let listed = format!("__redmutex__:permit:0:{name}");
+    until_waiters(a, &listed, 1);
+    (waiting, listed)
+}
+
 #[test]
 fn listing_shows_every_hold_with_its_waiters_and_no_internal_key() {
     let server = Server::start();
@@ -65,11 +86,7 @@ fn listing_shows_every_hold_with_its_waiters_and_no_internal_key() {
     let other = a.rwlock("schema").unwrap();
     let write = other.write().unwrap();
     // A waiter behind the lock, from another locker.
-    let waiting = {
-        let b = b.clone();
-        std::thread::spawn(move || b.lock_timeout("report", Duration::from_secs(30)))
-    };
-    until_waiters(&a, "report", 1);
+    let waiting = lock_behind(&a, &b, "report");
 
     let list = a.locks().unwrap();
     let report = entry(&list, "report");
@@ -160,11 +177,7 @@ fn a_broken_holder_learns_it_and_the_head_waiter_is_handed_the_lock() {
         locker(&server, &prefix, "beta"),
     );
     let held = a.lock("job").unwrap();
-    let waiting = {
-        let b = b.clone();
-        std::thread::spawn(move || b.lock_timeout("job", Duration::from_secs(30)))
-    };
-    until_waiters(&a, "job", 1);
+    let waiting = lock_behind(&a, &b, "job");
 
     let broken = a.break_lock("job", "stuck since 3 a.m.").unwrap().unwrap();
     assert_eq!(broken.metadata(), "alpha");
@@ -199,13 +212,8 @@ fn breaking_a_permit_and_read_write_holds_hands_them_on() {
     // A permit, with a waiter for it.
     let sem_a = a.semaphore("slots", 1).unwrap();
     let permit = sem_a.acquire().unwrap();
-    let waiting = {
-        let sem_b = b.semaphore("slots", 1).unwrap();
-        std::thread::spawn(move || sem_b.acquire_timeout(Duration::from_secs(30)))
-    };
-    let name = "__redmutex__:permit:0:slots";
-    until_waiters(&a, name, 1);
-    let broken = a.break_lock(name, "drain").unwrap().unwrap();
+    let (waiting, name) = permit_behind(&a, &b, "slots");
+    let broken = a.break_lock(&name, "drain").unwrap().unwrap();
     assert_eq!(broken.fencing_token(), permit.fencing_token());
     assert!(permit.wait_lost(Duration::from_secs(5)));
     assert_eq!(
@@ -276,26 +284,6 @@ fn breaking_a_free_key_changes_nothing() {
     assert!(a.break_lock("", "x").is_err());
     assert!(a.break_lock("__redmutex__:fence", "x").is_err());
     assert!(a.break_lock("k", "").is_err());
-}
-
-/// Every key and its value (strings) or type, sorted.
-fn dump(server: &Server) -> Vec<(String, String)> {
-    let mut c = server.conn();
-    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
-    let mut out: Vec<(String, String)> = keys
-        .into_iter()
-        .map(|k| {
-            let v: String = redis::cmd("TYPE").arg(&k).query(&mut c).unwrap();
-            let v = if v == "string" {
-                redis::cmd("GET").arg(&k).query(&mut c).unwrap()
-            } else {
-                v
-            };
-            (k, v)
-        })
-        .collect();
-    out.sort();
-    out
 }
 
 #[test]
@@ -556,10 +544,6 @@ fn breaking_a_key_redmutex_did_not_write_leaves_it_and_the_counter_alone() {
 }
 
 #[test]
-#[ignore = "defect: an election's leader (a lock key, `__redmutex__:election:<name>`) is \
-            neither listed by Locker::locks nor breakable: KeySpace::named knows only locks, \
-            permits and read/write holds, which predate elections; breaking one would also \
-            have to log the change for observers"]
 fn a_listing_shows_an_elections_leader() {
     let server = Server::start();
     let prefix = key("leader");
@@ -570,5 +554,174 @@ fn a_listing_shows_an_elections_leader() {
     assert!(
         list.iter().any(|i| i.name() == "primary"),
         "the leader of 'primary' is not listed: {list:?}"
+    );
+}
+
+#[test]
+fn a_break_returns_the_hold_with_the_waiters_it_had() {
+    // `break_lock` returns "the hold as it was", a `LockInfo` as `locks()`
+    // lists it: with its live waiters (the command's `break` prints their
+    // number), not an empty list.
+    let server = Server::start();
+    let prefix = key("breakwaiters");
+    let (a, b) = (
+        locker(&server, &prefix, "alpha"),
+        locker(&server, &prefix, "beta"),
+    );
+    let held = a.lock("job").unwrap();
+    let waiting = lock_behind(&a, &b, "job");
+    let broken = a.break_lock("job", "stuck").unwrap().unwrap();
+    assert_eq!(broken.waiters(), ["beta"], "{broken:?}");
+    drop(waiting.join().unwrap().unwrap());
+    drop(held);
+
+    let sem = a.semaphore("slots", 1).unwrap();
+    let permit = sem.acquire().unwrap();
+    let (waiting, name) = permit_behind(&a, &b, "slots");
+    let broken = a.break_lock(&name, "drain").unwrap().unwrap();
+    assert_eq!(broken.waiters(), ["beta"], "{broken:?}");
+    drop(waiting.join().unwrap().unwrap());
+    drop(permit);
+}
+
+#[test]
+fn a_break_frees_the_hold_at_once_whatever_the_holders_lock_delay() {
+    // One rule for a break, with a waiter queued or not: it frees the hold
+    // at once, as a release does (an operator's override; lock-delay does
+    // not cover it). Before, the broken holder's lock-delay mark stayed:
+    // with nobody queued, the lock stayed unavailable for its TTL plus the
+    // delay, while a queued waiter was handed it at once.
+    let server = Server::start();
+    let prefix = key("breakdelay");
+    let delaying = server
+        .builder()
+        .prefix(&prefix)
+        .metadata("alpha")
+        .ttl(Duration::from_secs(30))
+        .lock_delay(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let other = locker(&server, &prefix, "beta");
+
+    // A lock, nobody queued.
+    let held = delaying.lock("job").unwrap();
+    delaying.break_lock("job", "stuck").unwrap().unwrap();
+    let next = other.try_lock("job").unwrap();
+    assert!(next.is_some(), "the broken lock is still kept by its delay");
+    drop(next);
+    drop(held);
+
+    // A lock with a waiter queued: handed over at once (as before).
+    let held = delaying.lock("queued").unwrap();
+    let waiting = lock_behind(&delaying, &other, "queued");
+    delaying.break_lock("queued", "stuck").unwrap().unwrap();
+    drop(waiting.join().unwrap().unwrap());
+    drop(held);
+
+    // A permit and a write hold, nobody queued.
+    let permit = delaying.semaphore("slots", 1).unwrap().acquire().unwrap();
+    delaying
+        .break_lock("__redmutex__:permit:0:slots", "stuck")
+        .unwrap()
+        .unwrap();
+    let next = other.semaphore("slots", 1).unwrap().try_acquire().unwrap();
+    assert!(
+        next.is_some(),
+        "the broken permit is still kept by its delay"
+    );
+    drop((next, permit));
+    let write = delaying.rwlock("cfg").unwrap().write().unwrap();
+    delaying
+        .break_lock("__redmutex__:rw-write:cfg", "stuck")
+        .unwrap()
+        .unwrap();
+    let next = other.rwlock("cfg").unwrap().try_write().unwrap();
+    assert!(
+        next.is_some(),
+        "the broken write hold is still kept by its delay"
+    );
+    drop((next, write));
+}
+
+#[test]
+fn on_a_cluster_a_break_hands_the_hold_to_the_first_waiter_as_a_release_does() {
+    // A break frees a hold "as its holder's release would: the key is
+    // handed to the first live waiter (or deleted and announced)", and a
+    // broken leader's observers "see the next candidate lead ... at once".
+    // On a Cluster a release hands over on the slot's shard channel; the
+    // break announced on no channel at all (the locker's single-server
+    // channel, which a Cluster has not), so it handed nothing over and
+    // told nobody: the waiter came back at its next call (about a second
+    // here), the candidate after "no leader".
+    let cluster = Cluster::start();
+    let prefix = key("cluster-break-hands");
+    // Each as another process; a waiter calls only to keep its place (once
+    // a second), so a hand-over reaches it by its news.
+    let locker = |metadata: &str| {
+        Locker::builder(cluster.pool())
+            .prefix(&prefix)
+            .metadata(metadata)
+            .backoff(redmutex::Backoff::fixed(Duration::from_secs(60)))
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (locker("alpha"), locker("beta"));
+    let held = a.lock("job").unwrap();
+    let waiting = lock_behind(&a, &b, "job");
+    a.break_lock("job", "stuck").unwrap().unwrap();
+    let next = a.holder("job").unwrap().map(|i| i.metadata().to_owned());
+    assert_eq!(
+        next.as_deref(),
+        Some("beta"),
+        "not handed over by the break"
+    );
+    drop(waiting.join().unwrap().unwrap());
+    drop(held);
+
+    let leading = a.election("primary").unwrap().campaign("node-1").unwrap();
+    let candidate = {
+        let election = b.election("primary").unwrap();
+        std::thread::spawn(move || election.campaign_timeout("node-2", Duration::from_secs(30)))
+    };
+    let name = "__redmutex__:election:primary";
+    until_waiters(&a, name, 1);
+    a.break_lock(name, "stuck").unwrap().unwrap();
+    let next = a.holder(name).unwrap().map(|i| i.metadata().to_owned());
+    assert_eq!(
+        next.as_deref(),
+        Some("node-2"),
+        "not handed over by the break"
+    );
+    drop(candidate.join().unwrap().unwrap());
+    drop(leading);
+}
+
+#[test]
+fn a_lock_of_a_nested_prefix_listed_by_the_outer_one_is_broken_as_its_own_prefix_would() {
+    let server = Server::start();
+    let outer = key("nested");
+    let inner = server
+        .builder()
+        .prefix(format!("{outer}:team"))
+        .ttl(Duration::from_secs(30))
+        .lock_delay(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let operator = server.builder().prefix(&outer).build().unwrap();
+    let held = inner.lock("job").unwrap();
+    assert_eq!(common::listed_keys(&operator), ["team:job"]);
+    operator
+        .break_lock("team:job", "stuck")
+        .unwrap()
+        .expect("the listed hold");
+    // Another thread's (this one holds `held`, not known lost yet).
+    let next = common::elsewhere(|| inner.try_lock("job").unwrap());
+    assert!(next.is_some(), "the broken lock is still kept by its delay");
+    let mut write = redis::pipe();
+    write.set(key("nested-app"), 1);
+    assert!(held.run_if_held(&write).is_err());
+    assert_eq!(
+        held.lost_reason().as_deref(),
+        Some("broken by an operator: stuck")
     );
 }

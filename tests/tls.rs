@@ -11,8 +11,7 @@ mod common;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use common::{key, queue_keys, wait_until, TempDir};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use common::{key, queue_keys, wait_until, TempDir, TlsFiles};
 use redis::TlsCertificates;
 use redmutex::{Backoff, Locker};
 use redmutex_testkit as support;
@@ -28,25 +27,7 @@ struct TlsServer {
 impl TlsServer {
     fn start() -> TlsServer {
         let dir = TempDir::new("tls");
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "redmutex test authority");
-        let ca = ca_params.self_signed(&ca_key).unwrap();
-        let server_key = KeyPair::generate().unwrap();
-        let server_params =
-            CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
-        let cert = server_params.signed_by(&server_key, &ca, &ca_key).unwrap();
-        let write = |name: &str, pem: &str| {
-            let path = dir.0.join(name);
-            std::fs::write(&path, pem).unwrap();
-            path.to_string_lossy().into_owned()
-        };
-        let cert_file = write("server.crt", &cert.pem());
-        let key_file = write("server.key", &server_key.serialize_pem());
-        let ca_file = write("ca.crt", &ca.pem());
+        let files = TlsFiles::new(&dir.0);
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -54,8 +35,7 @@ impl TlsServer {
             .port();
         let (p, d) = (port.to_string(), dir.0.to_string_lossy().into_owned());
         let mut args = vec!["--port", "0", "--tls-port", &p, "--bind", "127.0.0.1"];
-        args.extend(["--tls-cert-file", &cert_file, "--tls-key-file", &key_file]);
-        args.extend(["--tls-ca-cert-file", &ca_file, "--tls-auth-clients", "no"]);
+        args.extend(files.server_args());
         args.extend_from_slice(support::QUIET);
         args.extend(["--dir", &d]);
         let server = support::ThrowAwayServer::launch(
@@ -72,7 +52,7 @@ impl TlsServer {
         });
         TlsServer {
             server,
-            ca_pem: ca.pem(),
+            ca_pem: files.ca_pem.clone(),
             _dir: dir,
         }
     }

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{key, wait_until, Server};
+use common::{key, Server};
 use redmutex::{Backoff, Locker};
 use redmutex_testkit::proxy::{Mode, Proxy};
 
@@ -34,18 +34,7 @@ fn a_waiter_whose_attempt_times_out_returns_after_that_attempt() {
         (r.map(drop), Instant::now())
     });
     // Queued, and the listener subscribed: its start-up is behind us.
-    wait_until(
-        "the waiter queued and listening",
-        Duration::from_secs(20),
-        || {
-            server.release_subscribers() >= 1
-                && redis::cmd("ZCARD")
-                    .arg(common::queue_keys(None, &k).0)
-                    .query::<u64>(&mut server.conn())
-                    .unwrap_or(0)
-                    == 1
-        },
-    );
+    common::queued_and_listening(&server, &k);
     proxy.set(Mode::StallReplies);
     let stalled = Instant::now();
     let (r, ended) = t.join().unwrap();
@@ -87,24 +76,10 @@ fn a_take_up_that_ends_lost_checks_the_stop_flag_before_retrying() {
             .lock_or_stop(&k2, None, &stop2)
             .map(|g| g.fencing_token())
     });
-    wait_until(
-        "the waiter queued and listening",
-        Duration::from_secs(20),
-        || {
-            server.release_subscribers() >= 1
-                && redis::cmd("ZCARD")
-                    .arg(common::queue_keys(None, &k).0)
-                    .query::<u64>(&mut server.conn())
-                    .unwrap_or(0)
-                    == 1
-        },
-    );
+    common::queued_and_listening(&server, &k);
     // Right after one of the waiter's refreshes of its place (one a second),
     // so that none comes between the hand-over and its take-up.
-    let calls = server.evalsha_calls();
-    wait_until("a refresh of the waiter", Duration::from_secs(20), || {
-        server.evalsha_calls() > calls
-    });
+    common::after_a_call(&server);
     let mut direct = server.conn();
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     // The waiter hears of the hand-over, and renews, 40 ms late each way:
@@ -141,22 +116,8 @@ fn a_take_up_that_ends_lost_past_the_deadline_times_out() {
     let wait = Duration::from_millis(2500);
     let k2 = k.clone();
     let t = std::thread::spawn(move || waiter.lock_timeout(&k2, wait).map(|g| g.fencing_token()));
-    wait_until(
-        "the waiter queued and listening",
-        Duration::from_secs(20),
-        || {
-            server.release_subscribers() >= 1
-                && redis::cmd("ZCARD")
-                    .arg(common::queue_keys(None, &k).0)
-                    .query::<u64>(&mut server.conn())
-                    .unwrap_or(0)
-                    == 1
-        },
-    );
-    let calls = server.evalsha_calls();
-    wait_until("a refresh of the waiter", Duration::from_secs(20), || {
-        server.evalsha_calls() > calls
-    });
+    common::queued_and_listening(&server, &k);
+    common::after_a_call(&server);
     let mut direct = server.conn();
     proxy.set(Mode::Delay);
     held.unlock().unwrap();

@@ -1,5 +1,6 @@
 //! `redmutex list`, `break` and `audit`: what an operator sees and does,
-//! written for people (a table, a line) or programs (`--json`).
+//! written for people (a table, a line) or programs (`--json`), each hold
+//! and event with its prefix; and where else a name is held.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -7,13 +8,32 @@ use redmutex::{AuditEntry, LockInfo};
 
 use crate::holder::string;
 
-/// `list`: a table, one hold a line, under a header.
+/// `holds` in the order `list` prints them: by prefix (none first), then
+/// by name under it.
+pub fn sorted(mut holds: Vec<LockInfo>) -> Vec<LockInfo> {
+    holds.sort_by(|a, b| (a.prefix(), a.key_in_prefix()).cmp(&(b.prefix(), b.key_in_prefix())));
+    holds
+}
+
+/// A prefix as a column shows it: `-` for none.
+fn column(prefix: Option<&str>) -> String {
+    prefix.map_or_else(|| "-".to_owned(), plain)
+}
+
+/// A prefix as JSON: a string, or `null` for none.
+fn json_prefix(prefix: Option<&str>) -> String {
+    prefix.map_or_else(|| "null".to_owned(), string)
+}
+
+/// `list`: a table, one hold a line, under a header; each hold by its
+/// prefix and its name under it.
 pub fn table(holds: &[LockInfo]) -> String {
-    let rows: Vec<[String; 6]> = holds
+    let rows: Vec<[String; 7]> = holds
         .iter()
         .map(|i| {
             [
-                plain(i.key()),
+                column(i.prefix()),
+                plain(i.key_in_prefix()),
                 i.kind().as_str().to_owned(),
                 plain(i.metadata()),
                 millis(i.ttl()),
@@ -22,7 +42,10 @@ pub fn table(holds: &[LockInfo]) -> String {
             ]
         })
         .collect();
-    let header = ["KEY", "KIND", "HOLDER", "MS_LEFT", "TOKEN", "WAITERS"].map(str::to_owned);
+    let header = [
+        "PREFIX", "KEY", "KIND", "HOLDER", "MS_LEFT", "TOKEN", "WAITERS",
+    ]
+    .map(str::to_owned);
     let mut widths = header.clone().map(|h| h.chars().count());
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -48,14 +71,16 @@ pub fn json(holds: &[LockInfo]) -> String {
     format!("[{}]\n", items.join(","))
 }
 
-/// One hold as a JSON object: key, kind, holder (metadata), ms_left,
-/// fencing_token, waiters (their metadata, in queue order).
+/// One hold as a JSON object: prefix (null for none), key (its name under
+/// it), kind, holder (metadata), ms_left, fencing_token, waiters (their
+/// metadata, in queue order).
 fn object(i: &LockInfo) -> String {
     let waiters: Vec<String> = i.waiters().iter().map(|w| string(w)).collect();
     format!(
-        "{{\"key\":{},\"kind\":\"{}\",\"holder\":{},\"ms_left\":{},\"fencing_token\":{},\
-         \"waiters\":[{}]}}",
-        string(i.key()),
+        "{{\"prefix\":{},\"key\":{},\"kind\":\"{}\",\"holder\":{},\"ms_left\":{},\
+         \"fencing_token\":{},\"waiters\":[{}]}}",
+        json_prefix(i.prefix()),
+        string(i.key_in_prefix()),
         i.kind().as_str(),
         string(i.metadata()),
         millis(i.ttl()),
@@ -64,12 +89,21 @@ fn object(i: &LockInfo) -> String {
     )
 }
 
+/// A hold as a line names it: `lock "nr" of prefix "jobs"`, or `lock "nr"`
+/// without a prefix.
+pub fn whose(i: &LockInfo) -> String {
+    let kind = i.kind().as_str();
+    match i.prefix() {
+        Some(p) => format!("{kind} {:?} of prefix {p:?}", i.key_in_prefix()),
+        None => format!("{kind} {:?}", i.key_in_prefix()),
+    }
+}
+
 /// `break`: what was broken, one line.
 pub fn broken(i: &LockInfo, reason: &str) -> String {
     format!(
-        "broke {} {:?} held by {:?} (fencing token {}, {} ms left, {} waiting): {reason}\n",
-        i.kind().as_str(),
-        i.key(),
+        "broke {} held by {:?} (fencing token {}, {} ms left, {} waiting): {reason}\n",
+        whose(i),
         i.metadata(),
         i.fencing_token(),
         millis(i.ttl()),
@@ -78,14 +112,15 @@ pub fn broken(i: &LockInfo, reason: &str) -> String {
     )
 }
 
-/// `audit`: one event a line, `<UTC time> <action> <kind> <key> <holder>
-/// <token> <reason>`.
+/// `audit`: one event a line, `<UTC time> <prefix> <action> <kind> <key>
+/// <holder> <token> <reason>`, the prefix `-` for none.
 pub fn audit_text(events: &[AuditEntry]) -> String {
     let mut out = String::new();
     for e in events {
         out.push_str(&format!(
-            "{} {} {} {} {:?} {} {}\n",
+            "{} {} {} {} {} {:?} {} {}\n",
             utc(e.time()),
+            column(e.prefix()),
             e.action(),
             e.kind().as_str(),
             plain(e.key()),
@@ -119,9 +154,10 @@ pub fn audit_json(events: &[AuditEntry]) -> String {
         .iter()
         .map(|e| {
             format!(
-                "{{\"time\":\"{}\",\"action\":{},\"kind\":\"{}\",\"key\":{},\"holder\":{},\
-                 \"fencing_token\":{},\"reason\":{}}}",
+                "{{\"time\":\"{}\",\"prefix\":{},\"action\":{},\"kind\":\"{}\",\"key\":{},\
+                 \"holder\":{},\"fencing_token\":{},\"reason\":{}}}",
                 utc(e.time()),
+                json_prefix(e.prefix()),
                 string(e.action()),
                 e.kind().as_str(),
                 string(e.key()),
@@ -132,6 +168,61 @@ pub fn audit_json(events: &[AuditEntry]) -> String {
         })
         .collect();
     format!("[{}]\n", items.join(","))
+}
+
+/// Where else the name `key`, free under `prefix`, is held (`found`, each
+/// under its own prefix), as a line for stderr: `"nr" is free under
+/// prefix "job", but held under prefix "jobs"` (with `as "<name>"` when
+/// its name there differs); `None` when nowhere.
+pub fn elsewhere(key: &str, prefix: Option<&str>, found: &[LockInfo]) -> Option<String> {
+    if found.is_empty() {
+        return None;
+    }
+    let here = match prefix {
+        Some(p) => format!("under prefix {p:?}"),
+        None => "without a prefix".to_owned(),
+    };
+    let there: Vec<String> = found
+        .iter()
+        .map(|i| {
+            let under = match i.prefix() {
+                Some(p) => format!("prefix {p:?}"),
+                None => "no prefix".to_owned(),
+            };
+            if i.key_in_prefix() == key {
+                under
+            } else {
+                format!("{under} as {:?}", i.key_in_prefix())
+            }
+        })
+        .collect();
+    Some(format!(
+        "{key:?} is free {here}, but held under {}",
+        there.join(", ")
+    ))
+}
+
+/// The prefixes of `events`' trails, as a line for stderr when a prefix's
+/// trail is empty: `no audit trail under prefix "job"; trails under
+/// prefix "jobs", no prefix`; `None` when there are none.
+pub fn trails_elsewhere(prefix: &str, events: &[AuditEntry]) -> Option<String> {
+    let mut prefixes: Vec<Option<&str>> = events.iter().map(AuditEntry::prefix).collect();
+    prefixes.sort_unstable();
+    prefixes.dedup();
+    if prefixes.is_empty() {
+        return None;
+    }
+    let named: Vec<String> = prefixes
+        .iter()
+        .map(|p| match p {
+            Some(p) => format!("prefix {p:?}"),
+            None => "no prefix".to_owned(),
+        })
+        .collect();
+    Some(format!(
+        "no audit event under prefix {prefix:?}; events under {}",
+        named.join(", ")
+    ))
 }
 
 /// A time left in whole milliseconds (`-` for a key with no expiry).

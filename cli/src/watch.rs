@@ -32,7 +32,7 @@ use std::process::{Child, ChildStdin, Command, ExitCode, ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use crate::run::{group_is_empty, signal_group};
+use crate::group::{group_is_empty, signal_group};
 
 /// How often the watcher looks whether the group is gone, between
 /// messages.
@@ -87,7 +87,7 @@ impl Watcher {
     }
 
     /// The write end of the pipe to the watcher, for the command's child to
-    /// tell it its group before exec (see `run::spawn`).
+    /// tell it its group before exec (see `run::job::spawn`).
     pub fn fd(&self) -> Option<RawFd> {
         self.pipe.as_ref().map(AsRawFd::as_raw_fd)
     }
@@ -158,6 +158,14 @@ impl Watcher {
         while !self.exited() && Instant::now() < end {
             let _ = pause.recv_timeout(Duration::from_millis(5));
         }
+        self.killed_job
+    }
+
+    /// Whether a watcher of this run has killed the command (a kill
+    /// margin before the lease's deadline, this process alive but stopped
+    /// or stuck).
+    pub fn has_killed_job(&mut self) -> bool {
+        self.exited();
         self.killed_job
     }
 

@@ -23,7 +23,7 @@ fn leader_prints_the_leader_or_says_there_is_none() {
     assert_eq!(code(&out), 1, "{out:?}");
     assert_eq!(
         String::from_utf8(out.stdout).unwrap().trim(),
-        r#"{"election":"sched","leader":null,"term":null,"ms_left":null}"#
+        r#"{"election":"sched","leader":null,"term":null,"ms_left":null,"queued":[]}"#
     );
     let locker = redmutex::Locker::open(&s.server.url()).unwrap();
     let leadership = locker
@@ -47,10 +47,49 @@ fn leader_prints_the_leader_or_says_there_is_none() {
         )),
         "{json}"
     );
+    assert!(json.ends_with(",\"queued\":[]}\n"), "{json}");
     // Not a lock of the same name.
     let out = s.run(&["holder", "sched"]);
     assert_eq!(code(&out), 1, "{out:?}");
+
+    // Candidates queued are shown, in their order.
+    let queue = |n: u64| {
+        redis::cmd("ZCARD")
+            .arg("__redmutex__:election-queue:sched")
+            .query::<u64>(
+                &mut redis::Client::open(s.server.url())
+                    .unwrap()
+                    .get_connection()
+                    .unwrap(),
+            )
+            .unwrap()
+            == n
+    };
+    let candidates: Vec<_> = ["v2", "v3"]
+        .iter()
+        .enumerate()
+        .map(|(i, value)| {
+            let election = locker.election("sched").unwrap();
+            let value = value.to_owned();
+            let t = std::thread::spawn(move || election.campaign_timeout(value, LONG).map(drop));
+            let deadline = std::time::Instant::now() + LONG;
+            while !queue(i as u64 + 1) {
+                assert!(std::time::Instant::now() < deadline, "not queued");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            t
+        })
+        .collect();
+    let out = s.run(&["leader", "sched"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.ends_with("\nqueued: \"v2\", \"v3\"\n"), "{text}");
+    let out = s.run(&["leader", "--json", "sched"]);
+    let json = String::from_utf8(out.stdout).unwrap();
+    assert!(json.ends_with(",\"queued\":[\"v2\",\"v3\"]}\n"), "{json}");
     leadership.resign().unwrap();
+    for t in candidates {
+        t.join().unwrap().unwrap();
+    }
 }
 
 #[test]

@@ -28,12 +28,14 @@ fn list_shows_each_run_and_its_waiters() {
     let text = stdout(&table);
     let mut lines = text.lines();
     let header = lines.next().unwrap();
-    for column in ["KEY", "KIND", "HOLDER", "MS_LEFT", "TOKEN", "WAITERS"] {
+    for column in [
+        "PREFIX", "KEY", "KIND", "HOLDER", "MS_LEFT", "TOKEN", "WAITERS",
+    ] {
         assert!(header.contains(column), "{header}");
     }
     let row = lines.next().unwrap();
     assert!(
-        row.starts_with("nightly") && row.contains(" lock "),
+        row.starts_with("ops") && row.contains(" nightly ") && row.contains(" lock "),
         "{row}"
     );
     assert!(
@@ -45,7 +47,7 @@ fn list_shows_each_run_and_its_waiters() {
 
     let json = stdout(&s.run(&["list", "--prefix", "ops", "--json"]));
     assert!(
-        json.starts_with(r#"[{"key":"nightly","kind":"lock","holder":""#),
+        json.starts_with(r#"[{"prefix":"ops","key":"nightly","kind":"lock","holder":""#),
         "{json}"
     );
     // Another pattern, another prefix: nothing listed.
@@ -157,4 +159,63 @@ fn list_and_audit_print_one_line_per_hold_and_event_whatever_a_key_or_reason_hol
     let audit = stdout(&s.run(&["audit", "--prefix", "ops"]));
     assert_eq!(audit.lines().count(), 1, "one event: {audit}");
     assert!(!audit.contains('\x1b'), "{audit:?}");
+}
+
+/// Every `--json` output parses as JSON, whatever keys, holders, reasons
+/// and leaders' values hold: `holder`, `list`, `audit` and `leader`, free
+/// and held; and `list` past a lock-like key with no expiry (which printed
+/// `"ms_left":-` on 7013b77, before such keys stopped being listed).
+#[test]
+fn every_json_output_parses() {
+    let s = setup("json");
+    let parse = |args: &[&str]| -> serde_json::Value {
+        let out = s.run(args);
+        let text = stdout(&out);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}: {text:?}"))
+    };
+    let odd = "host \"q\" \\ \n\t\u{7f} \u{1b} é";
+    parse(&["holder", "--prefix", "js", "--json", "free"]);
+    parse(&["leader", "--prefix", "js", "--json", "nobody"]);
+    parse(&["list", "--prefix", "js", "--json"]);
+    parse(&["audit", "--prefix", "js", "--json"]);
+    let locker = redmutex::Locker::builder(redmutex::pool(&s.server.url()).unwrap())
+        .prefix("js")
+        .metadata(odd)
+        .audit(true)
+        .build()
+        .unwrap();
+    let key = "k\"ey\\ \n\t\u{1b}";
+    let held = locker.lock(key).unwrap();
+    let leading = locker.election("e\"1").unwrap().campaign(odd).unwrap();
+    let listed = parse(&["list", "--prefix", "js", "--json"]);
+    assert!(
+        listed.as_array().unwrap().iter().any(|h| h["key"] == key),
+        "{listed}"
+    );
+    let holder = parse(&["holder", "--prefix", "js", "--json", key]);
+    assert_eq!(holder["holder"], odd, "{holder}");
+    let leader = parse(&["leader", "--prefix", "js", "--json", "e\"1"]);
+    assert_eq!(leader["leader"], odd, "{leader}");
+    assert!(locker.break_lock(key, "why \"now\"\n").unwrap().is_some());
+    drop(held);
+    drop(leading);
+    let trail = parse(&["audit", "--prefix", "js", "--json"]);
+    assert!(!trail.as_array().unwrap().is_empty(), "{trail}");
+    // A lock-like value with no expiry: not a hold, and the listing stays
+    // JSON.
+    let copy = locker.lock("copied").unwrap();
+    let value: String = redis::cmd("GET")
+        .arg("js:copied")
+        .query(&mut s.conn())
+        .unwrap();
+    copy.unlock().unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("js:copied")
+        .arg(value)
+        .query(&mut s.conn())
+        .unwrap();
+    let listed = parse(&["list", "--prefix", "js", "--json"]);
+    for hold in listed.as_array().unwrap() {
+        assert!(hold["ms_left"].is_u64(), "{listed}");
+    }
 }

@@ -103,7 +103,7 @@ fn holder_json_tells_holder_time_left_token_and_waiters() {
     assert_eq!(code(&out), 1, "free: {out:?}");
     assert_eq!(
         String::from_utf8(out.stdout).unwrap().trim(),
-        r#"{"key":"jkey","holder":null,"ms_left":null,"fencing_token":null,"waiters":0}"#
+        r#"{"prefix":null,"key":"jkey","holder":null,"ms_left":null,"fencing_token":null,"waiters":0}"#
     );
     let first = s.start(&["run", "jkey", "--", "sh", "-c", RUNS]);
     let waiter = s.cmd(&["run", "jkey", "--", "true"]).spawn().unwrap();
@@ -117,7 +117,7 @@ fn holder_json_tells_holder_time_left_token_and_waiters() {
     assert_eq!(code(&out), 0, "{out:?}");
     let json = String::from_utf8(out.stdout).unwrap();
     assert!(
-        json.starts_with(r#"{"key":"jkey","holder":""#)
+        json.starts_with(r#"{"prefix":null,"key":"jkey","holder":""#)
             && json.contains(&format!(":{}\",\"ms_left\":", first.id()))
             && json.contains(r#","fencing_token":"#),
         "{json}"
@@ -125,4 +125,67 @@ fn holder_json_tells_holder_time_left_token_and_waiters() {
     nix_term(&first);
     let _ = finish(first);
     let _ = finish(waiter);
+}
+
+/// Durations as operators write them: fractions, compound forms, and a
+/// bare number of seconds as flock(1)'s `-w 10`; each taken by a real run.
+#[test]
+fn durations_take_fractions_compound_forms_and_bare_seconds() {
+    let s = setup("durations");
+    for args in [
+        &["-w", "1.5s"][..],
+        &["-w", "10"],
+        &["-w", "0.5"],
+        &["--ttl", "1h30m"],
+        &["--ttl", "1m30s"],
+        &["--ttl", "2.5s"],
+        &["--ttl", "1500ms"],
+        &["--ttl", "45"],
+        &["--max-hold", "1m"],
+        &["--kill-grace", "250ms", "--ttl", "1.5s"],
+    ] {
+        let mut all = vec!["run"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["dkey", "--", "true"]);
+        let out = s.run(&all);
+        assert_eq!(code(&out), 0, "{args:?}: {out:?}");
+    }
+    for bad in ["1.5.5s", "s", "-1s", "1x", "1h-30m", "", "1.s5"] {
+        let out = s.run(&["run", "-w", bad, "dkey", "--", "true"]);
+        assert_eq!(code(&out), 64, "-w {bad:?}: {out:?}");
+    }
+}
+
+/// What the command echoes of a duration reads as the user wrote it:
+/// `--ttl 0s` is `0s`, not `0ns`; the limits it names read the same way.
+#[test]
+fn durations_are_echoed_as_written() {
+    let s = setup("echo");
+    let out = s.run(&["run", "--ttl", "0s", "ekey", "--", "true"]);
+    assert_eq!(code(&out), 64, "{out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("--ttl 0s "), "{err}");
+    assert!(!err.contains("ns"), "{err}");
+    let out = s.run(&["run", "--ttl", "250ms", "ekey", "--", "true"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("--ttl 250ms is below the command's minimum of 300ms"),
+        "{err}"
+    );
+    let out = s.run(&[
+        "run",
+        "--ttl",
+        "1.5s",
+        "--kill-grace",
+        "1s",
+        "ekey",
+        "--",
+        "true",
+    ]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("--kill-grace 1s plus the kill margin (150ms)")
+            && err.contains("half the TTL (750ms)"),
+        "{err}"
+    );
 }

@@ -113,3 +113,71 @@ fn a_straggler_that_outlives_its_sigkill_keeps_the_lock() {
     freezer.thaw();
     wait_for("the straggler took its SIGKILL", || !alive(straggler));
 }
+
+/// The watcher killed the job while the supervisor was stopped (SIGSTOP),
+/// and a process of the job's group outlives that SIGKILL (frozen): once
+/// resumed, the supervisor finds the group not yet empty and the lease
+/// about to end, and must still say that the watcher killed the command
+/// (exit 70), not that it stopped it itself for a lease it failed to renew.
+/// (Without the freezer the same happens now and then on a loaded machine,
+/// when the job's last process takes a moment to die.)
+#[test]
+fn a_watcher_kill_is_said_when_a_process_outlives_it() {
+    let s = setup("frozen-watcher");
+    let Some(freezer) = Freezer::new("watcher") else {
+        eprintln!("skipped: no cgroup v1 freezer here");
+        return;
+    };
+    let job = "sleep 1000 & echo $! > \"$OUT\"; echo $$ > \"$PID\"; \
+               echo started > \"$READY\"; while true; do sleep 0.05; done";
+    let run = s
+        .cmd(&["run", "--ttl", "3s", "fwkey", "--", "sh", "-c", job])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the job started", || s.file("ready").exists());
+    let straggler: u32 = std::fs::read_to_string(s.file("out"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let leader = job_pid(&s);
+    if !freezer.freeze(straggler) {
+        eprintln!("skipped: cannot freeze a process here");
+        nix_term(&run);
+        let _ = finish(run);
+        return;
+    }
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill")
+            .args([name, &run.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    signal("-STOP");
+    wait_for("the watcher killed the job's leader", || !alive(leader));
+    // The lease ends meanwhile, so that the supervisor, resumed, finds it
+    // lost (its renewal cannot win a race to keep it).
+    let mut conn = s.conn();
+    wait_for("the key expired", || {
+        redis::cmd("EXISTS")
+            .arg("fwkey")
+            .query::<i64>(&mut conn)
+            .unwrap()
+            == 0
+    });
+    signal("-CONT");
+    let mut run = run;
+    wait_for("redmutex ended", || run.try_wait().unwrap().is_some());
+    // Thawed first: the straggler holds the stderr pipe open.
+    freezer.thaw();
+    wait_for("the straggler took its SIGKILL", || !alive(straggler));
+    let out = finish(run);
+    assert_eq!(code(&out), 70, "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the watcher process killed the command"),
+        "{stderr}"
+    );
+}

@@ -1,6 +1,7 @@
 //! Connections: the type-erased checkout the rest of the crate uses, the
-//! connection kept aside for renewals, and (in `pool.rs`) the pool a lock
-//! needs with the customizer that bounds every socket call.
+//! connection kept aside for renewals, (in `pool.rs`) the pool a lock
+//! needs with the customizer that bounds every socket call, and (in
+//! `cluster.rs`) the manager of the Redis Cluster pools this crate builds.
 
 use std::any::{Any, TypeId};
 use std::fmt;
@@ -16,11 +17,17 @@ use redis::ConnectionLike;
 use crate::defaults::{MIN_POOL_FOR_LISTENER, MIN_POOL_FOR_SPARE};
 use crate::Error;
 
+mod cluster;
 pub(crate) mod nodes;
 mod pool;
+mod sent;
+mod timeouts;
 
+pub use cluster::{ClusterConnection, ClusterManager};
 pub(crate) use pool::builder;
 pub use pool::{pool, pool_with, SocketTimeouts};
+pub(crate) use sent::{Idle, Sent};
+use timeouts::{bound_io, bound_io_within, left_of, TimeoutsSet};
 
 /// An operation on one connection: what [`Connector::run`] runs.
 pub(crate) type Op<'a> = &'a mut dyn FnMut(&mut dyn ConnectionLike) -> Result<redis::Value, Error>;
@@ -79,6 +86,13 @@ pub(crate) trait Connector: Send + Sync + 'static {
     /// one idle and at least [`MIN_POOL_FOR_SPARE`] connections. Never waits.
     fn reserve(&self);
 
+    /// A plain connection of the pool that is idle now, checked out without
+    /// waiting, for a request whose reply is read later (see
+    /// [`Idle::send`]): so one thread asks several servers at once. `None`
+    /// when none is idle, or the pool's connections are not plain redis-rs
+    /// ones (a cluster's).
+    fn idle(&self) -> Option<Box<dyn Idle>>;
+
     /// Whether this is a Redis Cluster (keys of one script must share a slot).
     fn is_cluster(&self) -> bool;
 
@@ -114,11 +128,6 @@ impl<M: ManageConnection> Lent for PooledConnection<M> {
         as_plain(self)
     }
 }
-
-/// Remembers, in a pooled connection's extensions, the socket timeouts a
-/// locker last gave it. Lockers that share a pool may have different I/O
-/// timeouts, so the value is kept, not only the fact.
-struct TimeoutsSet(Duration);
 
 /// A user's pool, and the connection a locker keeps aside for renewals.
 pub(crate) struct Pooled<M: ManageConnection> {
@@ -158,22 +167,41 @@ enum After {
     Closed,
 }
 
-/// Runs `op` on `conn`, bounded by `io`, and says what became of the
-/// connection. One that reaches a master demoted by a failover (READONLY)
-/// is closed, so that the pool discards it.
+/// Runs `op` on `conn`, bounded by `io` and by `left` (what is left of the
+/// call's bound, its checkout and I/O timeouts, after the checkout; see
+/// [`bound_io_within`]), and says what became of the connection. One that
+/// reaches a master demoted by a failover (READONLY) is closed, so that the
+/// pool discards it.
 fn run_on_conn<M>(
     conn: &mut PooledConnection<M>,
     io: Duration,
+    left: Duration,
     op: Op<'_>,
 ) -> (Result<redis::Value, Error>, After)
 where
     M: ManageConnection,
     M::Connection: ConnectionLike,
 {
-    if let Err(e) = bound_io(conn, io) {
+    if let Err(e) = bound_io_within(conn, io, left) {
         return (Err(e), After::Closed);
     }
-    let result = op(&mut **conn).map_err(|e| match &e {
+    let result = op(&mut **conn);
+    after_op(conn, result)
+}
+
+/// What became of `conn` after an operation that gave `result`, with that
+/// result (a server's refusal to run scripts made the typed error). One
+/// that reached a master demoted by a failover (READONLY) is closed, so
+/// that the pool discards it.
+fn after_op<M>(
+    conn: &mut PooledConnection<M>,
+    result: Result<redis::Value, Error>,
+) -> (Result<redis::Value, Error>, After)
+where
+    M: ManageConnection,
+    M::Connection: ConnectionLike,
+{
+    let result = result.map_err(|e| match &e {
         Error::Redis(r) => crate::server::scripting_refused(r).unwrap_or(e),
         _ => e,
     });
@@ -241,6 +269,34 @@ fn settle<M>(
         });
 }
 
+/// After an operation on `conn` (of `pool`) that gave `result` and left
+/// the connection so (`after`): the connection settled or dropped as that
+/// says, `undo` sent after an I/O error (see [`Connector::run`]).
+fn done_with<M>(
+    pool: &Pool<M>,
+    conn: PooledConnection<M>,
+    checkout: Duration,
+    io: Duration,
+    (result, after): (Result<redis::Value, Error>, After),
+    undo: Option<redis::Cmd>,
+) -> Result<redis::Value, Error>
+where
+    M: ManageConnection,
+    M::Connection: ConnectionLike,
+{
+    let undo = undo.filter(|_| matches!(&result, Err(Error::Redis(e)) if e.is_io_error()));
+    match after {
+        After::Fine => {}
+        After::TimedOut => settle(conn, undo, None),
+        After::Closed => {
+            if let Some(undo) = undo {
+                undo_on_fresh(pool, checkout, io, undo);
+            }
+        }
+    }
+    result
+}
+
 /// Runs `undo` on a fresh connection, on a thread of its own (the one the
 /// failed operation used was cut).
 fn undo_on_fresh<M>(pool: &Pool<M>, checkout: Duration, io: Duration, undo: redis::Cmd)
@@ -253,8 +309,10 @@ where
         .name("redmutex-undo".into())
         .stack_size(128 * 1024)
         .spawn(move || {
+            let start = Instant::now();
             if let Ok(mut conn) = pool.get_timeout(checkout) {
-                let (_, after) = run_on_conn(&mut conn, io, &mut |c| Ok(undo.query(c)?));
+                let left = left_of(start, checkout, io);
+                let (_, after) = run_on_conn(&mut conn, io, left, &mut |c| Ok(undo.query(c)?));
                 if after == After::TimedOut {
                     settle(conn, None, None);
                 }
@@ -274,8 +332,9 @@ where
         op: Op<'_>,
         undo: Option<redis::Cmd>,
     ) -> Result<redis::Value, Error> {
+        let start = Instant::now();
         let conn = self.pool.get_timeout(checkout)?;
-        self.run_checked_out(conn, checkout, io, op, undo)
+        self.run_checked_out(conn, start, checkout, io, op, undo)
     }
 
     fn run_renewal(
@@ -308,7 +367,7 @@ where
                     },
                 };
                 self.borrowed.fetch_add(1, Ordering::SeqCst);
-                let result = self.run_checked_out(conn, checkout, io, op, None);
+                let result = self.run_checked_out(conn, start, checkout, io, op, None);
                 self.borrowed.fetch_sub(1, Ordering::SeqCst);
                 return result;
             }
@@ -328,7 +387,16 @@ where
     }
 
     fn is_cluster(&self) -> bool {
-        TypeId::of::<M>() == TypeId::of::<redis::cluster::ClusterClient>()
+        let m = TypeId::of::<M>();
+        m == TypeId::of::<redis::cluster::ClusterClient>() || m == TypeId::of::<ClusterManager>()
+    }
+
+    fn idle(&self) -> Option<Box<dyn Idle>> {
+        if TypeId::of::<M::Connection>() != TypeId::of::<redis::Connection>() {
+            return None;
+        }
+        let conn = self.pool.try_get()?;
+        Some(sent::checked(self.pool.clone(), conn))
     }
 
     fn lend(&self, checkout: Duration) -> Result<Option<Box<dyn Lent>>, Error> {
@@ -353,10 +421,17 @@ where
         if !self.is_cluster() {
             return Ok(None);
         }
+        let start = Instant::now();
+        let mut conn = self.pool.get_timeout(checkout)?;
+        // The nodes are reached as the pool reaches them, where it shows how.
+        let any: &mut dyn Any = &mut *conn;
+        let settings = any
+            .downcast_mut::<ClusterConnection>()
+            .map(|c| Arc::clone(c.node_settings()));
         let mut op =
             |c: &mut dyn ConnectionLike| Ok(redis::cmd("CLUSTER").arg("SLOTS").query(c)?);
-        let slots = self.run(checkout, io, &mut op, None)?;
-        Ok(nodes::master_of(&slots, slot))
+        let slots = self.run_checked_out(conn, start, checkout, io, &mut op, None)?;
+        Ok(nodes::master_of(&slots, slot).map(|node| node.with_settings(settings)))
     }
 
     fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -376,28 +451,21 @@ where
     M: ManageConnection,
     M::Connection: ConnectionLike,
 {
-    /// [`Connector::run`] past the checkout: runs `op` on `conn`, and
-    /// settles the connection, or sends `undo`, as that says.
+    /// [`Connector::run`] past the checkout (which began at `start`): runs
+    /// `op` on `conn`, and settles the connection, or sends `undo`, as that
+    /// says.
     fn run_checked_out(
         &self,
         mut conn: PooledConnection<M>,
+        start: Instant,
         checkout: Duration,
         io: Duration,
         op: Op<'_>,
         undo: Option<redis::Cmd>,
     ) -> Result<redis::Value, Error> {
-        let (result, after) = run_on_conn(&mut conn, io, op);
-        let undo = undo.filter(|_| matches!(&result, Err(Error::Redis(e)) if e.is_io_error()));
-        match after {
-            After::Fine => {}
-            After::TimedOut => settle(conn, undo, None),
-            After::Closed => {
-                if let Some(undo) = undo {
-                    undo_on_fresh(&self.pool, checkout, io, undo);
-                }
-            }
-        }
-        result
+        let left = left_of(start, checkout, io);
+        let done = run_on_conn(&mut conn, io, left, op);
+        done_with(&self.pool, conn, checkout, io, done, undo)
     }
 
     /// [`Connector::run_renewal`] once it has the spare's slot: on the
@@ -413,7 +481,7 @@ where
     ) -> Result<redis::Value, Error> {
         let mut first = None;
         if let Some(mut conn) = slot.take() {
-            let (result, after) = run_on_conn(&mut conn, io, op);
+            let (result, after) = run_on_conn(&mut conn, io, left_of(start, checkout, io), op);
             match after {
                 After::Fine => {
                     *slot = Some(conn);
@@ -455,7 +523,7 @@ where
                 Err(e) => return first.unwrap_or(Err(e.into())),
             };
             // A renewal is owner-checked: sending it again is safe.
-            let (result, after) = run_on_conn(&mut conn, io, op);
+            let (result, after) = run_on_conn(&mut conn, io, left_of(start, checkout, io), op);
             match after {
                 After::Fine => *slot = Some(conn),
                 After::TimedOut => {
@@ -474,36 +542,6 @@ where
             return result;
         }
     }
-}
-
-/// Gives a redis-rs connection (plain or cluster) the locker's socket
-/// timeouts, so a pool built without [`SocketTimeouts`] is bounded, and
-/// each locker sharing a pool keeps its own bound whoever used the
-/// connection before. One `setsockopt` pair only when the connection's
-/// timeouts differ from `io`: the pooled connection's extensions remember
-/// the value last set.
-fn bound_io<M>(conn: &mut PooledConnection<M>, io: Duration) -> Result<(), Error>
-where
-    M: ManageConnection,
-{
-    if PooledConnection::extensions(conn)
-        .get::<TimeoutsSet>()
-        .is_some_and(|set| set.0 == io)
-    {
-        return Ok(());
-    }
-    // Unknown until both are set: a failure leaves them half changed.
-    PooledConnection::extensions_mut(conn).remove::<TimeoutsSet>();
-    let any: &mut dyn Any = &mut **conn;
-    if let Some(plain) = any.downcast_mut::<redis::Connection>() {
-        plain.set_read_timeout(Some(io))?;
-        plain.set_write_timeout(Some(io))?;
-    } else if let Some(cluster) = any.downcast_mut::<redis::cluster::ClusterConnection>() {
-        cluster.set_read_timeout(Some(io))?;
-        cluster.set_write_timeout(Some(io))?;
-    }
-    PooledConnection::extensions_mut(conn).insert(TimeoutsSet(io));
-    Ok(())
 }
 
 /// The pooled connection as a plain redis-rs one (single server or

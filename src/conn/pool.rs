@@ -18,7 +18,11 @@ use crate::Error;
 ///   every lock operation, and a broken connection is discarded anyway when
 ///   it fails;
 /// - checkout waits at most [`DEFAULT_CHECKOUT_TIMEOUT`];
-/// - at most [`DEFAULT_POOL_SIZE`] connections, one kept open when idle.
+/// - at most [`DEFAULT_POOL_SIZE`] connections, one kept open when idle;
+/// - a connection that fails is logged as r2d2 logs it (`error`, target
+///   `r2d2`), without the arguments a server quotes back in an "unknown
+///   command" error (a `HELLO 3 AUTH <user> <password>` the server does not
+///   know): no log line holds the password.
 ///
 /// Nothing is sent to the server yet: an unreachable server shows up as
 /// [`Error::Pool`] on the first lock operation, after the checkout timeout.
@@ -68,12 +72,41 @@ pub fn pool_with(client: redis::Client) -> Pool<redis::Client> {
 /// The pool settings every pool this crate builds shares: at most
 /// [`DEFAULT_POOL_SIZE`] connections, one kept open when idle, no `PING`
 /// at checkout, checkouts bounded by [`DEFAULT_CHECKOUT_TIMEOUT`].
-pub(crate) fn builder<M: ManageConnection>() -> r2d2::Builder<M> {
+pub(crate) fn builder<M: ManageConnection<Error = RedisError>>() -> r2d2::Builder<M> {
     Pool::builder()
         .max_size(DEFAULT_POOL_SIZE)
         .min_idle(Some(1))
         .test_on_check_out(false)
         .connection_timeout(DEFAULT_CHECKOUT_TIMEOUT)
+        .error_handler(Box::new(Unquoted))
+}
+
+/// r2d2's handler of a failed connection, as its own logs it (`error`,
+/// target `r2d2`), but never with the arguments a server quotes back: a
+/// server that does not know a command of the handshake (`HELLO 3 AUTH
+/// <user> <password>`, a renamed `AUTH`) quotes the password (see
+/// [`unquoted`]).
+#[derive(Debug)]
+struct Unquoted;
+
+impl r2d2::HandleError<RedisError> for Unquoted {
+    fn handle_error(&self, error: RedisError) {
+        log::error!(target: "r2d2", "{}", unquoted(&error.to_string()));
+    }
+}
+
+/// `text` (a redis-rs error's) without the arguments a server quotes in
+/// an "unknown command" error (`..., with args beginning with: '3' 'AUTH'
+/// 'user' 'password'`): for a log line.
+fn unquoted(text: &str) -> String {
+    const QUOTED: &str = "with args beginning with:";
+    match text.find(QUOTED) {
+        Some(at) => format!(
+            "{}{QUOTED} (not shown: they may hold a password)",
+            text.get(..at).unwrap_or_default()
+        ),
+        None => text.to_owned(),
+    }
 }
 
 /// With the `tls` feature, rustls needs a process-wide crypto provider
@@ -83,7 +116,7 @@ pub(crate) fn builder<M: ManageConnection>() -> r2d2::Builder<M> {
 /// ring the default when none is installed yet: a program that wants
 /// another installs it before building a pool.
 #[cfg(feature = "tls")]
-fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Err: another thread installed one first, which is as good.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -135,5 +168,23 @@ impl CustomizeConnection<redis::Connection, RedisError> for SocketTimeouts {
     fn on_acquire(&self, conn: &mut redis::Connection) -> Result<(), RedisError> {
         conn.set_read_timeout(Some(self.timeout))?;
         conn.set_write_timeout(Some(self.timeout))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_arguments_are_left_out_of_log_lines() {
+        let text = "ResponseError: unknown command 'HELLO', with args beginning with: '3' \
+                    'AUTH' 'u' 'hunter2' ";
+        let line = unquoted(text);
+        assert!(
+            line.starts_with("ResponseError: unknown command 'HELLO'"),
+            "{line}"
+        );
+        assert!(!line.contains("hunter2"), "{line}");
+        assert_eq!(unquoted("Connection refused"), "Connection refused");
     }
 }

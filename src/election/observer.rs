@@ -31,8 +31,8 @@ use super::Election;
 /// # What "every change, in order" means
 ///
 /// The changes are: a new leader (a new term), a new value proclaimed by
-/// the leader, and "no leader" (it resigned with no candidate queued, or
-/// its lease ran out or was lost). A resignation that hands the lead to a
+/// the leader, and "no leader" (it resigned with no candidate queued, an
+/// operator broke it with none queued, or its lease ran out or was lost). A resignation that hands the lead to a
 /// queued candidate is no change of its own: the next leader follows it
 /// directly. Every observer yields the same changes in the same order,
 /// each once, never a term below one it already yielded, and every value

@@ -1,11 +1,13 @@
 //! A guard's lease, as its holder sees it: the deadline, lost or not and
 //! why, held or in doubt, and the gates a writer checks (`ensure_held`,
-//! `ensure_confirmed`). No round trip: the watchdog keeps the lease.
+//! `ensure_confirmed`), and a loss the holder's own call found. No round
+//! trip but there: the watchdog keeps the lease.
 
 use std::time::{Duration, Instant};
 
-use super::Guard;
+use super::{Guard, Held};
 use crate::lease::state::LeaseState;
+use crate::lease::Lease;
 use crate::Error;
 
 impl Guard {
@@ -91,7 +93,13 @@ impl Guard {
     /// Why the lease was lost, once it is ([`is_lost`](Guard::is_lost));
     /// `None` while it is not. `broken by an operator: <reason>` when an
     /// operator broke the hold ([`Locker::break_lock`](crate::Locker::break_lock)),
-    /// learnt at the next renewal; else that its deadline passed without
+    /// learnt at the next renewal, or by whichever call of the holder's
+    /// finds the hold gone first ([`extend`](Guard::extend),
+    /// [`run_if_held`](Guard::run_if_held),
+    /// [`Leadership::proclaim`](crate::Leadership::proclaim); the lease
+    /// change's reason is then
+    /// [`LeaseChangeReason::Broken`](crate::LeaseChangeReason::Broken));
+    /// else that its deadline passed without
     /// a confirmed renewal, or that Redis showed the key gone or someone
     /// else's. The `redmutex::lease` error event says the same. Costs no
     /// round trip.
@@ -216,6 +224,51 @@ impl Guard {
                 key: self.keys.first().cloned().unwrap_or_default(),
             }),
             LeaseState::Lost => Err(self.lost()),
+        }
+    }
+
+    /// Has the watchdog tell the callback, now, the changes this guard's
+    /// caller made to the lease (rather than at its next renewal, or never
+    /// if the guard goes first).
+    pub(crate) fn tell_changes(&self) {
+        if let Some(dog) = self.held.as_ref().and_then(|h| h.watchdog.as_ref()) {
+            dog.poke();
+        }
+    }
+
+    /// Redis said a key is no longer ours (an owner-checked script of the
+    /// caller's found it gone or someone else's): the lease is lost for
+    /// good, at once, logged as the watchdog logs a loss, counted, and
+    /// told, as broken when an operator broke it (one more round trip
+    /// reads whether one did).
+    pub(crate) fn note_lost(&self) {
+        if self.lease.is_lost() {
+            return; // told already
+        }
+        match &self.held {
+            Some(held) => {
+                let why = held.shared.why_lost(&held.acquisition);
+                held.found_lost(&self.lease, why);
+            }
+            None => self.lease.mark_lost(),
+        }
+        self.lease
+            .log_lost(self.keys.first().map_or("", String::as_str));
+        self.tell_changes();
+    }
+}
+
+impl Held {
+    /// A call of the holder's found its keys no longer its own: the lease
+    /// is lost for good, counted (unless this guard is not, a take-up) as
+    /// broken by an operator saying `why` if one did, else as not ours.
+    pub(super) fn found_lost(&self, lease: &Lease, why: Option<String>) {
+        if self.counted {
+            self.shared.lost_for(&self.acquisition, lease, why);
+        } else if let Some(reason) = why {
+            lease.mark_broken(&reason);
+        } else {
+            lease.mark_lost();
         }
     }
 }

@@ -198,6 +198,12 @@ impl Lease {
         self.state.lock().valid_until
     }
 
+    /// A hand-over's claim to be taken up before its guard is returned
+    /// ([`TakeUp::Before`]), not taken up yet.
+    pub(crate) fn takes_up_before(&self) -> bool {
+        matches!(self.state.lock().taking_up, Some(TakeUp::Before))
+    }
+
     /// The TTL renewals should use, and when the last confirmed request was sent.
     pub(crate) fn schedule(&self) -> (Duration, Instant) {
         let s = self.state.lock();

@@ -25,13 +25,14 @@ impl Locker {
 
     /// One attempt of a prepared acquisition (a lock's or a permit's).
     pub(crate) fn try_acquisition(&self, acquisition: Acquisition) -> Result<Option<Guard>, Error> {
+        self.shared.refuse_self_wait(&acquisition)?;
         let asked = Instant::now();
         let acquisition = Arc::new(acquisition);
         let queue = self.shared.queue_mode(&acquisition, Queue::Respect);
         match self.shared.acquire(&acquisition, queue)? {
             Outcome::Granted { sent, fence } => {
                 let guard = self.grant(acquisition, sent, fence)?;
-                self.shared.stats.granted(asked, false);
+                self.shared.stats.granted(&guard, asked, false);
                 Ok(Some(guard))
             }
             Outcome::Busy { .. } => {
@@ -59,6 +60,7 @@ impl Locker {
         wait: Option<Duration>,
         stop: Option<&AtomicBool>,
     ) -> Result<Guard, Error> {
+        self.shared.refuse_self_wait(&acquisition)?;
         let start = Instant::now();
         let acquisition = Arc::new(acquisition);
         // The key errors and log events name (the first, for several).
@@ -109,7 +111,7 @@ impl Locker {
                         waited(first, "acquired", attempts, start);
                     }
                     let guard = self.grant(acquisition, sent, fence)?;
-                    self.shared.stats.granted(start, false);
+                    self.shared.stats.granted(&guard, start, false);
                     return Ok(guard);
                 }
                 Outcome::Busy {
@@ -132,7 +134,7 @@ impl Locker {
                         key: first.to_owned(),
                     });
                 }
-                self.shared.stats.timed_out();
+                self.shared.stats.timed_out(&*acquisition);
                 return Err(Error::Timeout {
                     key: first.to_owned(),
                     waited: start.elapsed(),
@@ -181,7 +183,7 @@ impl Locker {
                         // Returned at once; its watchdog takes it up.
                         let lease = self.claim_lease(sent, claim, TakeUp::Behind);
                         let guard = self.guard(acquisition, fence, lease)?;
-                        self.shared.stats.granted(start, true);
+                        self.shared.stats.granted(&guard, start, true);
                         return Ok(guard);
                     }
                     match self.take_up(Arc::clone(&acquisition), sent, fence, claim) {
@@ -197,7 +199,7 @@ impl Locker {
                                 });
                             }
                             if deadline.is_some_and(|d| Instant::now() >= d) {
-                                self.shared.stats.timed_out();
+                                self.shared.stats.timed_out(&*acquisition);
                                 return Err(Error::Timeout {
                                     key: first.to_owned(),
                                     waited: start.elapsed(),
@@ -207,8 +209,8 @@ impl Locker {
                             continue;
                         }
                         taken => {
-                            if taken.is_ok() {
-                                self.shared.stats.granted(start, true);
+                            if let Ok(guard) = &taken {
+                                self.shared.stats.granted(guard, start, true);
                             }
                             return taken;
                         }

@@ -3,19 +3,21 @@
 //! taken from a `redis::Pipeline`, the keys they name, and the script's
 //! reply read back.
 //!
-//! The keys are asked of the server, in one round trip for all the
-//! commands (one per command on a Cluster, whose connections take no
-//! pipeline): `COMMAND GETKEYS` knows every command's key positions (those
-//! of modules too), where a table of our own would go stale. The same
-//! reply refuses an unknown command or a wrong number of arguments before
-//! anything runs. A command of one word (`PING`, `TIME`) names no key and
-//! is not asked about (`COMMAND GETKEYS` takes none such); its arity, as
-//! that of any command that names no key, is checked against what
-//! `COMMAND INFO` says, asked in the same round trip.
+//! The keys are asked of the server in one exchange for all the commands,
+//! by a script (`lua/command_keys.lua`) whose one reply a hung server costs
+//! one read timeout, where a pipeline's replies each cost one: `COMMAND
+//! GETKEYS` knows every command's key positions (those of modules too),
+//! where a table of our own would go stale. The same reply refuses an
+//! unknown command or a wrong number of arguments before anything runs. A
+//! command of one word (`PING`, `TIME`) names no key and is not asked about
+//! (`COMMAND GETKEYS` takes none such); its arity, as that of any command
+//! that names no key, is checked against what `COMMAND INFO` says, asked
+//! in the same script.
 
 use redis::{Arg, ConnectionLike, Pipeline, RedisResult, Value};
 
 use crate::protocol::replies;
+use crate::protocol::scripts;
 use crate::protocol::slots;
 use crate::Error;
 
@@ -110,68 +112,43 @@ impl Commands {
     }
 
     /// Every key the commands name, in order, asked of the server in one
-    /// round trip (one per command and one more where `c` takes no
-    /// pipeline). An
-    /// unknown command or one with the wrong number of arguments is
-    /// [`Error::InvalidInput`], and nothing has run: `COMMAND GETKEYS`
-    /// tells so of a command that names keys; of one that names none (it
-    /// says only "no key arguments") or has one word (it is not asked), the
-    /// arity that `COMMAND INFO` gives, asked in the same round trip, tells.
-    pub(crate) fn keys(&self, c: &mut dyn ConnectionLike) -> Result<Vec<Vec<u8>>, Error> {
-        let asked: Vec<usize> = (0..self.cmds.len())
-            .filter(|&i| self.cmds.get(i).is_some_and(|a| a.len() > 1))
-            .collect();
+    /// exchange: a script (`lua/command_keys.lua`) that asks `COMMAND
+    /// GETKEYS` of each command and `COMMAND INFO` of their names, and
+    /// replies once, so a hung server costs one read timeout whatever the
+    /// number of commands (a pipeline's replies are read one at a time,
+    /// each within the whole timeout). `packed`: the commands as
+    /// [`Commands::packed`] gives them. An unknown command or one with the
+    /// wrong number of arguments is [`Error::InvalidInput`], and nothing
+    /// has run: `COMMAND GETKEYS` tells so of a command that names keys;
+    /// of one that names none (it says only "no key arguments") or has
+    /// one word (it is not asked), the arity that `COMMAND INFO` gives
+    /// tells.
+    pub(crate) fn keys(
+        &self,
+        c: &mut dyn ConnectionLike,
+        packed: &[Vec<u8>],
+    ) -> Result<Vec<Vec<u8>>, Error> {
         let names = self.names();
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        let getkeys = |i: usize| {
-            let mut cmd = redis::cmd("COMMAND");
-            cmd.arg("GETKEYS");
-            for a in self.cmds.get(i).into_iter().flatten() {
-                cmd.arg(&a[..]);
-            }
-            cmd
+        let reply = scripts::command_keys(&names, packed).invoke::<Value>(c)?;
+        let Value::Array(replies) = reply else {
+            return Err(replies::unexpected("command keys", &reply));
         };
-        let mut info = redis::cmd("COMMAND");
-        info.arg("INFO");
-        for n in &names {
-            info.arg(&n[..]);
+        if replies.len() != self.cmds.len() + 1 {
+            return Err(replies::unexpected("command keys", &Value::Array(replies)));
         }
-        // A Cluster connection takes no pipeline: one command at a time.
-        let (replies, info): (Vec<RedisResult<Value>>, RedisResult<Value>) =
-            if c.supports_pipelining() {
-                let mut pipe = redis::pipe();
-                for &i in &asked {
-                    pipe.add_command(getkeys(i));
-                }
-                pipe.add_command(info);
-                let mut replies: Vec<RedisResult<Value>> = pipe.ignore_errors().query(c)?;
-                let info = replies.pop().unwrap_or(Ok(Value::Nil));
-                (replies, info)
-            } else {
-                let replies = asked.iter().map(|&i| getkeys(i).query(c)).collect();
-                (replies, info.query(c))
-            };
+        let mut replies = replies.into_iter();
         // An ACL user may be refused COMMAND INFO (NOPERM): the arity check
         // of keyless commands is then skipped, and the server refuses them
         // when their turn comes, as before.
-        let info = match info {
-            Ok(info) => info,
-            Err(e) if e.is_io_error() || e.is_timeout() => return Err(e.into()),
-            Err(_) => Value::Array(Vec::new()),
-        };
-        let infos: Vec<Value> = match info {
-            Value::Array(items) => items,
+        let infos: Vec<Value> = match replies.next() {
+            Some(Value::Array(items)) => items,
             _ => Vec::new(),
         };
         let mut keys = Vec::new();
-        let mut replies = asked.iter().zip(replies).peekable();
-        for i in 0..self.cmds.len() {
-            let reply = match replies.peek() {
-                Some((&j, _)) if j == i => replies.next().map(|(_, r)| r),
-                _ => None,
-            };
+        for (i, reply) in replies.enumerate() {
             let refused = |why: &str| {
                 Error::InvalidInput(format!(
                     "command {} ({}) refused before anything ran: {why}",
@@ -180,18 +157,24 @@ impl Commands {
                 ))
             };
             match reply {
-                Some(Ok(k)) => keys.extend(
+                // A command of one word, not asked: its arity tells.
+                Value::Int(0) => self.check_arity(i, &names, &infos).map_err(refused)?,
+                // Its error: Redis says "no key arguments" of a command
+                // that takes no key (PUBLISH), whose arity then tells.
+                Value::BulkString(error) => {
+                    let error = String::from_utf8_lossy(&error);
+                    if error.contains("no key arguments") {
+                        self.check_arity(i, &names, &infos).map_err(refused)?;
+                    } else {
+                        // Without its code word (`ERR`).
+                        let why = error.split_once(' ').map_or(&*error, |(_, why)| why);
+                        return Err(refused(why));
+                    }
+                }
+                k => keys.extend(
                     redis::from_redis_value::<Vec<Vec<u8>>>(k)
                         .map_err(|e| Error::Redis(e.into()))?,
                 ),
-                // Redis 7 says so of a command that takes no key (PUBLISH);
-                // a command of one word is not asked. Its arity tells.
-                Some(Err(e)) if e.to_string().contains("no key arguments") => {
-                    self.check_arity(i, &names, &infos).map_err(refused)?;
-                }
-                None => self.check_arity(i, &names, &infos).map_err(refused)?,
-                Some(Err(e)) if e.is_io_error() || e.is_timeout() => return Err(e.into()),
-                Some(Err(e)) => return Err(refused(e.detail().unwrap_or(""))),
             }
         }
         Ok(keys)
@@ -210,11 +193,12 @@ impl Commands {
         names
     }
 
-    /// Whether command `i`'s number of arguments fits the arity
-    /// `COMMAND INFO` gave (`infos`, in the order of `names`), or its
-    /// subcommand's (Redis 7 lists them); `Err` says why not. A reply it
-    /// cannot read refuses nothing: the server still refuses the command
-    /// when its turn comes.
+    /// Whether command `i`'s number of arguments fits the arity of its
+    /// name (`infos`, in the order of `names`, each as
+    /// `lua/command_keys.lua` gives it: the arity, then each subcommand's
+    /// full name and arity), or its subcommand's (Redis 7 lists them);
+    /// `Err` says why not. A reply it cannot read refuses nothing: the
+    /// server still refuses the command when its turn comes.
     fn check_arity(
         &self,
         i: usize,
@@ -237,13 +221,13 @@ impl Commands {
                 Ok(())
             };
         };
-        if !fits(entry, args.len()) {
+        if !fits(entry.first(), args.len()) {
             return Err("wrong number of arguments");
         }
-        let subs = match entry.get(9) {
-            Some(Value::Array(subs)) if !subs.is_empty() && args.len() > 1 => subs,
-            _ => return Ok(()),
-        };
+        let subs = entry.get(1..).unwrap_or_default();
+        if subs.is_empty() || args.len() < 2 {
+            return Ok(());
+        }
         let mut full = name;
         full.push(b'|');
         full.extend(
@@ -251,16 +235,13 @@ impl Commands {
                 .map(|a| a.to_ascii_lowercase())
                 .unwrap_or_default(),
         );
-        let sub = subs.iter().find_map(|s| match s {
-            Value::Array(e) => match e.first() {
-                Some(Value::BulkString(n)) => (n[..] == full[..]).then_some(e),
-                Some(Value::SimpleString(n)) => (n.as_bytes() == &full[..]).then_some(e),
-                _ => None,
-            },
+        let sub = subs.chunks(2).find_map(|pair| match pair {
+            [Value::BulkString(n), arity] => (n[..] == full[..]).then_some(arity),
+            [Value::SimpleString(n), arity] => (n.as_bytes() == &full[..]).then_some(arity),
             _ => None,
         });
         match sub {
-            Some(e) if !fits(e, args.len()) => Err("wrong number of arguments"),
+            Some(arity) if !fits(Some(arity), args.len()) => Err("wrong number of arguments"),
             Some(_) => Ok(()),
             None => Err("unknown subcommand"),
         }
@@ -337,11 +318,11 @@ fn kept(pipe: &Pipeline) -> Vec<usize> {
     }
 }
 
-/// Whether `argc` arguments (the name included) fit the arity of a
-/// `COMMAND INFO` entry: exactly `n` for `n > 0`, at least `-n` for
-/// `n < 0`. An entry it cannot read fits.
-fn fits(entry: &[Value], argc: usize) -> bool {
-    let Some(Value::Int(arity)) = entry.get(1) else {
+/// Whether `argc` arguments (the name included) fit `arity` as `COMMAND
+/// INFO` gives it: exactly `n` for `n > 0`, at least `-n` for `n < 0`. An
+/// arity it cannot read fits.
+fn fits(arity: Option<&Value>, argc: usize) -> bool {
+    let Some(Value::Int(arity)) = arity else {
         return true;
     };
     let argc = i64::try_from(argc).unwrap_or(i64::MAX);
@@ -449,15 +430,16 @@ mod tests {
 
     #[test]
     fn arities_are_read_as_command_info_gives_them() {
-        let entry = |arity| vec![Value::BulkString(b"x".to_vec()), Value::Int(arity)];
-        assert!(fits(&entry(2), 2));
-        assert!(!fits(&entry(2), 1));
-        assert!(!fits(&entry(2), 3));
-        assert!(fits(&entry(-2), 2));
-        assert!(fits(&entry(-2), 9));
-        assert!(!fits(&entry(-2), 1));
-        // An entry it cannot read refuses nothing.
-        assert!(fits(&[Value::Nil], 1));
+        let arity = |n| Some(Value::Int(n));
+        assert!(fits(arity(2).as_ref(), 2));
+        assert!(!fits(arity(2).as_ref(), 1));
+        assert!(!fits(arity(2).as_ref(), 3));
+        assert!(fits(arity(-2).as_ref(), 2));
+        assert!(fits(arity(-2).as_ref(), 9));
+        assert!(!fits(arity(-2).as_ref(), 1));
+        // An arity it cannot read refuses nothing.
+        assert!(fits(Some(&Value::Nil), 1));
+        assert!(fits(None, 1));
         assert!(touches_every_key(b"flushdb") && touches_every_key(b"SwapDB"));
         assert!(!touches_every_key(b"FLUSH"));
     }

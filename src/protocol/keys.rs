@@ -49,8 +49,9 @@
 //! - Lock-delay marks (see `lua/lib/delay.lua`) live in a hash beside each
 //!   lock: `...:delay:<key>` for each key of a lock (so a lock on several
 //!   keys and one on each of them see the same marks),
-//!   `...:permit-delay:<name>`, `...:rw-delay:<name>`, in the lock's slot on
-//!   a cluster; each expires with its latest mark.
+//!   `...:permit-delay:<name>`, `...:rw-delay:<name>`,
+//!   `...:election-delay:<name>`, in the lock's slot on a cluster; each
+//!   expires with its latest mark.
 //! - Releases are announced on the pub/sub channel
 //!   `<prefix>:__redmutex__:released`, so waiters elsewhere retry at once
 //!   instead of at their next backoff (the messages are described in
@@ -374,7 +375,6 @@ impl KeySpace {
         LockKeys {
             fence: self.fence_key_for(&locks, cluster),
             marks: self.marks_key_for(&locks, cluster),
-            // Never marked: an election's leadership is not delayed.
             delays: Arc::from([self.internal("election-delay", tag, name)]),
             queue: self.internal("election-queue", tag, name),
             waiters: self.internal("election-waiters", tag, name),

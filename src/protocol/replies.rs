@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::info::{Leader, LockInfo, LockKind};
-use crate::protocol::named::Named;
+use crate::protocol::named::{Named, Target};
 use crate::quorum::Grant;
 use crate::Error;
 
@@ -54,6 +54,16 @@ fn text(v: &Value) -> Option<String> {
         Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
         Value::SimpleString(s) => Some(s.clone()),
         _ => None,
+    }
+}
+
+/// [`text`], with bytes that are not UTF-8 replaced: a key's value as an
+/// operator's view reads it (an application's binary value is no hold,
+/// and a hold's metadata is shown as far as it can be).
+fn lossy(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        other => text(other),
     }
 }
 
@@ -115,22 +125,25 @@ pub(crate) fn parse_release(reply: &Value) -> Result<(i64, Option<Handed>), Erro
     }
 }
 
-/// The hold whose key holds `value` with `pttl` left, with `waiters`; a
-/// value that is not `<token>:<fence>:<metadata>` (another type, a foreign
-/// string) has empty metadata and token 0; named as a lock with no name yet (see
-/// [`named`]).
+/// The hold whose key holds `value` with `pttl` left, with `waiters`,
+/// named as a lock with no name yet (see [`named`]). A key redmutex did not
+/// write is no hold, and has fencing token 0 here (with no metadata and no
+/// time left), for the caller to refuse or skip: a value that is not
+/// `<token>:<fence>:<metadata>` (another type, an application's string),
+/// or one without an expiry (redmutex writes every hold with one).
 fn held(value: &Value, pttl: i64, waiters: Vec<String>) -> Option<LockInfo> {
-    let value = text(value)?;
-    let (fencing_token, metadata) =
-        LockValue::parse(&value).map_or((0, ""), |v| (v.fence, v.metadata));
+    let value = lossy(value)?;
+    let ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
+    let (fencing_token, metadata, ttl) = match (LockValue::parse(&value), ttl) {
+        (Some(v), Some(ttl)) => (v.fence, v.metadata, ttl),
+        _ => (0, "", Duration::ZERO),
+    };
     Some(LockInfo {
-        key: String::new(),
-        kind: LockKind::Lock,
-        name: String::new(),
         metadata: metadata.to_owned(),
         fencing_token,
-        ttl: u64::try_from(pttl).map_or(Duration::MAX, Duration::from_millis),
+        ttl,
         waiters,
+        ..LockInfo::blank()
     })
 }
 
@@ -144,6 +157,7 @@ pub(crate) fn named(mut info: LockInfo, named: &Named) -> LockInfo {
         Named::Permit { .. } => LockKind::Permit,
         Named::Read { .. } => LockKind::Read,
         Named::Write(_) => LockKind::Write,
+        Named::Leader(_) => LockKind::Leader,
     };
     if matches!(info.kind, LockKind::Read | LockKind::Write) {
         for w in &mut info.waiters {
@@ -155,51 +169,103 @@ pub(crate) fn named(mut info: LockInfo, named: &Named) -> LockInfo {
     info
 }
 
-/// `[value, pttl, waiters]`, or an empty array for a missing key (see
-/// `lua/inspect.lua`).
-pub(crate) fn parse_inspect(reply: &Value, hold: &Named) -> Result<Option<LockInfo>, Error> {
+/// `info` as the hold `target` is at `place` (from 1) of the prefixes it
+/// may be under (see `lua/lib/whose.lua`): named there, with that prefix,
+/// and the name its asker gives it.
+fn placed(info: LockInfo, target: &Target, place: &Value) -> Option<LockInfo> {
+    let Value::Int(place) = place else {
+        return None;
+    };
+    let at = usize::try_from(*place).ok()?.checked_sub(1)?;
+    let (space, hold) = target.under.get(at)?;
+    let mut info = named(info, hold);
+    info.own_key = std::mem::replace(&mut info.key, target.caller.clone());
+    info.prefix = space.prefix().map(str::to_owned);
+    Some(info)
+}
+
+/// `[value, pttl, waiters, place]`, or an empty array for a missing key
+/// (see `lua/inspect.lua`).
+pub(crate) fn parse_inspect(reply: &Value, target: &Target) -> Result<Option<LockInfo>, Error> {
     let Value::Array(items) = reply else {
         return Err(unexpected("inspect", reply));
     };
     match items.as_slice() {
         [] => Ok(None),
-        [value, Value::Int(pttl), Value::Array(waiting)] => {
-            let waiters = waiting
-                .iter()
-                .map(|w| text(w).unwrap_or_default())
-                .collect();
-            let info = held(value, *pttl, waiters).ok_or_else(|| unexpected("inspect", reply))?;
-            Ok(Some(named(info, hold)))
+        [value, Value::Int(pttl), waiting, place] => {
+            let waiters = waiter_list(waiting).ok_or_else(|| unexpected("inspect", reply))?;
+            let info = held(value, *pttl, waiters)
+                .and_then(|info| placed(info, target, place))
+                .ok_or_else(|| unexpected("inspect", reply))?;
+            Ok(Some(info))
         }
         _ => Err(unexpected("inspect", reply)),
     }
 }
 
-/// What a break found (see `lua/break.lua`): `Ok(None)` for a missing key;
-/// the hold as it was, whether redmutex wrote it (else it was left alone),
-/// and the hand-over, if there was one.
-pub(crate) type Broken = Option<(LockInfo, bool, Option<Handed>)>;
+/// The waiters' metadata a listing or a break read (see
+/// `lua/lib/waiting.lua`): an array of strings.
+fn waiter_list(waiting: &Value) -> Option<Vec<String>> {
+    let Value::Array(waiting) = waiting else {
+        return None;
+    };
+    Some(
+        waiting
+            .iter()
+            .map(|w| text(w).unwrap_or_default())
+            .collect(),
+    )
+}
+
+/// What a break found (see `lua/break.lua`).
+#[derive(Debug)]
+pub(crate) enum Broke {
+    /// The key is missing.
+    Free,
+    /// A key redmutex did not write: left alone.
+    Foreign,
+    /// A hold that none of the prefixes it may be under has granted:
+    /// left alone.
+    Untold,
+    /// A hold of a prefix outside those it may be broken under (an outer
+    /// one, or none), as it is there: left alone.
+    Outside(Box<LockInfo>),
+    /// The hold as it was, under its own prefix, and the hand-over, if
+    /// there was one.
+    Broken(Box<LockInfo>, Option<Handed>),
+}
 
 /// The reply of `lua/break.lua`.
-pub(crate) fn parse_break(reply: &Value, hold: &Named) -> Result<Broken, Error> {
+pub(crate) fn parse_break(reply: &Value, target: &Target) -> Result<Broke, Error> {
     let Value::Array(items) = reply else {
         return Err(unexpected("break", reply));
     };
-    let (value, pttl, handed) = match items.as_slice() {
-        [] => return Ok(None),
-        [value, Value::Int(pttl)] => (value, *pttl, None),
-        [value, Value::Int(pttl), to, fence] => {
+    let (value, pttl, waiting, place, handed) = match items.as_slice() {
+        [] => return Ok(Broke::Free),
+        [_, Value::Int(_)] => return Ok(Broke::Foreign),
+        [_, Value::Int(_), _, Value::Int(0)] => return Ok(Broke::Untold),
+        [value, Value::Int(pttl), waiting, Value::Int(place)] if *place < 0 => {
+            let info = waiter_list(waiting)
+                .and_then(|waiters| held(value, *pttl, waiters))
+                .and_then(|info| placed(info, target, &Value::Int(-*place)))
+                .ok_or_else(|| unexpected("break", reply))?;
+            return Ok(Broke::Outside(Box::new(info)));
+        }
+        [value, Value::Int(pttl), waiting, place] => (value, *pttl, waiting, place, None),
+        [value, Value::Int(pttl), waiting, place, to, fence] => {
             let to = text(to).ok_or_else(|| unexpected("break", reply))?;
             let fence = text(fence)
                 .and_then(|f| f.parse().ok())
                 .ok_or_else(|| unexpected("break", reply))?;
-            (value, *pttl, Some((to, fence)))
+            (value, *pttl, waiting, place, Some((to, fence)))
         }
         _ => return Err(unexpected("break", reply)),
     };
-    let ours = text(value).is_some_and(|v| !v.is_empty());
-    let info = held(value, pttl, Vec::new()).ok_or_else(|| unexpected("break", reply))?;
-    Ok(Some((named(info, hold), ours, handed)))
+    let waiters = waiter_list(waiting).ok_or_else(|| unexpected("break", reply))?;
+    let info = held(value, pttl, waiters)
+        .and_then(|info| placed(info, target, place))
+        .ok_or_else(|| unexpected("break", reply))?;
+    Ok(Broke::Broken(Box::new(info), handed))
 }
 
 /// A renewal's reply (`lua/renew.lua`): `(true, None)` renewed, `(false,
@@ -213,6 +279,27 @@ pub(crate) fn parse_renew(reply: &Value) -> Result<(bool, Option<String>), Error
             None => Err(unexpected("renew", other)),
         },
     }
+}
+
+/// `rw_downgrade.lua`'s reply: `Ok(fence)`, the read hold's fencing
+/// token, when the write hold was ours; else `Err` with the reason an
+/// operator gave when one broke it.
+pub(crate) fn parse_downgrade(reply: &Value) -> Result<Result<u64, Option<String>>, Error> {
+    let Value::Array(items) = reply else {
+        return parse_renew(reply).map(|(_, why)| Err(why));
+    };
+    let fence = items.first().filter(|_| items.len() == 1).and_then(text);
+    let fence = fence.and_then(|f| f.parse::<u64>().ok());
+    fence.map(Ok).ok_or_else(|| unexpected("downgrade", reply))
+}
+
+/// A holder's mark in the marks of broken holds (`HGET`'s reply, see
+/// `lua/lib/marks.lua`): `<until ms>:<reason>` gives the reason; a missing
+/// or unreadable one, `None`.
+pub(crate) fn parse_mark(reply: &Value) -> Option<String> {
+    let mark = text(reply)?;
+    let (until, reason) = mark.split_once(':')?;
+    (until.bytes().all(|b| b.is_ascii_digit()) && !reason.is_empty()).then(|| reason.to_owned())
 }
 
 /// A `SCAN` step: the next cursor and the keys (see `lua/scan.lua`).
@@ -316,11 +403,17 @@ impl<'a> LockValue<'a> {
         format!("{}:{}:{}", self.token, self.fence, self.metadata)
     }
 
-    /// Parses a stored value; `None` for anything that is not one of ours.
+    /// Parses a stored value; `None` for anything that is not one of ours:
+    /// the fencing token as the scripts mint it and `lua/break.lua` reads
+    /// it (digits, no leading zero, at most 2^63 - 1, INCR's limit).
     pub(crate) fn parse(value: &'a str) -> Option<Self> {
         let mut parts = value.splitn(3, ':');
         let token = parts.next()?;
-        let fence = parts.next()?.parse().ok()?;
+        let fence = parts.next()?;
+        if !fence.bytes().all(|b| b.is_ascii_digit()) || fence.starts_with('0') {
+            return None;
+        }
+        let fence = u64::try_from(fence.parse::<i64>().ok()?).ok()?;
         let metadata = parts.next()?;
         (token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit())).then_some(LockValue {
             token,
@@ -397,7 +490,7 @@ mod tests {
             for e in [
                 parse_release(reply).err(),
                 parse_acquire(reply).err(),
-                parse_inspect(reply, &Named::Lock("k".into())).err(),
+                parse_inspect(reply, &lock_k()).err(),
                 int_reply(reply, "renew").err(),
             ]
             .into_iter()
@@ -410,9 +503,16 @@ mod tests {
         }
     }
 
+    /// The lock `k` of no prefix, as a reading looks for it.
+    fn lock_k() -> Target {
+        crate::protocol::keys::KeySpace::new(None)
+            .target("k", false)
+            .unwrap()
+    }
+
     #[test]
     fn inspect_replies() {
-        let lock = Named::Lock("k".into());
+        let lock = lock_k();
         assert_eq!(parse_inspect(&Value::Array(vec![]), &lock).unwrap(), None);
         let token = "0123456789abcdef0123456789abcdef";
         let info = parse_inspect(
@@ -420,6 +520,7 @@ mod tests {
                 Value::BulkString(format!("{token}:42:host:1").into_bytes()),
                 Value::Int(1500),
                 Value::Array(vec![Value::BulkString(b"next:2".to_vec())]),
+                Value::Int(1),
             ]),
             &lock,
         )
@@ -432,23 +533,33 @@ mod tests {
             (info.key(), info.waiters()),
             ("k", &["next:2".to_owned()][..])
         );
-        for foreign in ["", "not a lock", "short:1:m", &format!("{token}:x:m")] {
+        // No hold: another value, or one without an expiry (token 0, for
+        // the caller to refuse or skip).
+        let lookalike = format!("{token}:42:host:1");
+        let foreign = [
+            ("", 1500),
+            ("not a lock", 1500),
+            ("short:1:m", -1),
+            (&format!("{token}:x:m"), 1500),
+            (&lookalike, -1),
+        ];
+        for (value, pttl) in foreign {
             let info = parse_inspect(
                 &Value::Array(vec![
-                    Value::BulkString(foreign.as_bytes().to_vec()),
-                    Value::Int(-1),
+                    Value::BulkString(value.as_bytes().to_vec()),
+                    Value::Int(pttl),
                     Value::Array(vec![]),
+                    Value::Int(1),
                 ]),
                 &lock,
             )
             .unwrap()
             .unwrap();
             assert_eq!(
-                (info.metadata(), info.fencing_token()),
-                ("", 0),
-                "{foreign}"
+                (info.metadata(), info.fencing_token(), info.ttl()),
+                ("", 0, Duration::ZERO),
+                "{value}"
             );
-            assert_eq!(info.ttl(), Duration::MAX);
         }
         assert!(parse_inspect(&Value::Int(3), &lock).is_err());
     }
@@ -470,5 +581,27 @@ mod tests {
         );
         assert!(!format!("{parsed:?}").contains(token));
         assert!(LockValue::parse("short:1:m").is_none());
+        // Fencing tokens no grant has: left to the caller to refuse.
+        for fence in ["0", "05", "+5", "", "9223372036854775808"] {
+            let stored = format!("{}:{fence}:m", "ab".repeat(16));
+            assert!(LockValue::parse(&stored).is_none(), "{fence}");
+        }
+        let top = format!("{}:9223372036854775807:m", "ab".repeat(16));
+        assert_eq!(
+            LockValue::parse(&top).map(|v| v.fence),
+            Some(i64::MAX as u64)
+        );
+    }
+
+    #[test]
+    fn marks_give_the_reason_of_a_break() {
+        let mark = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        assert_eq!(
+            parse_mark(&mark("1795671813351:stuck: since 3")).as_deref(),
+            Some("stuck: since 3")
+        );
+        assert_eq!(parse_mark(&Value::Nil), None);
+        assert_eq!(parse_mark(&mark("1795671813351:")), None);
+        assert_eq!(parse_mark(&mark("x:reason")), None);
     }
 }

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use redis::{
     Cmd, ConnectionLike, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind,
-    ToRedisArgs,
+    ToRedisArgs, Value,
 };
 
 use crate::defaults::{ELECTION_LOG_CAP, ELECTION_LOG_KEEP};
@@ -149,11 +149,29 @@ impl Call {
     /// NOSCRIPT reply means the script did not run, so running it once more
     /// is safe.
     pub(crate) fn invoke<T: FromRedisValue>(&self, con: &mut dyn ConnectionLike) -> RedisResult<T> {
-        match self.command("EVALSHA", &self.lua.sha).query(con) {
+        let reply = con.req_command(&self.command("EVALSHA", &self.lua.sha));
+        self.answer(reply, con)
+    }
+
+    /// This call's `EVALSHA`, packed: a request written on a connection
+    /// whose reply is read later, and given to [`Call::answer`].
+    pub(crate) fn request(&self) -> Vec<u8> {
+        self.command("EVALSHA", &self.lua.sha).get_packed_command()
+    }
+
+    /// The reply to this call's `EVALSHA` (read on `con`), as
+    /// [`Call::invoke`] gives it: when NOSCRIPT, the script run again by
+    /// its source on `con`.
+    pub(crate) fn answer<T: FromRedisValue>(
+        &self,
+        reply: RedisResult<Value>,
+        con: &mut dyn ConnectionLike,
+    ) -> RedisResult<T> {
+        match reply.and_then(Value::extract_error) {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 self.eval().query(con)
             }
-            other => other,
+            other => Ok(redis::from_redis_value(other?)?),
         }
     }
 
@@ -255,10 +273,12 @@ pub(crate) static RELEASE: LazyLock<Lua> = LazyLock::new(
 mod election;
 mod guarded;
 mod operate;
+mod rw;
 
 pub(crate) use election::*;
 pub(crate) use guarded::*;
 pub(crate) use operate::*;
+pub(crate) use rw::*;
 
 /// How an attempt treats the waiters' queue (`ACQUIRE`'s `ARGV[4]` and
 /// `ARGV[5]`).
@@ -484,6 +504,9 @@ pub(crate) fn release(
                 .arg(channel)
                 .arg(ELECTION_LOG_CAP)
                 .arg(time::millis_ceil(ELECTION_LOG_KEEP));
+            if unmark {
+                call.key(&*keys.delays).arg("1");
+            }
             return call;
         }
         Hold::Lock | Hold::Permit => {}
@@ -529,7 +552,7 @@ mod tests {
     #[test]
     fn scripts_are_assembled_as_their_helpers_line_says() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol/lua");
-        let scripts: [(&str, &Lua); 20] = [
+        let scripts: [(&str, &Lua); 23] = [
             ("acquire", &ACQUIRE),
             ("dequeue", &DEQUEUE),
             ("permit_acquire", &PERMIT_ACQUIRE),
@@ -550,6 +573,9 @@ mod tests {
             ("observe", &OBSERVE),
             ("guarded", &GUARDED),
             ("fence", &FENCE),
+            ("rw_downgrade", &RW_DOWNGRADE),
+            ("prefer", &PREFER),
+            ("command_keys", &COMMAND_KEYS),
         ];
         let mut files: Vec<String> = fs::read_dir(&dir)
             .unwrap()

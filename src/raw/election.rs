@@ -9,7 +9,9 @@
 //! leader" before it when the previous one left without resigning, or a
 //! candidate handed the lead never took it up),
 //! `proclaim.lua` for a new value, `resign.lua` for a resignation (what
-//! follows it: the candidate handed the lead, or no leader). A lease that
+//! follows it: the candidate handed the lead, or no leader). `prefer.lua`
+//! moves a chosen candidate to the head of the queue before a resignation
+//! (`Leadership::hand_over_to`); it logs nothing. A lease that
 //! runs out has no script: observers see it by reading the key when its
 //! TTL is up, and the next leader's announcement logs it.
 
@@ -78,7 +80,26 @@ impl RawLock {
     pub(crate) fn proclaim(&self, a: &Acquisition, value: &str) -> Result<bool, Error> {
         check_value(value)?;
         let call = scripts::proclaim(&a.keys, a.owner().as_str(), value);
-        self.acknowledged_script(&call, "proclaim")
+        let set = self.acknowledged_script(&call, "proclaim");
+        // The key carries it (on the master, if not replicated).
+        if matches!(set, Ok(true) | Err(Error::NotReplicated { .. })) {
+            *a.proclaimed.lock() = Some(value.to_owned());
+        }
+        set
+    }
+
+    /// Puts the first live candidate queued with `value` at the head of
+    /// the queue of the election `a` leads (see `lua/prefer.lua`), so that
+    /// its resignation hands the lead to it: `Some(found)` when the key is
+    /// still `a`'s, `None` when not (nothing changed).
+    pub(crate) fn prefer(&self, a: &Acquisition, value: &str) -> Result<Option<bool>, Error> {
+        check_value(value)?;
+        let call = scripts::prefer(&a.keys, a.owner().as_str(), value);
+        let reply = self.run_on(0, &mut |c| Ok(call.invoke::<Value>(c)?))?;
+        Ok(match replies::int_reply(&reply, "prefer")? {
+            -1 => None,
+            n => Some(n == 1),
+        })
     }
 
     /// Runs the owner-checked `call` (replying 1 when the key was ours, 0

@@ -15,7 +15,8 @@ use super::{acknowledged, Acquisition, RawLock};
 impl RawLock {
     /// Runs `pipe`'s commands if every key of `a` is still its own: one
     /// round trip to learn the commands' keys (which also refuses an
-    /// unknown command or a wrong number of arguments), then the script.
+    /// unknown command or a wrong number of arguments; one reply, however
+    /// many the commands), then the script.
     /// `Ok(None)`: a key was not ours, and nothing ran. With
     /// [`Builder::min_replicas`](crate::Builder::min_replicas), the writes
     /// count once that many replicas have them
@@ -58,7 +59,7 @@ impl RawLock {
             let keys = if commands.is_empty() {
                 Vec::new()
             } else {
-                commands.keys(c)?
+                commands.keys(c, &packed)?
             };
             check_keys(a, &keys, cluster)?;
             let once = marker.as_deref().map(|m| (m, marker_ttl));

@@ -6,12 +6,17 @@
 //! the others delete it; every later grant would meet it there as a
 //! rival's and give up, for the rest of the TTL. So a guard's release that
 //! failed on a master for want of a connection (a timeout, a refused or
-//! skipped call) is kept here, and one thread per such master sends it
+//! skipped call), or that the master refused for a moment (`BUSY` while a
+//! script runs past the busy threshold, `LOADING` while it restarts,
+//! `NOREPLICAS`, `READONLY`: see `quorum::refused_for_a_moment`), is
+//! kept here, and one thread per such master sends it
 //! again, owner-checked as every release is, after [`PAUSE`] (doubling up
 //! to [`LONGEST_PAUSE`] while the master does not answer) until the
 //! master answers, past its breaker (a try costs this thread, not a
-//! caller, its timeout; an answer closes the breaker), for at most the TTL
-//! (the key expires by then).
+//! caller, its timeout; an answer closes the breaker), for as long as the
+//! key left there can live: the locker's TTL, or the longest TTL a
+//! renewal gave it (a guard extended beyond the locker's TTL); the key
+//! expires by then.
 //!
 //! A renewal (or the write-back) that timed out on a stalled connection
 //! may still arrive after the release, and puts our key back there (a
@@ -19,7 +24,8 @@
 //! failed, the release is kept even when it was answered, and sent again
 //! after each pause (growing to [`LONGEST_PAUSE`]) for [`STALE_TTLS`] TTLs:
 //! as long as a stalled connection is kept settling (thirty I/O timeouts,
-//! three TTLs in Redlock) and the TTL of what it may put back.
+//! three TTLs in Redlock) and the TTL of what it may put back (the longest
+//! a renewal asked for, when longer than the locker's).
 //!
 //! At most [`MOST`] releases are kept per master (beyond that the oldest is
 //! left to its TTL). Only a guard's own release is kept: its owner token is
@@ -37,6 +43,7 @@ use redis::{ConnectionLike, Value};
 
 use super::{Acquisition, RawLock};
 use crate::protocol::scripts;
+use crate::quorum;
 use crate::time;
 
 /// How soon a master that did not answer a release is tried again; the
@@ -90,8 +97,18 @@ impl RawLock {
         let Some(queue) = self.later.queues.get(i) else {
             return;
         };
-        let ttls = if repeat { STALE_TTLS } else { 1 };
-        let keep = self.config.ttl.saturating_mul(ttls);
+        // The key left there lives at most the longest TTL a renewal gave it
+        // (an `extend` may have made it longer than the locker's); what a
+        // stalled call may still put back, as long after it settles.
+        let longest = a.longest_ttl(self.config.ttl);
+        let keep = if repeat {
+            self.config
+                .ttl
+                .saturating_mul(STALE_TTLS - 1)
+                .saturating_add(longest)
+        } else {
+            longest
+        };
         let Some(until) = time::deadline(Instant::now(), keep) else {
             return;
         };
@@ -160,8 +177,9 @@ impl RawLock {
                     }
                 }
                 match result {
-                    // Still out of reach: the others wait for the next round.
-                    Err(e) if e.is_connection() => break,
+                    // Still out of reach, or refusing (busy, loading): the
+                    // others wait for the next round.
+                    Err(e) if quorum::unanswered(&e) => break,
                     // Sent again after each (growing) pause until given up.
                     _ if repeat => {}
                     // Answered (or refused for good): done with it, and

@@ -11,9 +11,10 @@
 //! semaphore's permits), `rw.rs` (a read-write lock's holds); what a
 //! granted hold does is in `renew.rs` and `release.rs` (with the release's
 //! announcement to this locker's waiters); `redlock.rs` holds the
-//! Redlock-only parts (the fan-out threads, each master's breaker, the
+//! Redlock-only parts (the fan-out, each master's breaker, the
 //! proposal and the write-back), and `later.rs` the releases sent again;
-//! `audit.rs` writes the audit trail's events on a thread of its own.
+//! `audit.rs` writes the audit trail's events on a thread of its own;
+//! `held.rs` files the holds of this locker's guards by thread.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -32,7 +33,7 @@ pub(crate) use crate::protocol::scripts::Queue;
 use crate::protocol::slots;
 use crate::quorum::{self, Acquired, Grant};
 use crate::server;
-use crate::stats::recorder::Recorder;
+use crate::stats::recorder::{Kind, Kinded, Recorder};
 use crate::time;
 use crate::token::Token;
 use crate::wake::listener::Listener;
@@ -62,6 +63,9 @@ pub(crate) struct RawLock {
     pub(crate) stats: Recorder,
     /// The audit trail's events waiting to be written (see `audit.rs`).
     trail: audit::Trail,
+    /// The holds of this locker's guards in this process, by thread (see
+    /// `held.rs`).
+    registry: held::Registry,
 }
 
 // `RawLock` is `Send + Sync`: connectors are required to be, and `Config` and
@@ -84,6 +88,9 @@ pub(crate) struct Acquisition {
     /// The metadata its keys carry instead of the locker's (an election
     /// candidate's value).
     pub(crate) metadata: Option<String>,
+    /// The value its leader proclaimed last (see `election.rs`), which its
+    /// key carries since: its audit events' metadata.
+    pub(crate) proclaimed: Mutex<Option<String>>,
     /// The fencing counter as the latest refused attempt saw it: a lock
     /// handed over to this acquisition with a token at or below it was
     /// handed over before that attempt, and lost since.
@@ -95,6 +102,10 @@ pub(crate) struct Acquisition {
     /// failed for want of a connection: it may still arrive, after the
     /// release too, so the release is sent there again later.
     stalled: AtomicU64,
+    /// Redlock: the longest TTL (ms) a renewal of its keys asked for (an
+    /// `extend` beyond the locker's TTL): a release that missed a master
+    /// is sent there again for as long as the key left there can live.
+    longest_ttl: AtomicU64,
     /// Its guard's loss was counted in the stats (once per guard).
     pub(crate) loss_counted: AtomicBool,
 }
@@ -113,9 +124,11 @@ impl Acquisition {
             caller_keys,
             keys,
             metadata: None,
+            proclaimed: Mutex::new(None),
             floor: AtomicU64::new(0),
             slot: AtomicUsize::new(NO_SLOT),
             stalled: AtomicU64::new(0),
+            longest_ttl: AtomicU64::new(0),
             loss_counted: AtomicBool::new(false),
         })
     }
@@ -128,6 +141,22 @@ impl Acquisition {
     /// of the attempt that was granted.
     pub(crate) fn owner(&self) -> Token {
         self.owner.lock().clone()
+    }
+}
+
+/// What the stats (and the metrics' `kind` label) count an acquisition's
+/// events as.
+impl Kinded for Acquisition {
+    fn kind(&self) -> Kind {
+        match self.keys.hold {
+            // A permit's granted acquisition holds one key, as a lock.
+            Hold::Lock if self.slot.load(Ordering::Relaxed) != NO_SLOT => Kind::Permit,
+            Hold::Lock => Kind::Lock,
+            Hold::Permit => Kind::Permit,
+            Hold::Read { .. } => Kind::Read,
+            Hold::Write { .. } => Kind::Write,
+            Hold::Leader { .. } => Kind::Leader,
+        }
     }
 }
 
@@ -164,8 +193,9 @@ fn acknowledged(config: &Config, c: &mut dyn ConnectionLike) -> Result<(), Error
     {
         Ok(acked) => acked,
         // The server answered, with a refusal: `WAIT` unknown, renamed
-        // away, or denied by an ACL, as on managed services.
-        Err(e) if e.code().is_some() && !e.is_io_error() => {
+        // away, or denied by an ACL, as on managed services. (Not a
+        // refusal for a moment, a busy server's: that is no answer.)
+        Err(e) if e.code().is_some() && !e.is_io_error() && !quorum::refused_for_a_moment(&e) => {
             return Err(Error::Unsupported {
                 reason: format!(
                     "the server refuses WAIT ({}), which min_replicas needs: build the \
@@ -187,14 +217,12 @@ fn acknowledged(config: &Config, c: &mut dyn ConnectionLike) -> Result<(), Error
 }
 
 impl RawLock {
-    /// The lock-delay of a hold of `keys` (see `Builder::lock_delay`): none
-    /// for an election's leadership, whose resignation is a clean release
-    /// and whose log tells each change.
-    pub(crate) fn lock_delay(&self, keys: &LockKeys) -> Duration {
-        match keys.hold {
-            Hold::Leader { .. } => Duration::ZERO,
-            _ => self.config.lock_delay,
-        }
+    /// The lock-delay of a hold of `keys` (see `Builder::lock_delay`): the
+    /// locker's, for every kind of hold. An election's leadership too: a
+    /// leader that vanished without resigning may be paused, and still act
+    /// as leader when it wakes; its resignation is a clean release.
+    pub(crate) fn lock_delay(&self, _keys: &LockKeys) -> Duration {
+        self.config.lock_delay
     }
 
     pub(crate) fn new(instances: Vec<Arc<dyn Connector>>, config: Config) -> Self {
@@ -206,8 +234,9 @@ impl RawLock {
             breakers: instances.iter().map(|_| Breaker::default()).collect(),
             fan: FanOut::new(instances.len()),
             later: later::Later::new(instances.len()),
-            stats: Recorder::new(config.stats),
+            stats: Recorder::new(config.stats, config.keys.prefix()),
             trail: audit::Trail::default(),
+            registry: held::Registry::default(),
             instances,
             config,
             wake,
@@ -358,10 +387,7 @@ impl RawLock {
         };
         breaker.check()?;
         let result = call();
-        match &result {
-            Err(e) if e.is_connection() => breaker.trip(),
-            _ => breaker.reset(),
-        }
+        breaker.note(&result);
         result
     }
 
@@ -413,11 +439,17 @@ impl RawLock {
             .flatten()
             .map(|p| (p, bound));
         let sent = Instant::now();
-        let (this, a2) = (Arc::clone(self), Arc::clone(a));
-        let answers = self.fan.run(n, move |i| {
-            let proposal = proposal.as_ref().map(|(p, bound)| (p.as_str(), *bound));
-            this.acquire_on(i, &a2, queue, proposal)
-        });
+        let at_once = proposal.as_ref().map(|(p, bound)| (p.as_str(), *bound));
+        let answers = match self.acquire_at_once(a, queue, at_once) {
+            Some(answers) => answers,
+            None => {
+                let (this, a2) = (Arc::clone(self), Arc::clone(a));
+                self.fan.run(n, move |i| {
+                    let proposal = proposal.as_ref().map(|(p, bound)| (p.as_str(), *bound));
+                    this.acquire_on(i, &a2, queue, proposal)
+                })
+            }
+        };
         let ttl = self.config.ttl;
         let drift = time::drift(ttl, self.config.drift);
         let answered: Arc<[bool]> = answers.iter().map(Result::is_ok).collect();
@@ -492,13 +524,7 @@ impl RawLock {
         proposal: Option<(&str, u64)>,
     ) -> Result<Grant, Error> {
         let config = &self.config;
-        let ttl = time::millis_ceil(config.ttl);
-        let owner = a.owner();
-        let metadata = a.metadata.as_deref().unwrap_or(&config.metadata);
-        let token = owner.as_str();
-        let delay = time::millis_ceil(self.lock_delay(&a.keys));
-        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal, delay);
-        let release_by_token = || scripts::release_by_eval(&a.keys, token, delay > 0);
+        let (call, release_by_token) = self.acquire_call(a, queue, proposal);
         let mut grant = None;
         let (checkout, io) = (config.checkout_timeout, config.io_timeout);
         let checked = self.version_checked.get(i);
@@ -507,23 +533,13 @@ impl RawLock {
                 server::check_version(c)?;
                 checked.store(true, Ordering::Relaxed);
             }
-            let reply = call.invoke::<Value>(c)?;
-            let (g, floor) = if a.is_permit() {
-                let (g, floor, slot) = replies::parse_permit_acquire(&reply)?;
-                if let Some(slot) = slot {
-                    a.slot.store(slot, Ordering::SeqCst);
-                }
-                (g, floor)
-            } else {
-                replies::parse_acquire(&reply)?
-            };
-            a.floor.store(floor, Ordering::SeqCst);
+            let g = a.grant_in(&call.invoke::<Value>(c)?)?;
             if matches!(g, Grant::Granted(_)) {
                 if let Err(e) = acknowledged(config, c) {
                     if matches!(e, Error::NotReplicated { .. } | Error::Unsupported { .. }) {
                         // Its own failure changes nothing we report. (After
                         // an I/O error the connector releases; see above.)
-                        let _ = release_by_token().query::<Value>(c);
+                        let _ = release_by_token.query::<Value>(c);
                     }
                     return Err(e);
                 }
@@ -533,15 +549,52 @@ impl RawLock {
         };
         self.guarded(i, || {
             self.instance(i)?
-                .run(checkout, io, &mut op, Some(release_by_token()))
+                .run(checkout, io, &mut op, Some(release_by_token.clone()))
         })?;
         grant.ok_or_else(|| replies::unexpected("acquire", &Value::Nil))
+    }
+
+    /// The acquire script's call for `a`, and the release by token that
+    /// undoes it (a plain `EVAL`, see [`scripts::release_by_eval`]).
+    fn acquire_call(
+        &self,
+        a: &Acquisition,
+        queue: Queue,
+        proposal: Option<(&str, u64)>,
+    ) -> (scripts::Call, redis::Cmd) {
+        let config = &self.config;
+        let ttl = time::millis_ceil(config.ttl);
+        let owner = a.owner();
+        let metadata = a.metadata.as_deref().unwrap_or(&config.metadata);
+        let token = owner.as_str();
+        let delay = time::millis_ceil(self.lock_delay(&a.keys));
+        let call = scripts::acquire(&a.keys, token, ttl, metadata, queue, proposal, delay);
+        (call, scripts::release_by_eval(&a.keys, token, delay > 0))
+    }
+}
+
+impl Acquisition {
+    /// What an acquire script's `reply` says, noted here: the permit
+    /// granted, and the counter a refusal saw (see `floor`).
+    fn grant_in(&self, reply: &Value) -> Result<Grant, Error> {
+        let (g, floor) = if self.is_permit() {
+            let (g, floor, slot) = replies::parse_permit_acquire(reply)?;
+            if let Some(slot) = slot {
+                self.slot.store(slot, Ordering::SeqCst);
+            }
+            (g, floor)
+        } else {
+            replies::parse_acquire(reply)?
+        };
+        self.floor.store(floor, Ordering::SeqCst);
+        Ok(g)
     }
 }
 
 mod audit;
 mod election;
 mod guarded;
+mod held;
 mod later;
 mod mutex;
 mod operate;
@@ -550,6 +603,8 @@ mod redlock;
 mod release;
 mod renew;
 mod rw;
+
+pub(crate) use rw::Downgrade;
 
 #[cfg(test)]
 mod model_vs_redis;

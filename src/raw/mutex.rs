@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use crate::info::LockInfo;
 use crate::protocol::keys;
-use crate::protocol::named::Named;
 use crate::Error;
 
+use super::operate::foreign;
 use super::{Acquisition, RawLock};
 
 impl RawLock {
@@ -22,10 +22,16 @@ impl RawLock {
         Acquisition::new(caller_keys, lock_keys)
     }
 
-    /// Who holds `key`, with its live waiters, as a majority of instances
-    /// sees it (a key redmutex did not write has token 0).
+    /// Who holds `key` (a lock's key, or any name a listing gives a hold),
+    /// with its live waiters under its own prefix, as a majority of
+    /// instances sees it; [`Error::InvalidInput`] for a key redmutex did
+    /// not write.
     pub(crate) fn holder(self: &Arc<Self>, key: &str) -> Result<Option<LockInfo>, Error> {
-        keys::validate_key(key)?;
-        self.read_hold(&Named::Lock(key.to_owned()))
+        let cluster = self.config.topology.is_cluster();
+        let target = self.config.keys.target(key, cluster)?;
+        match self.read_hold(&target)? {
+            Some(info) if info.fencing_token == 0 => Err(foreign(key)),
+            found => Ok(found),
+        }
     }
 }

@@ -46,9 +46,11 @@ impl Acquisition {
             caller_keys: Arc::clone(&self.caller_keys),
             keys,
             metadata: self.metadata.clone(),
+            proclaimed: Mutex::new(None),
             floor: AtomicU64::new(self.floor.load(Ordering::SeqCst)),
             slot: AtomicUsize::new(slot),
             stalled: AtomicU64::new(self.stalled.load(Ordering::SeqCst)),
+            longest_ttl: AtomicU64::new(self.longest_ttl.load(Ordering::SeqCst)),
             loss_counted: AtomicBool::new(false),
         }))
     }

@@ -1,7 +1,10 @@
 //! Redlock only (several independent masters): the proposal of a fencing
 //! token, the write-back that makes the masters agree on it, the masters
 //! where a call that puts our keys may still arrive, each master's
-//! breaker, and the threads that ask the masters in parallel.
+//! breaker, and the fan-out that asks the masters at once: a lock's and
+//! an unlock's script written to every master from the caller's thread,
+//! then each reply read (`ask_everywhere`); other calls on threads the
+//! locker keeps (`FanOut`).
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,13 +16,14 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use redis::Value;
 
+use crate::conn::Sent;
 use crate::protocol::replies;
-use crate::protocol::scripts;
-use crate::quorum::{self, Raised};
+use crate::protocol::scripts::{self, Call};
+use crate::quorum::{self, Grant, Raised};
 use crate::time;
 use crate::Error;
 
-use super::{Acquisition, RawLock};
+use super::{Acquisition, Queue, RawLock};
 
 /// How far ahead of this machine's clock a Redlock proposal is (half the
 /// TTL when that is shorter): past the masters' clocks (a one-way trip, and
@@ -70,6 +74,21 @@ impl Acquisition {
                 self.stalled.fetch_or(1 << i, Ordering::SeqCst);
             }
         }
+    }
+
+    /// Notes that a renewal sets its keys' TTL to `ttl` (see
+    /// `longest_ttl`).
+    pub(super) fn note_ttl(&self, ttl: Duration) {
+        self.longest_ttl
+            .fetch_max(time::millis_ceil(ttl), Ordering::SeqCst);
+    }
+
+    /// The longest a key of ours may live after the call that put it there:
+    /// `ttl` (the locker's), or longer where a renewal asked for longer.
+    pub(super) fn longest_ttl(&self, ttl: Duration) -> Duration {
+        ttl.max(Duration::from_millis(
+            self.longest_ttl.load(Ordering::SeqCst),
+        ))
     }
 
     /// Whether a call that puts our keys on master `i` may still arrive.
@@ -206,7 +225,107 @@ impl Breaker {
             *state = None;
         }
     }
+
+    /// After a call that gave `result`: a break when its connection failed,
+    /// closed otherwise.
+    pub(super) fn note<T>(&self, result: &Result<T, Error>) {
+        match result {
+            Err(e) if e.is_connection() => self.trip(),
+            _ => self.reset(),
+        }
+    }
 }
+
+impl RawLock {
+    /// Redlock: [`RawLock::acquire_on`] on every instance at once, from this
+    /// thread (see [`RawLock::ask_everywhere`]). `None` where that cannot
+    /// serve: one instance; before each server's version was checked (the
+    /// first acquisitions); with `min_replicas` (a `WAIT` follows each
+    /// grant); connections that are not plain ones.
+    pub(super) fn acquire_at_once(
+        &self,
+        a: &Acquisition,
+        queue: Queue,
+        proposal: Option<(&str, u64)>,
+    ) -> Option<Vec<Result<Grant, Error>>> {
+        let checked = || {
+            self.version_checked
+                .iter()
+                .all(|c| c.load(Ordering::Relaxed))
+        };
+        if self.instances.len() < 2 || self.config.min_replicas > 0 || !checked() {
+            return None;
+        }
+        let (call, undo) = self.acquire_call(a, queue, proposal);
+        self.ask_everywhere(&call, Some(&undo), |reply| a.grant_in(&reply))
+    }
+
+    /// Runs `call` on every instance from this thread: its request written
+    /// to each (past each breaker), then each reply read, within the I/O
+    /// timeout from its writing, and given to `read`. So an operation costs
+    /// about one round trip, the slowest instance's, and wakes no thread (a
+    /// thread per instance costs its wake-up on every call, which on a busy
+    /// machine outweighs the round trip). `undo`: as for
+    /// [`Connector::run`](crate::conn::Connector::run).
+    ///
+    /// `None`, and nothing sent, unless every instance not in a break has
+    /// a plain connection idle (see
+    /// [`Connector::idle`](crate::conn::Connector::idle)): one instance, a
+    /// cluster's connections, a pool busy or still connecting. The caller
+    /// then asks on the fan-out threads, where each instance waits for its
+    /// checkout beside the others; here none waits for one, so each still
+    /// answers within its I/O timeout.
+    pub(super) fn ask_everywhere<T>(
+        &self,
+        call: &Call,
+        undo: Option<&redis::Cmd>,
+        mut read: impl FnMut(Value) -> Result<T, Error>,
+    ) -> Option<Vec<Result<T, Error>>> {
+        if self.instances.len() < 2 {
+            return None;
+        }
+        // The connections first: all of them, or none is used.
+        let mut idle = Vec::with_capacity(self.instances.len());
+        for (i, instance) in self.instances.iter().enumerate() {
+            idle.push(match self.breakers.get(i).map_or(Ok(()), Breaker::check) {
+                Ok(()) => Ok(instance.idle()?),
+                Err(skipped) => Err(skipped),
+            });
+        }
+        let (checkout, io) = (self.config.checkout_timeout, self.config.io_timeout);
+        let request = call.request();
+        let sent: Vec<Result<Asked, Error>> = idle
+            .into_iter()
+            .enumerate()
+            .map(|(i, idle)| {
+                let sent = idle?.send(checkout, io, &request, undo.cloned());
+                if let (Err(_), Some(breaker)) = (&sent, self.breakers.get(i)) {
+                    breaker.note(&sent);
+                }
+                Ok((sent?, Instant::now()))
+            })
+            .collect();
+        let answers = sent.into_iter().enumerate().map(|(i, sent)| {
+            let (sent, at) = sent?;
+            let deadline = time::deadline(at, io).unwrap_or(at);
+            let mut answer = None;
+            let result = sent.reply(deadline, &mut |reply, c| {
+                answer = Some(read(call.answer::<Value>(reply, c)?)?);
+                Ok(Value::Nil)
+            });
+            if let Some(breaker) = self.breakers.get(i) {
+                breaker.note(&result);
+            }
+            result?;
+            answer.ok_or_else(|| replies::unexpected("a script", &Value::Nil))
+        });
+        Some(answers.collect())
+    }
+}
+
+/// A request written to an instance, and when (see
+/// [`RawLock::ask_everywhere`]).
+type Asked = (Box<dyn Sent>, Instant);
 
 /// What a fan-out thread runs: one call on one instance, which gives back
 /// the sending of its result, done once the thread is idle again (so a

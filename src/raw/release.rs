@@ -2,7 +2,6 @@
 //! where still ours on every instance (the script announces the release and
 //! hands the lock over), and this locker's waiters woken.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use redis::Value;
@@ -28,7 +27,9 @@ impl RawLock {
     /// been lost. With the hand-over, if there was one.
     ///
     /// A guard's release, the end of `a`'s token: with several instances,
-    /// one that could not be reached is sent it again once it answers, and
+    /// one that could not be reached, or refused it for a moment (`BUSY`,
+    /// `LOADING`, `NOREPLICAS`, `READONLY`...), is sent it again once it
+    /// answers, and
     /// one where a renewal or the write-back may still arrive is sent it
     /// again for a while (see `later.rs`), so that the key left (or put
     /// back) there does not block every later grant for a TTL.
@@ -39,7 +40,7 @@ impl RawLock {
         let (answers, handed) = self.release_everywhere(a);
         if self.instances.len() > 1 {
             for (i, answer) in answers.iter().enumerate() {
-                let failed = matches!(answer, Err(e) if e.is_connection());
+                let failed = matches!(answer, Err(e) if quorum::unanswered(e));
                 if failed || a.stalled_on(i) {
                     self.release_later(i, a, a.stalled_on(i));
                 }
@@ -63,18 +64,21 @@ impl RawLock {
         a: &Arc<Acquisition>,
     ) -> (Vec<Result<usize, Error>>, Option<Handed>) {
         // (A read-write lock's releases always look at its queue.)
-        let channel = self.channel_for(&a.keys).map(Cow::into_owned);
+        let channel = self.channel_for(&a.keys);
         let queued = channel.is_some() && self.queue_mode(a, Queue::Respect) != Queue::Ignore;
-        let owner = a.owner();
-        let (this, a2) = (Arc::clone(self), Arc::clone(a));
-        let answers = self.fan.run(self.instances.len(), move |i| {
-            let channel = channel.as_deref().unwrap_or("");
-            let unmark = !this.lock_delay(&a2.keys).is_zero();
-            let call = scripts::release(&a2.keys, owner.as_str(), channel, queued, unmark);
-            let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
-            let (deleted, to) = replies::parse_release(&reply)?;
-            Ok((deleted, to))
-        });
+        let channel = channel.as_deref().unwrap_or("");
+        let unmark = !self.lock_delay(&a.keys).is_zero();
+        let call = scripts::release(&a.keys, a.owner().as_str(), channel, queued, unmark);
+        let read = |reply: Value| replies::parse_release(&reply);
+        let answers = match self.ask_everywhere(&call, None, read) {
+            Some(answers) => answers,
+            None => {
+                let (this, call) = (Arc::clone(self), Arc::new(call));
+                self.fan.run(self.instances.len(), move |i| {
+                    read(this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?)
+                })
+            }
+        };
         let mut handed = None;
         let answers = answers
             .into_iter()

@@ -49,7 +49,7 @@ impl RawLock {
             .unwrap_or(Ok(Renewal::Stopped));
         match renewal {
             Ok(Renewal::Lost) => self.count_loss(a, lease),
-            Err(_) => self.stats.renewal_failed(),
+            Err(_) => self.stats.renewal_failed(&**a),
             Ok(_) => {}
         }
         renewal
@@ -60,6 +60,18 @@ impl RawLock {
     /// showed the key gone or someone else's).
     pub(crate) fn count_loss(&self, a: &Acquisition, lease: &Lease) {
         self.count_loss_as(a, lease, false);
+    }
+
+    /// Redis showed `a`'s keys no longer its own: its lease is lost for
+    /// good, counted (once) and marked, as broken by an operator saying
+    /// `why` when one did (see `lib/marks.lua`), else as not ours. Counted
+    /// before anyone waiting for the loss is woken.
+    pub(crate) fn lost_for(&self, a: &Acquisition, lease: &Lease, why: Option<String>) {
+        self.count_loss_as(a, lease, why.is_some());
+        match why {
+            Some(reason) => lease.mark_broken(&reason),
+            None => lease.mark_lost(),
+        }
     }
 
     /// Counts the loss of `a`'s lease once, as broken by an operator when
@@ -73,7 +85,7 @@ impl RawLock {
             } else {
                 Loss::NotOurs
             };
-            self.stats.lost(why);
+            self.stats.lost(a, why);
         }
     }
 
@@ -96,6 +108,9 @@ impl RawLock {
             };
             (value.format(), fence)
         });
+        if self.instances.len() > 1 {
+            a.note_ttl(ttl);
+        }
         let sent = Instant::now();
         let noted = Arc::clone(a);
         let (this, a) = (Arc::clone(self), Arc::clone(a));
@@ -117,18 +132,7 @@ impl RawLock {
             })?;
             replies::parse_renew(&reply)
         });
-        // An operator's break, said by any instance, is why the lease is
-        // lost if it is.
-        let mut broken = None;
-        let answers: Vec<Result<bool, Error>> = answers
-            .into_iter()
-            .map(|a| {
-                a.map(|(renewed, why)| {
-                    broken = broken.take().or(why);
-                    renewed
-                })
-            })
-            .collect();
+        let (answers, broken) = with_why(answers);
         if self.instances.len() > 1 {
             noted.note_stalled(&answers);
         }
@@ -145,12 +149,7 @@ impl RawLock {
                 Ok(Renewal::Confirmed)
             }
             RenewDecision::Confirmed { .. } | RenewDecision::Lost => {
-                // Counted before anyone waiting for the loss is woken.
-                self.count_loss_as(&noted, lease, broken.is_some());
-                match broken {
-                    Some(reason) => lease.mark_broken(&reason),
-                    None => lease.mark_lost(),
-                }
+                self.lost_for(&noted, lease, broken);
                 Ok(Renewal::Lost)
             }
             RenewDecision::Failed { confirmed, last } => Err(self.quorum_error(confirmed, last)),
@@ -159,14 +158,15 @@ impl RawLock {
 
     /// Sets the keys of `a` to expire `ttl` from now, where they are still
     /// ours, and leaves them (no delete, no announcement, no hand-over):
-    /// the end of a hold that must last until a given time. `Ok(true)`: a
-    /// majority still had them; `Ok(false)`: the lease had been lost. The
-    /// guard's watchdog must be stopped first.
+    /// the end of a hold that must last until a given time. `Ok(Ok(()))`: a
+    /// majority still had them; `Ok(Err(why))`: the lease had been lost,
+    /// broken by an operator saying `why` if one did. The guard's watchdog
+    /// must be stopped first.
     pub(crate) fn expire(
         self: &Arc<Self>,
         a: &Arc<Acquisition>,
         ttl: Duration,
-    ) -> Result<bool, Error> {
+    ) -> Result<Result<(), Option<String>>, Error> {
         let owner = a.owner();
         let (this, a) = (Arc::clone(self), Arc::clone(a));
         let answers = self.fan.run(self.instances.len(), move |i| {
@@ -174,12 +174,32 @@ impl RawLock {
             let ttl = time::millis_ceil(ttl);
             let call = scripts::renew(&a.keys, owner.as_str(), ttl, None, delay);
             let reply = this.run_on(i, &mut |c| Ok(call.invoke::<Value>(c)?))?;
-            Ok(replies::parse_renew(&reply)?.0)
+            replies::parse_renew(&reply)
         });
+        let (answers, broken) = with_why(answers);
         match quorum::decide_renew(answers) {
-            RenewDecision::Confirmed { .. } => Ok(true),
-            RenewDecision::Lost => Ok(false),
+            RenewDecision::Confirmed { .. } => Ok(Ok(())),
+            RenewDecision::Lost => Ok(Err(broken)),
             RenewDecision::Failed { confirmed, last } => Err(self.quorum_error(confirmed, last)),
         }
     }
+}
+
+/// The instances' renewal answers, each whether it renewed, and the
+/// reason of an operator's break that any of them said: why the lease is
+/// lost, if it is.
+fn with_why(
+    answers: Vec<Result<(bool, Option<String>), Error>>,
+) -> (Vec<Result<bool, Error>>, Option<String>) {
+    let mut broken = None;
+    let answers = answers
+        .into_iter()
+        .map(|a| {
+            a.map(|(renewed, why)| {
+                broken = broken.take().or(why);
+                renewed
+            })
+        })
+        .collect();
+    (answers, broken)
 }

@@ -1,7 +1,11 @@
 //! `Stats`: a locker's live figures as callers read them, and `Durations`,
 //! their wait and hold times. The recorder behind them (atomic counters and
-//! two fixed log-scale histograms) is in [`recorder`].
+//! two fixed log-scale histograms) is in [`recorder`]; with the `metrics`
+//! feature, `export.rs` reports each event to the `metrics` facade too.
 
+#[cfg(feature = "metrics")]
+mod export;
+mod kind;
 pub(crate) mod recorder;
 
 use std::fmt;
@@ -44,10 +48,13 @@ use recorder::bucket_top;
 ///   [`losses_not_ours`](Stats::losses_not_ours) (Redis showed the key gone
 ///   or someone else's) and [`losses_broken`](Stats::losses_broken) (an
 ///   operator broke the hold with [`Locker::break_lock`](crate::Locker::break_lock)). A loss is counted when a renewal (the watchdog's,
-///   or [`extend`](crate::Guard::extend)) finds it, or else when its guard
-///   ends and finds it (a release that finds its keys gone, or `unlock` or
-///   `expire_at` that find the lease lost): a lease that ran out while its
-///   renewals failed, or without a watchdog, is counted then;
+///   or [`extend`](crate::Guard::extend)) or a call of the holder's
+///   ([`run_if_held`](crate::Guard::run_if_held),
+///   [`Leadership::proclaim`](crate::Leadership::proclaim)) finds it, or
+///   else when its guard ends and finds it (a release that finds its keys
+///   gone, or `unlock` or `expire_at` that find the lease lost): a lease
+///   that ran out while its renewals failed, or without a watchdog, is
+///   counted then;
 /// - [`failed_renewals`](Stats::failed_renewals): renewals (the
 ///   watchdog's, each retry counted, and `extend`'s) that got an error or
 ///   no answer in time;
@@ -58,7 +65,42 @@ use recorder::bucket_top;
 ///
 /// # Exporting them
 ///
-/// Read them from a thread of your own, every few seconds, and hand them
+/// With the `metrics` cargo feature (off by default), every event is also
+/// reported as it happens to the [`metrics`](https://docs.rs/metrics)
+/// facade, the ecosystem's metrics API (as `log` is for logging), so any
+/// exporter installed as its recorder gets them (Prometheus, StatsD,
+/// OpenTelemetry): counters `redmutex_grants_total`,
+/// `redmutex_handovers_total`, `redmutex_timeouts_total`,
+/// `redmutex_losses_total` (label `reason`: `expired`, `not_ours`,
+/// `broken`) and `redmutex_renewals_failed_total`; histograms
+/// `redmutex_wait_seconds` and `redmutex_hold_seconds`, in seconds. Each
+/// is labelled `prefix` (the locker's, `""` without one) and `kind`
+/// (`lock`, `permit`, `read`, `write`, `leader`), never by key: lock names
+/// can be unbounded, and so would the series be. They count what these
+/// figures count (busy answers apart), so they agree with
+/// [`Locker::stats`](crate::Locker::stats), and go quiet with
+/// [`Builder::stats(false)`](crate::Builder::stats). Install the recorder
+/// before building the locker for its `# HELP` lines (the figures reach
+/// one installed later too). Without the feature, none of this is
+/// compiled. `cargo run --example metrics --features metrics` prints the
+/// Prometheus scrape text of a short workload.
+///
+/// ```no_run
+/// # #[cfg(feature = "metrics")]
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // With `metrics-exporter-prometheus`, or any `metrics` recorder.
+/// let handle = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+/// let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+/// locker.lock("report")?.unlock()?;
+/// // redmutex_grants_total{prefix="",kind="lock"} 1 ...
+/// println!("{}", handle.render());
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "metrics"))]
+/// # fn main() {}
+/// ```
+///
+/// Without it, read them from a thread of your own, every few seconds, and hand them
 /// to your metrics system: the counts as monotonic counters (they only
 /// grow while you do not reset), the quantiles as gauges. With
 /// Prometheus-like systems, which compute rates themselves, never reset;
@@ -202,7 +244,12 @@ impl Stats {
 
     /// Leases lost because an operator broke the hold
     /// ([`Locker::break_lock`](crate::Locker::break_lock)); the guard's
-    /// [`lost_reason`](crate::Guard::lost_reason) says why.
+    /// [`lost_reason`](crate::Guard::lost_reason) says why. Whichever
+    /// finds the break counts it here: a renewal, `extend`, `run_if_held`,
+    /// `proclaim`, `unlock`, `expire_at` or a resignation; only a guard
+    /// dropped before any of them found it counts it in
+    /// [`losses_not_ours`](Stats::losses_not_ours) (a drop reads no more
+    /// than its release, to keep its bound).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+pub(crate) use super::kind::{Kind, Kinded, Loss};
 use super::{Durations, Stats};
 
 /// Sub-buckets per power of two: 2^SUB_BITS.
@@ -34,17 +35,6 @@ pub(super) fn bucket_top(i: usize) -> u64 {
     let width = 1u64 << (e - SUB_BITS);
     let low = (1u64 << e).saturating_add((k % SUB) as u64 * width);
     low.saturating_add(width - 1)
-}
-
-/// A loss's reason, as counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Loss {
-    /// The deadline passed without a confirmed renewal.
-    Expired,
-    /// Redis showed the key gone or someone else's.
-    NotOurs,
-    /// An operator broke the hold (`Locker::break_lock`).
-    Broken,
 }
 
 /// Durations as they are recorded: a bucket count each, and the largest.
@@ -90,9 +80,12 @@ impl Histogram {
 
 /// A locker's figures as they are recorded, shared by its clones and
 /// guards: relaxed atomic adds, no lock. Off (with `Builder::stats(false)`)
-/// it records nothing.
+/// it records nothing. With the `metrics` feature, each event is reported
+/// to the `metrics` facade too (see `export.rs`), as long as it is on.
 pub(crate) struct Recorder {
     on: bool,
+    #[cfg(feature = "metrics")]
+    export: super::export::Export,
     /// The figures count from `base` plus `since_us`.
     base: Instant,
     since_us: AtomicU64,
@@ -108,10 +101,17 @@ pub(crate) struct Recorder {
     hold: Histogram,
 }
 
+// Without the `metrics` feature, what an event is of (`of`) goes unused:
+// nothing asks its kind.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 impl Recorder {
-    pub(crate) fn new(on: bool) -> Self {
+    /// A recorder, recording when `on`, for a locker with `prefix` (the
+    /// metrics' `prefix` label).
+    pub(crate) fn new(on: bool, prefix: Option<&str>) -> Self {
         Recorder {
             on,
+            #[cfg(feature = "metrics")]
+            export: super::export::Export::new(prefix),
             base: Instant::now(),
             since_us: AtomicU64::new(0),
             grants: AtomicU64::new(0),
@@ -127,15 +127,18 @@ impl Recorder {
         }
     }
 
-    /// A guard handed to a caller who asked at `asked`; `handed`: by a
-    /// hand-over.
-    pub(crate) fn granted(&self, asked: Instant, handed: bool) {
+    /// A guard of `of` handed to a caller who asked at `asked`; `handed`:
+    /// by a hand-over.
+    pub(crate) fn granted(&self, of: &impl Kinded, asked: Instant, handed: bool) {
         if self.on {
             self.grants.fetch_add(1, Relaxed);
             if handed {
                 self.hand_overs.fetch_add(1, Relaxed);
             }
-            self.wait.record(asked.elapsed());
+            let wait = asked.elapsed();
+            self.wait.record(wait);
+            #[cfg(feature = "metrics")]
+            self.export.granted(of.kind(), wait, handed);
         }
     }
 
@@ -146,35 +149,45 @@ impl Recorder {
         }
     }
 
-    /// A waiting call timed out.
-    pub(crate) fn timed_out(&self) {
+    /// A waiting call for `of` timed out.
+    pub(crate) fn timed_out(&self, of: &impl Kinded) {
         if self.on {
             self.timeouts.fetch_add(1, Relaxed);
+            #[cfg(feature = "metrics")]
+            self.export.timed_out(of.kind());
         }
     }
 
-    /// A guard's lease was lost (counted once per guard by the caller).
-    pub(crate) fn lost(&self, why: Loss) {
+    /// The lease of a guard of `of` was lost (counted once per guard by
+    /// the caller).
+    pub(crate) fn lost(&self, of: &impl Kinded, why: Loss) {
         if self.on {
             match why {
                 Loss::Expired => self.losses_expired.fetch_add(1, Relaxed),
                 Loss::NotOurs => self.losses_not_ours.fetch_add(1, Relaxed),
                 Loss::Broken => self.losses_broken.fetch_add(1, Relaxed),
             };
+            #[cfg(feature = "metrics")]
+            self.export.lost(of.kind(), why);
         }
     }
 
-    /// A renewal got an error or no answer.
-    pub(crate) fn renewal_failed(&self) {
+    /// A renewal of a guard of `of` got an error or no answer.
+    pub(crate) fn renewal_failed(&self, of: &impl Kinded) {
         if self.on {
             self.failed_renewals.fetch_add(1, Relaxed);
+            #[cfg(feature = "metrics")]
+            self.export.renewal_failed(of.kind());
         }
     }
 
-    /// A guard granted at `since` ended.
-    pub(crate) fn ended(&self, since: Instant) {
+    /// A guard of `of` granted at `since` ended.
+    pub(crate) fn ended(&self, of: &impl Kinded, since: Instant) {
         if self.on {
-            self.hold.record(since.elapsed());
+            let held = since.elapsed();
+            self.hold.record(held);
+            #[cfg(feature = "metrics")]
+            self.export.ended(of.kind(), held);
         }
     }
 
@@ -250,9 +263,9 @@ mod tests {
 
     #[test]
     fn quantiles_are_within_the_resolution_and_max_is_exact() {
-        let r = Recorder::new(true);
+        let r = Recorder::new(true, None);
         for us in 1..=1000u64 {
-            r.ended(Instant::now() - Duration::from_micros(us));
+            r.ended(&Kind::Lock, Instant::now() - Duration::from_micros(us));
         }
         let hold = r.read().hold;
         assert_eq!(hold.count(), 1000);
@@ -285,20 +298,34 @@ mod tests {
     /// What recording adds to one lock + unlock cycle, measured alone (a
     /// cycle's round trips make the difference too small to see against
     /// the noise of a loaded machine): the clock reads and atomic adds of
-    /// a grant and of its guard's end. A measurement, not a check:
-    /// `cargo test --release --lib recording_cost -- --ignored --nocapture`.
+    /// a grant and of its guard's end; with the `metrics` feature, then
+    /// again reported to a Prometheus recorder. A measurement, not a check:
+    /// `cargo test --release --lib recording_cost -- --ignored --nocapture`
+    /// (`--features metrics` for the second part).
     #[test]
     #[ignore = "a measurement; run it alone, in release"]
     fn recording_cost() {
+        measure_recording();
+        // With the `metrics` feature, reported to a Prometheus recorder (on
+        // this thread only) as well.
+        #[cfg(feature = "metrics")]
+        {
+            let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+            println!("reported to a Prometheus recorder:");
+            metrics::with_local_recorder(&prometheus, measure_recording);
+        }
+    }
+
+    fn measure_recording() {
         const N: u32 = 2_000_000;
         for on in [true, false, true, false] {
-            let r = Recorder::new(on);
+            let r = Recorder::new(on, None);
             let start = Instant::now();
             for _ in 0..N {
                 let asked = Instant::now(); // the call's start
                 let since = Instant::now(); // the guard's grant
-                r.granted(std::hint::black_box(asked), false);
-                r.ended(std::hint::black_box(since));
+                r.granted(&Kind::Lock, std::hint::black_box(asked), false);
+                r.ended(&Kind::Lock, std::hint::black_box(since));
             }
             let per = start.elapsed() / N;
             println!(
@@ -310,10 +337,10 @@ mod tests {
 
     #[test]
     fn reset_returns_what_it_clears_and_off_records_nothing() {
-        let r = Recorder::new(true);
-        r.granted(Instant::now(), true);
+        let r = Recorder::new(true, None);
+        r.granted(&Kind::Lock, Instant::now(), true);
         r.busy();
-        r.lost(Loss::Expired);
+        r.lost(&Kind::Lock, Loss::Expired);
         let cleared = r.reset();
         assert_eq!((cleared.grants(), cleared.hand_overs()), (1, 1));
         assert_eq!((cleared.busy(), cleared.losses_expired()), (1, 1));
@@ -327,10 +354,10 @@ mod tests {
             }
         );
 
-        let off = Recorder::new(false);
-        off.granted(Instant::now(), false);
-        off.renewal_failed();
-        off.ended(Instant::now());
+        let off = Recorder::new(false, None);
+        off.granted(&Kind::Lock, Instant::now(), false);
+        off.renewal_failed(&Kind::Lock);
+        off.ended(&Kind::Lock, Instant::now());
         let s = off.read();
         assert_eq!(
             (s.grants(), s.failed_renewals(), s.hold().count()),

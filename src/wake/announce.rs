@@ -5,6 +5,8 @@
 //! - `+<token>:<fence>:<key>`: it was handed over to the waiter whose
 //!   owner token is `<token>`, with fencing token `<fence>`.
 
+use redis::{PushKind, Value};
+
 use crate::wake::waiters::Signal;
 
 /// Wakes the waiters in `waiters` that an announcement is for.
@@ -14,6 +16,31 @@ pub(super) fn deliver(waiters: &Signal, message: &[u8]) {
         Some(Announced::Handed { token, fence }) => waiters.hand_over(token, fence),
         None => {}
     }
+}
+
+/// What a subscribed connection read, as `[kind, channel, ...]` (a RESP2
+/// reply's form: `["smessage", channel, message]`, `["subscribe", channel,
+/// count]`), whether it came as a reply or as a RESP3 push
+/// (`protocol=resp3`), whose kind is apart; `None` for anything else.
+pub(super) fn parts(v: Value) -> Option<Vec<Value>> {
+    let kind: &[u8] = match v {
+        Value::Array(parts) => return Some(parts),
+        Value::Push { ref kind, .. } => match kind {
+            PushKind::Message => b"message",
+            PushKind::Subscribe => b"subscribe",
+            PushKind::Unsubscribe => b"unsubscribe",
+            PushKind::SMessage => b"smessage",
+            PushKind::SSubscribe => b"ssubscribe",
+            PushKind::SUnsubscribe => b"sunsubscribe",
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let Value::Push { mut data, .. } = v else {
+        return None;
+    };
+    data.insert(0, Value::BulkString(kind.to_vec()));
+    Some(data)
 }
 
 /// What a release channel message says.
@@ -41,6 +68,32 @@ fn parse_announcement(message: &[u8]) -> Option<Announced<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_and_a_push_read_alike() {
+        let word = |w: &str| Value::BulkString(w.as_bytes().to_vec());
+        let resp2 = vec![word("smessage"), word("chan"), word("-k")];
+        let resp3 = Value::Push {
+            kind: PushKind::SMessage,
+            data: vec![word("chan"), word("-k")],
+        };
+        assert_eq!(parts(Value::Array(resp2.clone())), Some(resp2.clone()));
+        assert_eq!(parts(resp3), Some(resp2));
+        let confirmed = Value::Push {
+            kind: PushKind::Subscribe,
+            data: vec![word("chan"), Value::Int(1)],
+        };
+        assert_eq!(
+            parts(confirmed),
+            Some(vec![word("subscribe"), word("chan"), Value::Int(1)])
+        );
+        let other = Value::Push {
+            kind: PushKind::Invalidate,
+            data: vec![],
+        };
+        assert_eq!(parts(other), None);
+        assert_eq!(parts(word("PONG")), None);
+    }
 
     #[test]
     fn announcements() {

@@ -15,7 +15,7 @@ use redis::ConnectionLike;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::conn::{Connector, Lent};
-use crate::wake::announce::deliver;
+use crate::wake::announce::{deliver, parts};
 use crate::wake::shards::Shards;
 use crate::wake::waiters::Signal;
 use crate::Error;
@@ -270,15 +270,13 @@ fn listen(plain: &mut redis::Connection, channel: &str, on: &mut dyn FnMut(Heard
         on(Heard::Gone);
         return;
     }
-    // SUBSCRIBE as a plain command first: its refusal (NOPERM) comes back
-    // as an error, where `PubSub` would take it for the confirmation.
-    match redis::cmd("SUBSCRIBE").arg(channel).exec(plain) {
-        Ok(()) => {}
-        Err(e) if !e.is_io_error() => {
+    match confirm(plain, channel) {
+        Confirmed::Yes => {}
+        Confirmed::Refused => {
             on(Heard::Refused);
             return;
         }
-        Err(_) => {
+        Confirmed::Gone => {
             on(Heard::Gone);
             return;
         }
@@ -301,6 +299,48 @@ fn listen(plain: &mut redis::Connection, channel: &str, on: &mut dyn FnMut(Heard
         }
     }
     // Dropping `pubsub` unsubscribes (bounded by the timeout).
+}
+
+/// What became of a `SUBSCRIBE`.
+enum Confirmed {
+    Yes,
+    /// The server refused it (an error reply: no ACL rights on the channel).
+    Refused,
+    /// No answer within the read timeout, or the connection failed.
+    Gone,
+}
+
+/// Sends `SUBSCRIBE channel` and reads what comes back until its
+/// confirmation: a reply over RESP2, a push over RESP3 (`protocol=resp3`),
+/// which a plain command's call never returns, since redis-rs skips pushes
+/// while it waits for a reply. A refusal (NOPERM) comes back as an error,
+/// where `PubSub::subscribe` would take it for the confirmation.
+fn confirm(plain: &mut redis::Connection, channel: &str) -> Confirmed {
+    let bytes = redis::cmd("SUBSCRIBE").arg(channel).get_packed_command();
+    if plain.send_packed_command(&bytes).is_err() {
+        return Confirmed::Gone;
+    }
+    loop {
+        match plain.recv_response() {
+            Ok(redis::Value::ServerError(_)) => return Confirmed::Refused,
+            Ok(v) => {
+                if is_subscribed(v, channel) {
+                    return Confirmed::Yes;
+                }
+                // Anything else (another push) is not for us.
+            }
+            Err(e) if e.is_io_error() || !plain.is_open() => return Confirmed::Gone,
+            Err(_) => return Confirmed::Refused,
+        }
+    }
+}
+
+/// Whether `v` confirms a subscription to `channel`: `["subscribe",
+/// channel, n]`, as a RESP2 reply or a RESP3 push.
+fn is_subscribed(v: redis::Value, channel: &str) -> bool {
+    use redis::Value::BulkString;
+    matches!(parts(v).as_deref(), Some([BulkString(kind), BulkString(c), ..])
+        if kind == b"subscribe" && c == channel.as_bytes())
 }
 
 /// The listener's callback: wakes the waiters of a released key; stops
@@ -398,6 +438,30 @@ mod tests {
         let got: redis::RedisResult<Option<String>> =
             redis::cmd("GET").arg("nothing").query(&mut plain);
         assert!(matches!(got, Ok(None)), "{got:?}");
+    }
+
+    #[test]
+    fn a_subscription_is_confirmed_by_a_reply_or_a_push() {
+        use redis::Value::{Array, BulkString, Int, Push};
+        let word = |w: &str| BulkString(w.as_bytes().to_vec());
+        let resp2 = Array(vec![word("subscribe"), word("chan"), Int(1)]);
+        let resp3 = Push {
+            kind: redis::PushKind::Subscribe,
+            data: vec![word("chan"), Int(1)],
+        };
+        assert!(is_subscribed(resp2.clone(), "chan") && is_subscribed(resp3, "chan"));
+        let message = Push {
+            kind: redis::PushKind::Message,
+            data: vec![word("chan"), word("-k")],
+        };
+        for not in [
+            message,
+            word("chan"),
+            Array(vec![word("subscribe"), word("other")]),
+        ] {
+            assert!(!is_subscribed(not.clone(), "chan"), "{not:?}");
+        }
+        assert!(!is_subscribed(resp2, "other"));
     }
 
     /// Until `channel` has `n` subscribers on the server, for at most 10 s.

@@ -39,7 +39,7 @@ use redis::{ConnectionLike, Value};
 use crate::conn::nodes::Node;
 use crate::conn::Connector;
 use crate::protocol::slots;
-use crate::wake::announce::deliver;
+use crate::wake::announce::{deliver, parts};
 use crate::wake::waiters::Signal;
 
 /// How often an idle connection checks that its channels are still wanted
@@ -443,8 +443,12 @@ impl NodeThread<'_> {
                 self.silent_since = None;
             }
             match heard {
-                Ok(Value::Array(parts)) => self.heard(&shards, &parts),
-                Ok(_) => {}
+                // A reply, or over RESP3 a push (messages, confirmations).
+                Ok(v) => {
+                    if let Some(parts) = parts(v) {
+                        self.heard(&shards, &parts);
+                    }
+                }
                 Err(e) if e.is_timeout() => {
                     drop(shards);
                     if !self.idle(&mut conn) {
@@ -459,9 +463,11 @@ impl NodeThread<'_> {
                     } else if refusal(&e) {
                         log::info!(
                             target: "redmutex::listen",
-                            "this cluster refuses sharded pub/sub ({}: Redis before 7.0, a \
-                             password or TLS the listener does not have, or no ACL rights on \
-                             the release channels): waiters poll with their backoff",
+                            "this cluster refuses sharded pub/sub ({}: Redis before 7.0, no \
+                             ACL rights on the release channels, or a password or TLS that a \
+                             pool of a plain ClusterClient does not show: build it with \
+                             redmutex::cluster_pool or ClusterManager): waiters poll with \
+                             their backoff",
                             e.code().unwrap_or("an error")
                         );
                         return Ended::Refused;
@@ -524,7 +530,7 @@ impl NodeThread<'_> {
         };
         self.mine.remove(&channel);
         shards.set(&channel, Sub::Moving);
-        match Node::parse(addr) {
+        match Node::parse(addr, self.node) {
             Some(node) if node != *self.node => place(self.ctx, shards, node, &channel),
             _ => self.retry.push((channel, slot)),
         }

@@ -30,13 +30,42 @@ pub fn start_cluster(
     extra: &[&str],
     ready_within: Duration,
 ) -> Result<(Vec<ThrowAwayServer>, PathBuf), Box<dyn Error>> {
+    start(replicas, extra, None, ready_within)
+}
+
+/// As [`start_cluster`] with 3 masters and no replicas, over TLS only:
+/// each node listens on a TLS port (its `port()`; no plain port) and
+/// speaks TLS on the cluster bus too. `tls` are the nodes' TLS arguments
+/// (`--tls-cert-file`, `--tls-key-file`, `--tls-ca-cert-file`, ...), `cli`
+/// the ones `redis-cli` needs to reach them (`--tls --cacert <file>`).
+pub fn start_tls_cluster(
+    tls: &[&str],
+    cli: &[&str],
+    ready_within: Duration,
+) -> Result<(Vec<ThrowAwayServer>, PathBuf), Box<dyn Error>> {
+    start(0, tls, Some(cli), ready_within)
+}
+
+/// [`start_cluster`], over TLS when `tls_cli` is given (see
+/// [`start_tls_cluster`]).
+fn start(
+    replicas: usize,
+    extra: &[&str],
+    tls_cli: Option<&[&str]>,
+    ready_within: Duration,
+) -> Result<(Vec<ThrowAwayServer>, PathBuf), Box<dyn Error>> {
     let dir = temp_dir("cluster")?;
     let d = dir.to_string_lossy().into_owned();
+    let cli = tls_cli.unwrap_or_default();
     let mut nodes = Vec::new();
     for _ in 0..3 * (1 + replicas) {
         let port = cluster_port()?;
         let (p, conf) = (port.to_string(), format!("nodes-{port}.conf"));
-        let mut args = vec!["--port", &p, "--bind", "127.0.0.1"];
+        let mut args = match tls_cli {
+            None => vec!["--port", &p],
+            Some(_) => vec!["--port", "0", "--tls-port", &p, "--tls-cluster", "yes"],
+        };
+        args.extend(["--bind", "127.0.0.1"]);
         args.extend_from_slice(QUIET);
         args.extend(["--dir", &d, "--cluster-enabled", "yes"]);
         args.extend(["--cluster-config-file", &conf]);
@@ -54,6 +83,7 @@ pub fn start_cluster(
         .map(|n| format!("127.0.0.1:{}", n.port()))
         .collect();
     let out = Command::new("redis-cli")
+        .args(cli)
         .args(["--cluster", "create"])
         .args(&addrs)
         .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
@@ -66,6 +96,7 @@ pub fn start_cluster(
     for node in &nodes {
         loop {
             let info = Command::new("redis-cli")
+                .args(cli)
                 .args(["-p", &node.port().to_string(), "cluster", "info"])
                 .output()?;
             let info = String::from_utf8_lossy(&info.stdout);

@@ -7,6 +7,9 @@
 //! - [`cluster`]: a throw-away Redis Cluster (3 masters, replicas if asked);
 //! - [`proxy`]: a TCP proxy with faults or a fixed delay;
 //! - [`fork`]: run a closure in a forked child and get its exit code;
+//! - [`linear`]: a linearizability checker for recorded histories (the
+//!   fault suite's workloads), with the models of a compare-and-set register
+//!   and of a set;
 //! - [`model`]: the lock protocol as a `stateright` model, checked over
 //!   every interleaving by `tests/model.rs` and run step by step against the
 //!   real scripts by the library's unit tests (`src/model_vs_redis.rs`).
@@ -17,6 +20,7 @@
 
 pub mod cluster;
 pub mod fork;
+pub mod linear;
 pub mod model;
 pub mod proxy;
 pub mod server;

@@ -109,6 +109,16 @@ impl Server {
         self.builder().ttl(ttl).build().unwrap()
     }
 
+    /// A locker over its own pool whose checkouts and calls are each
+    /// bounded by `io`, and default settings otherwise.
+    pub fn locker_with_io(&self, io: Duration) -> Locker {
+        self.builder()
+            .io_timeout(io)
+            .checkout_timeout(io)
+            .build()
+            .unwrap()
+    }
+
     /// A locker with a minute of TTL and of backoff: only a release can get
     /// its waiters the lock quickly.
     pub fn slow_locker(&self) -> Locker {
@@ -753,6 +763,26 @@ pub fn fence_of(server: &Server, key: &str) -> u64 {
     fence_in(&v).unwrap()
 }
 
+/// Every key of `server` and its value (strings) or type, sorted.
+pub fn dump(server: &Server) -> Vec<(String, String)> {
+    let mut c = server.conn();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
+    let mut out: Vec<(String, String)> = keys
+        .into_iter()
+        .map(|k| {
+            let v: String = redis::cmd("TYPE").arg(&k).query(&mut c).unwrap();
+            let v = if v == "string" {
+                redis::cmd("GET").arg(&k).query(&mut c).unwrap()
+            } else {
+                v
+            };
+            (k, v)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// An owner token that is not any locker's.
 pub const SOMEONE_ELSE: &str = "ffffffffffffffffffffffffffffffff";
 
@@ -901,4 +931,208 @@ pub fn woken_by_the_release(waiting: Waiting) {
         took < Duration::from_secs(15),
         "woken by its deadline ({took:?}), not by the release"
     );
+}
+
+/// Waits until one waiter is queued for the lock `k` (no prefix) and a
+/// release listener is subscribed: its start-up is behind it.
+pub fn queued_and_listening(server: &Server, k: &str) {
+    wait_until(
+        "the waiter queued and listening",
+        Duration::from_secs(20),
+        || {
+            server.release_subscribers() >= 1
+                && redis::cmd("ZCARD")
+                    .arg(queue_keys(None, k).0)
+                    .query::<u64>(&mut server.conn())
+                    .unwrap_or(0)
+                    == 1
+        },
+    );
+}
+
+/// Waits until right after a script call on `server`: with a waiter whose
+/// backoff is long, one of its refreshes of its place (one a second), so
+/// that none comes for a while.
+pub fn after_a_call(server: &Server) {
+    let calls = server.evalsha_calls();
+    wait_until("a refresh of the waiter", Duration::from_secs(20), || {
+        server.evalsha_calls() > calls
+    });
+}
+
+/// A locker built by `builder` whose lease-change callback records the
+/// reason of every loss, and those reasons.
+pub fn recording_losses(
+    builder: Builder,
+) -> (
+    Locker,
+    std::sync::Arc<std::sync::Mutex<Vec<redmutex::LeaseChangeReason>>>,
+) {
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&told);
+    let locker = builder
+        .on_lease_change(move |c| {
+            if c.to() == redmutex::LeaseState::Lost {
+                sink.lock().unwrap().push(c.reason());
+            }
+        })
+        .build()
+        .unwrap();
+    (locker, told)
+}
+
+/// The names of the holds `locker` lists (`LockInfo::key`), in order.
+pub fn listed_keys(locker: &Locker) -> Vec<String> {
+    locker
+        .locks()
+        .unwrap()
+        .iter()
+        .map(|i| i.key().to_owned())
+        .collect()
+}
+
+/// Runs `f` on another thread and returns what it returned: a probe of a
+/// hold this thread took, which this thread itself would be refused
+/// (`Error::AlreadyHeld`: a thread is never left to wait for itself).
+pub fn elsewhere<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| s.spawn(f).join().unwrap())
+}
+
+/// The name the fan-out threads of a Redlock locker carry (Linux keeps its
+/// first 15 bytes).
+const FAN_OUT_NAME: &str = "redmutex-redloc";
+
+/// The ids of this process's Redlock fan-out threads (Linux: read from
+/// `/proc`; a test that counts them needs a test binary of its own).
+pub fn fan_out_threads() -> std::collections::BTreeSet<u64> {
+    let tasks = std::fs::read_dir("/proc/self/task").expect("read /proc/self/task");
+    tasks
+        .filter_map(|t| {
+            let t = t.ok()?;
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            let tid = t.file_name().to_str()?.parse().ok()?;
+            comm.trim().starts_with(FAN_OUT_NAME).then_some(tid)
+        })
+        .collect()
+}
+
+/// How many waiters the queue `queue` (a sorted set's key) holds.
+pub fn queued_in(server: &Server, queue: &str) -> u64 {
+    redis::cmd("ZCARD")
+        .arg(queue)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+/// The values of the next `n` states `observer` yields (`None`: no leader).
+pub fn observed(observer: &mut redmutex::Observer, n: usize) -> Vec<Option<String>> {
+    (0..n)
+        .map(|_| {
+            observer
+                .next()
+                .unwrap()
+                .unwrap()
+                .map(|l| l.value().to_owned())
+        })
+        .collect()
+}
+
+/// Releases `held` once `waiter` (another locker, as another process,
+/// with a minute of backoff) waits for `keys` (several: a multi-key lock
+/// does not queue; a minute at most) and `listening` says it listens for
+/// releases; returns the waiter's guard after checking that it got the lock
+/// long before its backoff or the end of its wait (its last attempt) could
+/// have let it: the release's announcement woke it.
+pub fn woken_by_the_announcement(
+    held: redmutex::Guard,
+    waiter: &Locker,
+    keys: &[String],
+    listening: (&str, &mut dyn FnMut() -> bool),
+) -> redmutex::Guard {
+    let t = {
+        let (waiter, keys) = (waiter.clone(), keys.to_vec());
+        std::thread::spawn(move || {
+            let got = waiter.lock_all_timeout(&keys, Duration::from_secs(60));
+            (got, Instant::now())
+        })
+    };
+    let (what, check) = listening;
+    wait_until(what, Duration::from_secs(20), check);
+    let released = Instant::now();
+    drop(held);
+    let (got, at) = t.join().expect("the waiter's thread");
+    let took = at.saturating_duration_since(released);
+    let guard = got.unwrap();
+    assert!(
+        took < Duration::from_secs(15),
+        "woken after {took:?}: by its backoff, not by the release"
+    );
+    guard
+}
+
+/// A locker over `pool` with a minute of TTL and of backoff: only a
+/// release can get its waiters the lock quickly.
+pub fn slow_locker_over<M>(pool: r2d2::Pool<M>) -> Locker
+where
+    M: r2d2::ManageConnection,
+    M::Connection: redis::ConnectionLike,
+{
+    Locker::builder(pool)
+        .ttl(Duration::from_secs(60))
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .build()
+        .unwrap()
+}
+
+/// The files of a TLS server made here: its certificate (for 127.0.0.1
+/// and localhost), its key, and the authority that signed it, written to
+/// a directory; and that authority's PEM, for the clients to trust.
+pub struct TlsFiles {
+    pub cert: String,
+    pub key: String,
+    pub ca: String,
+    pub ca_pem: String,
+}
+
+impl TlsFiles {
+    /// Makes an authority and a server certificate it signed, in `dir`.
+    pub fn new(dir: &std::path::Path) -> TlsFiles {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "redmutex test authority");
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let server_key = KeyPair::generate().unwrap();
+        let server_params =
+            CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+        let cert = server_params.signed_by(&server_key, &ca, &ca_key).unwrap();
+        let write = |name: &str, pem: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, pem).unwrap();
+            path.to_string_lossy().into_owned()
+        };
+        TlsFiles {
+            cert: write("server.crt", &cert.pem()),
+            key: write("server.key", &server_key.serialize_pem()),
+            ca: write("ca.crt", &ca.pem()),
+            ca_pem: ca.pem(),
+        }
+    }
+
+    /// The server's arguments: these files, clients not asked for theirs.
+    pub fn server_args(&self) -> Vec<&str> {
+        vec![
+            "--tls-cert-file",
+            &self.cert,
+            "--tls-key-file",
+            &self.key,
+            "--tls-ca-cert-file",
+            &self.ca,
+            "--tls-auth-clients",
+            "no",
+        ]
+    }
 }

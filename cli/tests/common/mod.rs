@@ -74,7 +74,7 @@ impl Setup {
 }
 
 /// Polls (bounded) until `check` holds.
-pub fn wait_for(what: &str, check: impl Fn() -> bool) {
+pub fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
     let end = Instant::now() + Duration::from_secs(20);
     while !check() {
         assert!(Instant::now() < end, "not within 20 s: {what}");

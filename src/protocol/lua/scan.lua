@@ -8,12 +8,14 @@
 --   (`<32 hex digits>:<fence>:...`, its first 64 bytes read here), so that the caller need not ask
 --   for every other string key the walk finds; anything else keeps them
 --   all (a Cluster, where a script may not read keys it did not declare
---   in other slots).
+--   in other slots). `ARGV[5]`: the type of the keys to keep, `string`
+--   (the holds, counters, marks) or `stream` (the audit trails).
 --
--- Replies: SCAN's reply, the next cursor and the string keys of this step.
+-- Replies: SCAN's reply, the next cursor and the keys of that type in this
+-- step.
 --
 -- Helpers: (none)
-local step = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3], 'TYPE', 'string')
+local step = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3], 'TYPE', ARGV[5])
 if ARGV[4] ~= '1' then return step end
 local holds = {}
 -- A hold's value: a 32-digit owner token, then its fencing token.

@@ -11,7 +11,7 @@ use crate::time;
 /// Resigns an election's leadership: a release that hands over and logs
 /// the change. Its KEYS/ARGV contract and replies open `lua/resign.lua`.
 pub(crate) static RESIGN: LazyLock<Lua> = LazyLock::new(
-    || script!("resign"; "owned", "mint", "live_head", "publish", "give", "hand_over", "log"),
+    || script!("resign"; "owned", "mint", "live_head", "publish", "give", "hand_over", "log", "delay"),
 );
 
 /// Logs an election's new leader. Its KEYS/ARGV contract and replies open
@@ -26,6 +26,24 @@ pub(crate) static PROCLAIM: LazyLock<Lua> = LazyLock::new(|| script!("proclaim";
 /// Reads an election's log and leader at once. Its KEYS/ARGV contract and
 /// replies open `lua/observe.lua`.
 pub(crate) static OBSERVE: LazyLock<Lua> = LazyLock::new(|| script!("observe"));
+
+/// Moves the first live candidate queued with a value to the head of an
+/// election's queue, for its leader. Its KEYS/ARGV contract and replies
+/// open `lua/prefer.lua`.
+pub(crate) static PREFER: LazyLock<Lua> =
+    LazyLock::new(|| script!("prefer"; "owned", "mint", "live_head"));
+
+/// [`PREFER`] of the candidate queued with `value`, by the leader `token`
+/// of the election `keys`.
+pub(crate) fn prefer(keys: &LockKeys, token: &str, value: &str) -> Call {
+    let mut call = PREFER.call();
+    call.key(&*keys.locks)
+        .key(&keys.queue)
+        .key(&keys.waiters)
+        .arg(token)
+        .arg(value);
+    call
+}
 
 /// The log of an election's `keys` (empty for any other hold).
 fn log_of(keys: &LockKeys) -> &str {

@@ -15,6 +15,18 @@ pub(crate) static GUARDED: LazyLock<Lua> = LazyLock::new(|| script!("guarded"; "
 /// open `lua/fence.lua`.
 pub(crate) static FENCE: LazyLock<Lua> = LazyLock::new(|| script!("fence"; "run"));
 
+/// The keys a caller's commands name and their names' arities, asked in
+/// one exchange. Its ARGV contract and replies open `lua/command_keys.lua`.
+pub(crate) static COMMAND_KEYS: LazyLock<Lua> = LazyLock::new(|| script!("command_keys"));
+
+/// [`COMMAND_KEYS`] of `commands` (packed, see `Commands::packed`), whose
+/// distinct names are `names`.
+pub(crate) fn command_keys(names: &[Vec<u8>], commands: &[Vec<u8>]) -> Call {
+    let mut call = COMMAND_KEYS.call();
+    call.arg(names.len()).arg(names).arg(commands);
+    call
+}
+
 /// [`GUARDED`]: `commands` (packed, see `Commands::packed`), naming
 /// `command_keys`, run if every key of `keys` is `token`'s; with `once`,
 /// a run marker key and its TTL in ms, run at most once however many times

@@ -1,7 +1,8 @@
 //! The lock protocol as `stateright` models: [`single`] for one Redis
 //! server (the queue, hand-overs, claims, renewals, restores), [`redlock`]
-//! for a majority of independent masters.
+//! for a majority of independent masters; [`check`] checks them.
 
+pub mod check;
 pub mod redlock;
 pub mod single;
 

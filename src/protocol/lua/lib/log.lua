@@ -19,13 +19,16 @@
 --
 -- `record` appends one change (`to`, `till`: nil but for a hand-over),
 -- `last_entry` reads the term, value, `to` and `until` of the latest entry
--- (nil for an empty or missing log), and `leader_of` splits a lock value
--- `<token>:<fence>:<value>` into its term and value.
+-- (nil for an empty or missing log), `leader_of` splits a lock value
+-- `<token>:<fence>:<value>` into its term and value, and `ended` logs what
+-- follows a leadership whose key held `v` and was just freed (a
+-- resignation, an operator's break): the hand-over of `key` to `head` as a
+-- claim (at server time `now`, ms), or no leader.
 --
 -- Expects in scope: nothing but Redis's `redis`.
 -- What this file defines, a script may leave unused (luacheck is told so):
--- luacheck: push ignore 211/record 211/last_entry 211/leader_of
-local function record(log, term, value, cap, keep, to, till)
+-- luacheck: push ignore 211/record 211/last_entry 211/leader_of 211/ended
+local function record(log, term, value, cap, kept_for, to, till)
   local last = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)[1]
   local n = 1
   if last then n = (tonumber(last[2][6]) or 0) + 1 end
@@ -35,7 +38,7 @@ local function record(log, term, value, cap, keep, to, till)
   else
     redis.call('XADD', log, 'MAXLEN', cap, '*', 'term', term, 'value', value, 'n', n)
   end
-  redis.call('PEXPIRE', log, keep)
+  redis.call('PEXPIRE', log, kept_for)
 end
 local function last_entry(log)
   local last = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)[1]
@@ -44,5 +47,15 @@ local function last_entry(log)
 end
 local function leader_of(v)
   return string.match(v, '^[^:]*:(%d+):(.*)$')
+end
+local function ended(log, key, v, head, now, cap, kept_for)
+  local term = leader_of(v) or ''
+  if head then
+    -- The claim runs out its PTTL from now.
+    local till = now + redis.call('PTTL', key)
+    record(log, '>', term, cap, kept_for, redis.sha1hex(head), till)
+  else
+    record(log, '', term, cap, kept_for)
+  end
 end
 -- luacheck: pop
