@@ -7,19 +7,34 @@
 //! cargo run --release --example bench -- quick   # shorter runs
 //! cargo run --release --example bench -- 1 2      # only sections 1 and 2
 //! cargo run --release --example bench -- pinned   # server on CPU 0, clients on CPU 1
+//! cargo run --release --example bench -- compare c2eaaad   # this tree against 0.1
 //! ```
+//!
+//! `compare <git rev> [pinned|unpinned|both] [rounds N] [quick]` measures
+//! this tree against another revision: it checks the revision out in a git
+//! worktree outside the tree, builds `bench/figures.rs` (this tree's, the
+//! same program for both) against each library in release, runs the two
+//! alternately, a fresh server per round, pinned and unpinned, and prints
+//! each figure's medians, its ratio new/old and the run-to-run spread: A
+//! (uncontended cycle), the server's CPU per cycle, B (4 workers, 0 ms), C
+//! (4 workers, 2 ms), the hand-over p50/p99, and `INFO commandstats` per
+//! cycle. Any revision from 0.1 (c2eaaad) on works as the old side; see
+//! `bench/compare.rs`.
 //!
 //! `pinned` (Linux, two CPUs or more) runs the `redis-server`s it starts on
 //! CPU 0 and this process, every thread of it (the library's watchdogs and
 //! listener too), on CPU 1, as the peer benchmark does with `taskset`:
 //! the client's own threads then compete for one CPU.
 //!
-//! 1. uncontended: lock + unlock cycles/s, raw loop vs redmutex;
+//! 1. uncontended: lock + unlock cycles/s, raw loop vs redmutex (and
+//!    without its watchdog); the server's CPU time per cycle (`INFO cpu`)
+//!    of each, and the commands per redmutex cycle (`INFO commandstats`);
 //! 2. contended: 4 threads over 2 lockers on one key, 0 ms and 2 ms critical
 //!    sections: acquisitions/s, wait p50/p99/max, fairness (max/min
 //!    acquisitions per worker), and the hand-over latency (a release sent
 //!    to the next holder's lock returning, for a holder that waited) p50
-//!    and p99, next to a PING round trip measured in the same run; then the
+//!    and p99, next to a PING round trip measured in the same run, and the
+//!    hand-over alone (one waiter on another locker, 2,000 rounds); then the
 //!    same redmutex rows on a Redis Cluster of 3 masters started here (the
 //!    waiters woken through sharded pub/sub), with the cluster's hand-over
 //!    p50 as a ratio to the single server's;
@@ -41,8 +56,7 @@
 // Finds a Redis server, or starts a throw-away one.
 use redmutex_testkit as support;
 
-use std::error::Error;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -51,11 +65,17 @@ use redmutex::Locker;
 use support::proxy::Proxy;
 use support::ThrowAwayServer;
 
-type Res<T> = Result<T, Box<dyn Error>>;
+// The figures any revision can be measured by (sections 1 and 2 use them),
+// and `bench compare`.
+#[path = "bench/compare.rs"]
+mod compare;
+#[path = "bench/figures.rs"]
+mod figures;
 
-/// The baseline's release: the usual compare-and-delete script.
-const CAD: &str =
-    r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+use figures::{
+    alternating, contended, pause, percentile, pin_to, process_cpu, raw_cycle, round_trip,
+    Contended, Cycle, Mode, Res, CAD,
+};
 
 /// Set in a pinned run: every server started goes on CPU 0.
 static PINNED: AtomicBool = AtomicBool::new(false);
@@ -66,29 +86,6 @@ fn start_server() -> Res<ThrowAwayServer> {
         pin_server(server.pid())?;
     }
     Ok(server)
-}
-
-/// One raw acquisition attempt: SET key token NX PX 30000.
-fn raw_try(conn: &mut redis::Connection, key: &str, token: &str) -> Res<bool> {
-    let ok: Option<String> = redis::cmd("SET")
-        .arg(key)
-        .arg(token)
-        .arg("NX")
-        .arg("PX")
-        .arg(30_000)
-        .query(conn)?;
-    Ok(ok.is_some())
-}
-
-fn raw_release(conn: &mut redis::Connection, cad: &Script, key: &str, token: &str) -> Res<()> {
-    let _: i64 = cad.key(key).arg(token).invoke(conn)?;
-    Ok(())
-}
-
-/// Waits `d` without a busy loop (a channel nobody sends on).
-fn pause(d: Duration) {
-    let (_tx, rx) = std::sync::mpsc::channel::<()>();
-    let _ = rx.recv_timeout(d);
 }
 
 /// Uncontended cycles per second of `cycle`, run for `run`.
@@ -102,296 +99,65 @@ fn rate(run: Duration, mut cycle: impl FnMut() -> Res<()>) -> Res<f64> {
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
-/// Cycles per second of the raw loop and of redmutex, measured in
-/// alternating chunks of 50 cycles for `3 * run` each: drift in the machine's
-/// load (other processes, CPU frequency) then hits both alike, where whole
-/// runs one after the other differed by up to 20% on the same code.
+/// Cycles per second of the raw loop, of redmutex, and of redmutex
+/// without the watchdog, measured in alternating chunks of 50 cycles for
+/// `3 * run` each (see `figures::alternating`); first the CPU time per
+/// cycle of the raw loop and of redmutex, alternating chunks of 500: the
+/// server's (`INFO cpu`) and this process's (every thread of it, the
+/// library's too), and the server's commands per redmutex cycle.
 fn uncontended(url: &str, run: Duration) -> Res<(f64, f64, f64)> {
-    const CHUNK: u32 = 50;
     let pool = redmutex::pool(url)?;
     let cad = Script::new(CAD);
     let locker = Locker::builder(redmutex::pool(url)?).build()?;
     let bare = Locker::builder(redmutex::pool(url)?)
         .watchdog(false)
         .build()?;
-    let raw_cycle = |n: u32| -> Res<()> {
-        let mut c = pool.get_timeout(Duration::from_secs(2))?;
-        let token = format!("raw-{n}");
-        if !raw_try(&mut c, "bench:u:raw", &token)? {
-            return Err("raw lock unexpectedly busy".into());
-        }
-        raw_release(&mut c, &cad, "bench:u:raw", &token)
-    };
-    let our_cycle = || -> Res<()> {
-        let g = locker.lock("bench:u:ours")?;
-        g.unlock()?;
-        Ok(())
-    };
-    let bare_cycle = || -> Res<()> {
-        let g = bare.lock("bench:u:bare")?;
-        g.unlock()?;
-        Ok(())
-    };
+    let mut raw = || raw_cycle(&pool, &cad, "bench:u:raw");
+    let mut ours = || -> Res<()> { Ok(locker.lock("bench:u:ours")?.unlock()?) };
+    let mut without = || -> Res<()> { Ok(bare.lock("bench:u:bare")?.unlock()?) };
     // Warm them up (connections, scripts loaded) before timing.
-    for n in 0..CHUNK {
-        raw_cycle(n)?;
-        our_cycle()?;
-        bare_cycle()?;
+    for _ in 0..50 {
+        raw()?;
+        ours()?;
+        without()?;
     }
-    // CPU time per cycle: the server's (INFO cpu) and this process's,
-    // every thread of it (the library's too).
-    const COUNTED: u32 = 3000;
-    let raw_once = || raw_cycle(0);
-    let cycles: [(&str, &dyn Fn() -> Res<()>); 2] = [("raw", &raw_once), ("redmutex", &our_cycle)];
-    for (name, cycle) in cycles {
-        let mut c = pool.get_timeout(Duration::from_secs(2))?;
-        let (server, client) = (server_cpu(&mut c)?, process_cpu());
-        for _ in 0..COUNTED {
-            cycle()?;
-        }
-        let server = (server_cpu(&mut c)? - server) / f64::from(COUNTED);
-        let client = process_cpu().map(|end| (end - client.unwrap_or(end)) / f64::from(COUNTED));
-        let client = client.map_or_else(|| "?".to_owned(), |us| format!("{us:.1}µs"));
-        println!("   CPU per cycle, {name:<8}: server {server:.1}µs, this process {client}");
-    }
-    let (mut raw, mut ours, mut without) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
-    let mut cycles = 0u64;
-    while raw + ours < run * 6 {
-        let t = Instant::now();
-        for n in 0..CHUNK {
-            raw_cycle(n)?;
-        }
-        raw += t.elapsed();
-        let t = Instant::now();
-        for _ in 0..CHUNK {
-            our_cycle()?;
-        }
-        ours += t.elapsed();
-        let t = Instant::now();
-        for _ in 0..CHUNK {
-            bare_cycle()?;
-        }
-        without += t.elapsed();
-        cycles += u64::from(CHUNK);
-    }
-    let per_sec = |d: Duration| cycles as f64 / d.as_secs_f64();
-    Ok((per_sec(raw), per_sec(ours), per_sec(without)))
-}
-
-/// The server's CPU time so far (user and system, `INFO cpu`), in µs.
-fn server_cpu(c: &mut redis::Connection) -> Res<f64> {
-    let info: String = redis::cmd("INFO").arg("cpu").query(c)?;
-    let seconds: f64 = info
-        .lines()
-        .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
-        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
-        .sum();
-    Ok(seconds * 1e6)
-}
-
-/// This process's CPU time so far, every thread's (the first field of each
-/// `/proc/self/task/*/schedstat`, in ns), in µs. Threads that ended are
-/// not counted: the bench's threads outlive the measurement. None off Linux.
-fn process_cpu() -> Option<f64> {
-    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
-    let ns: u64 = tasks
-        .filter_map(|t| {
-            let stat = std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
-            stat.split_whitespace().next()?.parse::<u64>().ok()
-        })
-        .sum();
-    Some(ns as f64 / 1e3)
-}
-
-/// What one contended run measured.
-struct Contended {
-    per_sec: f64,
-    p50: Duration,
-    p99: Duration,
-    max: Duration,
-    fairness: f64,
-    /// Release sent → the next holder's lock returned (a waiter's), p50
-    /// and p99.
-    handover: (Duration, Duration),
-    /// The server's time in commands (`INFO commandstats`) per acquisition,
-    /// and per `EVALSHA` (the scripts, with the calls they make), in µs.
-    server: (f64, f64),
-}
-
-/// The `permille`th of `sorted` (sorted ascending).
-fn percentile(sorted: &[Duration], permille: usize) -> Duration {
-    let i = sorted.len().saturating_sub(1) * permille / 1000;
-    sorted.get(i).copied().unwrap_or_default()
-}
-
-/// How a contended worker takes the lock.
-#[derive(Clone)]
-enum Mode {
-    /// SET NX PX, retried every 1 ms; compare-and-delete to release.
-    Raw(r2d2::Pool<redis::Client>),
-    /// `Locker::lock` / `Guard::unlock`.
-    Ours(Locker),
-}
-
-/// 4 workers on one key: lock, GET a counter, hold, SET it, unlock. Runs
-/// for `run`; fairness is max/min acquisitions per worker.
-fn contended(url: &str, run: Duration, hold: Duration, modes: &[Mode]) -> Res<Contended> {
-    const WORKERS: usize = 4;
-    let client = redis::Client::open(url)?;
-    let _: () = client.get_connection()?.set("bench:c:counter", 0)?;
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut client.get_connection()?)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let barrier = Arc::new(Barrier::new(WORKERS + 1));
-    // When the latest release was sent, in ns from `base` (0: none yet).
-    let base = Instant::now();
-    let released = Arc::new(AtomicU64::new(0));
-    let since_base = move || u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    let mut threads = Vec::new();
-    for w in 0..WORKERS {
-        let mode = modes.get(w % modes.len()).cloned().ok_or("no mode")?;
-        let mut conn = client.get_connection()?;
-        let (stop, barrier, released) = (
-            Arc::clone(&stop),
-            Arc::clone(&barrier),
-            Arc::clone(&released),
-        );
-        let mut body = move || -> Res<(Vec<Duration>, Vec<Duration>)> {
-            let cad = Script::new(CAD);
-            let token = format!("worker-{w}");
-            let (mut waits, mut handovers) = (Vec::new(), Vec::new());
-            barrier.wait();
-            while !stop.load(Ordering::Relaxed) {
-                let asked_ns = since_base();
-                let asked = Instant::now();
-                let guard = match &mode {
-                    Mode::Raw(pool) => {
-                        while !raw_try(
-                            &mut *pool.get_timeout(Duration::from_secs(2))?,
-                            "bench:c:lock",
-                            &token,
-                        )? {
-                            pause(Duration::from_millis(1));
-                        }
-                        None
-                    }
-                    Mode::Ours(locker) => Some(locker.lock("bench:c:lock")?),
-                };
-                waits.push(asked.elapsed());
-                // A waiter that got the lock after a release sent while it
-                // waited: how long the hand-over took.
-                let (got, release) = (since_base(), released.load(Ordering::SeqCst));
-                if release > asked_ns {
-                    handovers.push(Duration::from_nanos(got.saturating_sub(release)));
-                }
-                let v: u64 = conn.get("bench:c:counter")?;
-                if !hold.is_zero() {
-                    pause(hold);
-                }
-                let _: () = conn.set("bench:c:counter", v + 1)?;
-                released.store(since_base(), Ordering::SeqCst);
-                match (guard, &mode) {
-                    (Some(g), _) => g.unlock()?,
-                    (None, Mode::Raw(pool)) => raw_release(
-                        &mut *pool.get_timeout(Duration::from_secs(2))?,
-                        &cad,
-                        "bench:c:lock",
-                        &token,
-                    )?,
-                    (None, Mode::Ours(_)) => return Err("no guard".into()),
-                }
-            }
-            Ok((waits, handovers))
-        };
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("worker-{w}"))
-                .spawn(move || body().map_err(|e| e.to_string()))?,
-        );
-    }
-    barrier.wait();
-    let start = Instant::now();
-    pause(run);
-    stop.store(true, Ordering::Relaxed);
-    let (mut all, mut handovers) = (Vec::new(), Vec::new());
-    let mut counts = Vec::new();
-    for t in threads {
-        let (waits, h) = t.join().map_err(|_| "worker panicked")??;
-        counts.push(waits.len());
-        all.extend(waits);
-        handovers.extend(h);
-    }
-    handovers.sort();
-    let elapsed = start.elapsed();
-    let total: u64 = client.get_connection()?.get("bench:c:counter")?;
-    let (all_usec, evalsha) = command_time(&mut client.get_connection()?)?;
-    if total != all.len() as u64 {
-        return Err(format!("lost updates: counter {total}, acquisitions {}", all.len()).into());
-    }
-    all.sort();
-    let pick = |permille: usize| percentile(&all, permille);
-    let max_n = counts.iter().copied().max().unwrap_or(0);
-    let min_n = counts.iter().copied().min().unwrap_or(0);
-    Ok(Contended {
-        per_sec: all.len() as f64 / elapsed.as_secs_f64(),
-        p50: pick(500),
-        p99: pick(990),
-        max: all.last().copied().unwrap_or_default(),
-        fairness: if min_n == 0 {
-            f64::INFINITY
-        } else {
-            max_n as f64 / min_n as f64
-        },
-        handover: (percentile(&handovers, 500), percentile(&handovers, 990)),
-        server: (all_usec / total.max(1) as f64, evalsha),
-    })
-}
-
-/// The server's time in commands since its stats were reset, from `INFO
-/// commandstats`: in all, and per `EVALSHA` call (0 without any), in µs.
-fn command_time(c: &mut redis::Connection) -> Res<(f64, f64)> {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(c)?;
-    let (mut all, mut evalsha) = (0.0, 0.0);
-    for line in info.lines() {
-        let Some((name, stats)) = line
-            .strip_prefix("cmdstat_")
-            .and_then(|l| l.split_once(':'))
-        else {
-            continue;
-        };
-        let field = |key: &str| {
-            stats
-                .split(',')
-                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        // CONFIG RESETSTAT and INFO are the bench's own.
-        if !name.starts_with("config") && name != "info" {
-            all += field("usec");
-        }
-        if name == "evalsha" {
-            evalsha = field("usec_per_call");
-        }
-    }
-    Ok((all, evalsha))
-}
-
-/// PING round trips on one connection: p50 and p99 over `n`.
-fn round_trip(url: &str, n: usize, idle: Duration) -> Res<(Duration, Duration)> {
-    let mut conn = redis::Client::open(url)?.get_connection()?;
-    let mut times = Vec::with_capacity(n);
-    for _ in 0..n {
-        if !idle.is_zero() {
-            pause(idle);
-        }
-        let t = Instant::now();
-        let _: String = redis::cmd("PING").query(&mut conn)?;
-        times.push(t.elapsed());
-    }
-    times.sort();
-    Ok((percentile(&times, 500), percentile(&times, 990)))
+    let mut admin = redis::Client::open(url)?.get_connection()?;
+    let client = process_cpu();
+    let cpu = figures::server_cpu_per_cycle(
+        &mut admin,
+        &mut [&mut raw as Cycle<'_>, &mut ours],
+        500,
+        3000,
+    )?;
+    let client = process_cpu().zip(client).map_or_else(
+        || "?".to_owned(),
+        |(end, start)| format!("{:.1}µs", (end - start) / 6000.0),
+    );
+    let cpu_of = |i: usize| cpu.get(i).copied().unwrap_or(f64::NAN);
+    println!(
+        "   server CPU per cycle (INFO cpu): raw {:.1}µs, redmutex {:.1}µs: ratio {:.2} \
+         (target: 1.25 or less); this process, both loops: {client} a cycle",
+        cpu_of(0),
+        cpu_of(1),
+        cpu_of(1) / cpu_of(0)
+    );
+    let commands = figures::commands_per_cycle(&mut admin, 2000, &mut ours)?;
+    let listed: Vec<String> = commands
+        .iter()
+        .map(|(name, calls, usec)| format!("{name} {calls:.2} ({usec:.1}µs)"))
+        .collect();
+    println!("   commands per redmutex cycle: {}", listed.join(", "));
+    let (spent, n) = alternating(
+        &mut [&mut raw as Cycle<'_>, &mut ours, &mut without],
+        50,
+        run * 3,
+    )?;
+    let per_sec = |i: usize| {
+        spent
+            .get(i)
+            .map_or(f64::NAN, |d| n as f64 / d.as_secs_f64())
+    };
+    Ok((per_sec(0), per_sec(1), per_sec(2)))
 }
 
 /// A thread's wake-up on this machine: one thread sends the time on a
@@ -438,22 +204,6 @@ fn pin_server(pid: u32) -> Res<()> {
     pin_to(i32::try_from(pid)?, 0)
 }
 
-/// Puts process `pid` (0: this one) on CPU `cpu`.
-#[cfg(target_os = "linux")]
-fn pin_to(pid: i32, cpu: usize) -> Res<()> {
-    use nix::sched::{sched_setaffinity, CpuSet};
-    use nix::unistd::Pid;
-    let mut set = CpuSet::new();
-    set.set(cpu)?;
-    sched_setaffinity(Pid::from_raw(pid), &set)?;
-    Ok(())
-}
-
-#[cfg(not(target_os = "linux"))]
-fn pin_to(_pid: i32, _cpu: usize) -> Res<()> {
-    Err("pinned runs need Linux".into())
-}
-
 fn print_contended(name: &str, c: &Contended) {
     println!(
         "   {name:<9} {:>7.0} acq/s  wait p50 {:>9.3?}  p99 {:>9.3?}  max {:>9.3?}  fairness {:.2}  \
@@ -467,6 +217,10 @@ fn print_contended(name: &str, c: &Contended) {
 }
 
 fn main() -> Res<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "compare") {
+        return compare::compare(args.get(1..).unwrap_or_default());
+    }
     let quick = std::env::args().any(|a| a == "quick");
     let chosen: Vec<String> = std::env::args()
         .skip(1)
@@ -500,7 +254,7 @@ fn main() -> Res<()> {
         println!("   redmutex lock + unlock (watchdog on):       {ours:>8.0} cycles/s");
         println!("   redmutex lock + unlock (watchdog off):      {without:>8.0} cycles/s");
         println!(
-            "   cycle time ratio redmutex/raw: {:.2} (target: 1.20 or less); without the watchdog {:.2}",
+            "   cycle time ratio redmutex/raw: {:.2} (target: 1.10 or less); without the watchdog {:.2}",
             raw / ours,
             raw / without
         );
@@ -549,7 +303,7 @@ fn stats_cost(url: &str, run: Duration) -> Res<()> {
     let off = Locker::builder(redmutex::pool(url)?).stats(false).build()?;
     let mut ratios = Vec::new();
     for round in 1..=5 {
-        let (with, without) = alternating(
+        let (with, without) = alternate(
             run,
             || Ok(on.lock("bench:s:on")?.unlock()?),
             || Ok(off.lock("bench:s:off")?.unlock()?),
@@ -594,6 +348,19 @@ fn contention(url: &str, run: Duration) -> Res<()> {
             "   a blocked thread's wake-up after {idle:?} idle: p50 {wake50:.3?}, p99 {wake99:.3?}"
         );
     }
+    let (h50, h99) = figures::handover(
+        url,
+        if run < Duration::from_secs(1) {
+            500
+        } else {
+            2000
+        },
+    )?;
+    println!(
+        "   hand-over alone (release call -> the waiter's lock returns; another locker, one \
+         waiter): p50 {h50:.3?} = 1 round trip + {:.3?} (target: + 50µs or less), p99 {h99:.3?}",
+        h50.saturating_sub(rtt50)
+    );
     let raw_modes = [
         Mode::Raw(redmutex::pool(url)?),
         Mode::Raw(redmutex::pool(url)?),
@@ -718,7 +485,7 @@ fn redlock(server: &ThrowAwayServer, run: Duration) -> Res<()> {
         b = b.instance(far(p)?);
     }
     let redlock = b.build()?;
-    let (one, three) = alternating(
+    let (one, three) = alternate(
         run * 2,
         || Ok(single.lock("bench:far")?.unlock()?),
         || Ok(redlock.lock("bench:far")?.unlock()?),
@@ -733,33 +500,18 @@ fn redlock(server: &ThrowAwayServer, run: Duration) -> Res<()> {
 
 /// Cycles per second of `a` and of `b`, run in alternating chunks of 20
 /// cycles for `run` each, so that drift in the machine's load hits both.
-fn alternating(
+fn alternate(
     run: Duration,
     mut a: impl FnMut() -> Res<()>,
     mut b: impl FnMut() -> Res<()>,
 ) -> Res<(f64, f64)> {
-    let (mut spent_a, mut spent_b, mut n_a, mut n_b) = (Duration::ZERO, Duration::ZERO, 0u64, 0u64);
-    while spent_a < run || spent_b < run {
-        for (f, spent, n) in [
-            (
-                &mut a as &mut dyn FnMut() -> Res<()>,
-                &mut spent_a,
-                &mut n_a,
-            ),
-            (&mut b, &mut spent_b, &mut n_b),
-        ] {
-            let start = Instant::now();
-            for _ in 0..20 {
-                f()?;
-            }
-            *spent += start.elapsed();
-            *n += 20;
-        }
-    }
-    Ok((
-        n_a as f64 / spent_a.as_secs_f64(),
-        n_b as f64 / spent_b.as_secs_f64(),
-    ))
+    let (spent, n) = alternating(&mut [&mut a as Cycle<'_>, &mut b], 20, run)?;
+    let per_sec = |i: usize| {
+        spent
+            .get(i)
+            .map_or(f64::NAN, |d| n as f64 / d.as_secs_f64())
+    };
+    Ok((per_sec(0), per_sec(1)))
 }
 
 /// A line of /proc/self/status, e.g. "VmRSS" or "Threads".

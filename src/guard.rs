@@ -131,8 +131,10 @@ impl Guard {
         lease: Arc<Lease>,
     ) -> Result<Guard, Error> {
         let (watchdog_on, max_hold) = (shared.config.watchdog, shared.config.max_hold);
-        // A hand-over's claim is a grant once taken up (`count_in_stats`).
-        let audited = !lease.is_claim();
+        // A hand-over's claim taken up before `lock` returns is a grant once
+        // taken up (`count_in_stats`); one returned before its take-up is a
+        // grant now: the caller holds it (a failed take-up is its loss).
+        let audited = !lease.takes_up_before();
         if audited {
             shared.audit_held(&acquisition, fence, "grant");
         }
@@ -488,10 +490,10 @@ impl Guard {
     }
 
     /// Leaves this guard's hold and loss out of the stats, or puts them back
-    /// in: a hand-over's take-up that fails is no grant. Put back in, it is
-    /// one: its grant goes to the audit trail then (with `Builder::audit`),
-    /// if not yet, whenever the take-up happens (a read of the trail puts it
-    /// in the server's order).
+    /// in: a hand-over taken up before its return whose take-up fails is no
+    /// grant. Put back in, it is one: its grant goes to the audit trail then
+    /// (with `Builder::audit`), if not yet (a read of the trail puts it in
+    /// the server's order).
     pub(crate) fn count_in_stats(&mut self, on: bool) {
         if let Some(held) = self.held.as_mut() {
             held.counted = on;

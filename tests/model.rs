@@ -150,6 +150,20 @@ fn the_old_holes_are_found() {
         let title = format!("{flaw:?} breaks {property}");
         counterexample(&title, protocol(restores, Some(flaw)), property);
     }
+    // A claim believed for the TTL breaks its property the moment it is
+    // heard, no time passing: small bounds find it (the usual ones take
+    // minutes to search breadth first that deep).
+    let trusting = Protocol {
+        grants: 1,
+        leavers: 0,
+        horizon: 2,
+        ..protocol(false, Some(Flaw::TrustedClaim))
+    };
+    counterexample(
+        "TrustedClaim breaks claim believed within it",
+        trusting,
+        "claim believed within it",
+    );
     let title = "DoubtOutlivesDeadline breaks in doubt";
     counterexample(
         title,

@@ -218,11 +218,17 @@ fn a_release_hands_the_lock_to_the_writer_at_the_head() {
         };
         // A minute of backoff: only the release can give it the lock soon.
         let waiter = server.slow_locker().rwlock(&name).unwrap();
+        let before = server.evalsha_calls();
         let t = std::thread::spawn(move || {
             let start = Instant::now();
             (waiter.write_timeout(LONG), start.elapsed())
         });
-        wait_until("the writer queued", LONG, || queued(&server, &name) == 1);
+        // Queued, and past the second attempt a locker's first waiter makes
+        // as soon as its listener is up (released before it, the lock is
+        // found its own by that attempt, with a new token: not handed over).
+        wait_until("the writer queued, listening", LONG, || {
+            queued(&server, &name) == 1 && server.evalsha_calls() >= before + 2
+        });
         let before = owner(&server);
         first.unlock().unwrap();
         // Handed over in the release itself: the writer key is the

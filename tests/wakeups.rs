@@ -13,7 +13,8 @@ use redmutex::Backoff;
 /// Drops `held` while `waiting` waits behind it, and returns the waiter's
 /// guard after checking that the release handed the lock over by itself:
 /// no attempt of the waiter's own, only the release and the renewal that
-/// takes the claim up to the full TTL before `lock` returns.
+/// takes the claim up to the full TTL, which the guard's watchdog sends as
+/// `lock` returns (waited for here: the lockers' TTL is a minute).
 #[allow(clippy::unwrap_used)] // a helper of the tests: failing loudly is the point
 fn hand_over(
     server: &Server,
@@ -24,6 +25,11 @@ fn hand_over(
     drop(held);
     let (got, _) = waiting.join().unwrap();
     let guard = got.unwrap();
+    wait_until(
+        "the watchdog takes the claim up",
+        Duration::from_secs(10),
+        || guard.valid_until() > std::time::Instant::now() + Duration::from_secs(30),
+    );
     assert_eq!(
         server.evalsha_calls() - before,
         2,

@@ -94,3 +94,86 @@ fn a_run_whose_binary_was_replaced_while_waiting_still_runs_its_job() {
         "ran"
     );
 }
+
+/// A run handed the lock by a release starts its job only once its lease
+/// is taken up to the full TTL: the job reads the key's PTTL from Redis as
+/// it starts and finds the TTL, not the hand-over's claim of a few
+/// seconds. Every trip of the waiting run takes 100 ms each way (a proxy),
+/// so a job started before the take-up came back would see the claim. A
+/// round where the waiting run took the lock by its own attempt rather
+/// than the hand-over (said at `-v`) is tried again.
+#[test]
+fn a_run_handed_the_lock_starts_its_job_with_a_full_lease() {
+    let s = setup("handover-full-lease");
+    let proxy = redmutex_testkit::proxy::Proxy::with_delay(
+        s.server.port(),
+        std::time::Duration::from_millis(100),
+    );
+    let holder_job = "echo started > \"$READY\"; while [ ! -e \"$GO\" ]; do sleep 0.02; done";
+    let waiter_job = format!("redis-cli -p {} PTTL fkey > \"$OUT\"", s.server.port());
+    for round in 0..5 {
+        let _ = std::fs::remove_file(s.file("ready"));
+        let _ = std::fs::remove_file(s.file("go"));
+        let _ = std::fs::remove_file(s.file("out"));
+        let first = s.start_with(
+            &["run", "fkey", "--", "sh", "-c", holder_job],
+            &[("GO", s.file("go"))],
+        );
+        let second = s
+            .cmd(&[
+                "run",
+                "-v",
+                "-w",
+                "60s",
+                "fkey",
+                "--",
+                "sh",
+                "-c",
+                &waiter_job,
+            ])
+            .env("REDIS_URL", proxy.url())
+            .spawn()
+            .unwrap();
+        // Queued, listening for releases, and a few attempts in, where its
+        // backoff pauses 128 to 256 ms between attempts: the release then
+        // comes between two attempts more often than while one is on its
+        // way (which would find the lock its own, not handed over).
+        let attempts = std::cell::RefCell::new(Vec::<String>::new());
+        wait_for("the second run's sixth attempt, listening", || {
+            let mut c = s.conn();
+            let entry: Vec<String> = redis::cmd("HVALS")
+                .arg("__redmutex__:waiters:fkey")
+                .query(&mut c)
+                .unwrap();
+            let mut seen = attempts.borrow_mut();
+            if let Some(e) = entry.first().filter(|e| seen.last() != Some(*e)) {
+                seen.push(e.clone());
+            }
+            let listening: Vec<(String, u64)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg("__redmutex__:released")
+                .query(&mut c)
+                .unwrap();
+            seen.len() >= 6 && listening.first().is_some_and(|(_, n)| *n == 1)
+        });
+        std::fs::write(s.file("go"), "go").unwrap();
+        assert_eq!(code(&finish(first)), 0);
+        let second = finish(second);
+        assert_eq!(code(&second), 0, "{second:?}");
+        if !String::from_utf8_lossy(&second.stderr).contains("handed over") {
+            eprintln!("round {round}: taken by the run's own attempt, not handed over");
+            continue;
+        }
+        let pttl: i64 = std::fs::read_to_string(s.file("out"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            pttl > 10_000,
+            "the job started with {pttl} ms left on the key: before the take-up"
+        );
+        return;
+    }
+    panic!("no round of five was handed over");
+}

@@ -16,11 +16,23 @@ impl Guard {
     /// 1 % of the TTL plus 2 ms. Renewals and [`extend`](Guard::extend) move it
     /// forward.
     ///
-    /// It is the same after a hand-over: a lock handed over by a release is
-    /// first only a short claim (the waiter's stay), and the acquiring call
-    /// takes it up to the full TTL with one renewal before it returns the
-    /// guard; so a new guard's `valid_until` is always a full TTL from the
-    /// request that granted or took it up, never the claim.
+    /// After a hand-over it is first the claim's: a lock handed over by a
+    /// release is only a short claim (the waiter's stay, 2.3 s with the
+    /// defaults, counted here from the waiter's last attempt) until the
+    /// guard's watchdog takes it up to the full TTL with one renewal, sent
+    /// a millisecond after `lock` returns (a guard released sooner never
+    /// needs it), so that `lock` waits for no round trip after the
+    /// release's announcement. Until that renewal is confirmed (a
+    /// millisecond and a round trip later) the lease is [`Held`](crate::LeaseState::Held)
+    /// with the claim's deadline, and no renewal of it is overdue; a take-up
+    /// that finds the lock gone makes it lost, and one that fails is tried
+    /// again within the claim, the lease lost at the claim's deadline if
+    /// none succeeds. A job that needs the full lease before it starts
+    /// calls [`extend`](Guard::extend) first, as `redmutex run` does. With
+    /// [`Builder::lock_delay`](crate::Builder::lock_delay), without a
+    /// watchdog, and for an election's leadership, the acquiring call takes
+    /// the claim up before it returns (one more round trip): the guard then
+    /// starts with a full TTL, as after any other grant.
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;

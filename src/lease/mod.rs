@@ -56,9 +56,10 @@ struct State {
     /// A watchdog renews this lease: a renewal can be overdue.
     renewed: bool,
     /// A hand-over's claim, not taken up yet (see [`Lease::claimed`]): no
-    /// renewal of the guard is due, so none is overdue, and no change is
-    /// told of a guard its user has not seen. The first confirmation ends it.
-    taking_up: bool,
+    /// renewal of it is overdue before its take-up, and, while its guard
+    /// has not been returned ([`TakeUp::Before`]), no change is told of a
+    /// guard its user has not seen. The first confirmation ends it.
+    taking_up: Option<TakeUp>,
     /// The lock's key as the caller gave it, for log events and changes.
     key: Arc<str>,
     /// The builder's callback, if any, and the changes it has not been
@@ -67,23 +68,40 @@ struct State {
     pending: Vec<LeaseChange>,
 }
 
+/// When a hand-over's claim is taken up (renewed to the TTL): see
+/// [`Lease::claimed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TakeUp {
+    /// By the acquiring call, before it returns the guard (with a
+    /// lock-delay, for an election, or without a watchdog): the user never
+    /// sees the claim, and no change of it is told.
+    Before,
+    /// By the guard's watchdog, at once, after the guard is returned: the
+    /// user holds the claim until the take-up is confirmed.
+    Behind,
+}
+
 impl Lease {
     /// A lease granted by a request sent at `sent` for `ttl`.
     pub(crate) fn new(sent: Instant, ttl: Duration, drift: Option<Duration>) -> Self {
-        Lease::with(sent, ttl, ttl, drift, false)
+        Lease::with(sent, ttl, ttl, drift, None)
     }
 
     /// A lease that a hand-over granted by a request sent at `sent`, for a
-    /// claim of `claim`, renewed to `ttl` from its first renewal on. That
-    /// renewal is the take-up, made before the guard reaches its user (see
-    /// `Locker::take_up`): no user sees the claim's deadline.
+    /// claim of `claim`, renewed to `ttl` from its first renewal on: the
+    /// take-up, made `when` says. Until it is confirmed, the lease is held
+    /// until the claim's deadline (`valid_until`), and no renewal of it is
+    /// overdue: it goes from `Held` to `Lost` at that deadline, unless a
+    /// renewal fails first (`InDoubt`). Taken up [`TakeUp::Behind`], its
+    /// first renewal is due at once.
     pub(crate) fn claimed(
         sent: Instant,
         claim: Duration,
         ttl: Duration,
         drift: Option<Duration>,
+        when: TakeUp,
     ) -> Self {
-        Lease::with(sent, claim, ttl, drift, true)
+        Lease::with(sent, claim, ttl, drift, Some(when))
     }
 
     fn with(
@@ -91,7 +109,7 @@ impl Lease {
         claim: Duration,
         ttl: Duration,
         drift: Option<Duration>,
-        taking_up: bool,
+        taking_up: Option<TakeUp>,
     ) -> Self {
         Lease {
             drift,
@@ -167,7 +185,7 @@ impl Lease {
         s.confirmed_at = sent;
         s.granted = ttl;
         s.ttl = ttl;
-        s.taking_up = false;
+        s.taking_up = None;
         // Held again, unless the next renewal is overdue already (the
         // confirmation took longer than the renewal's whole term).
         if now < s.overdue_at() || !s.renewed {
@@ -180,9 +198,10 @@ impl Lease {
         self.state.lock().valid_until
     }
 
-    /// A hand-over's claim not taken up yet (see [`Lease::claimed`]).
-    pub(crate) fn is_claim(&self) -> bool {
-        self.state.lock().taking_up
+    /// A hand-over's claim to be taken up before its guard is returned
+    /// ([`TakeUp::Before`]), not taken up yet.
+    pub(crate) fn takes_up_before(&self) -> bool {
+        matches!(self.state.lock().taking_up, Some(TakeUp::Before))
     }
 
     /// The TTL renewals should use, and when the last confirmed request was sent.
@@ -192,9 +211,17 @@ impl Lease {
     }
 
     /// When the next renewal is due: a third of the granted TTL after the
-    /// last confirmed request was sent, or sooner when hurried.
+    /// last confirmed request was sent, or sooner when hurried; a claim
+    /// taken up behind its guard's return, at once; one taken up before,
+    /// not before the claim's deadline (the acquiring call renews it, and
+    /// the watchdog's turn comes after that renewal).
     pub(crate) fn renewal_due(&self) -> Instant {
         let s = self.state.lock();
+        match s.taking_up {
+            Some(TakeUp::Behind) => return s.confirmed_at,
+            Some(TakeUp::Before) => return s.valid_until,
+            None => {}
+        }
         let usual = s
             .confirmed_at
             .checked_add(s.granted / 3)
@@ -203,6 +230,14 @@ impl Lease {
             Some((at, _)) => at.min(usual),
             None => usual,
         }
+    }
+
+    /// How long after a failed renewal the next is tried: a tenth of the
+    /// TTL, or of a claim not taken up yet (so that a take-up that failed
+    /// is tried again within the claim), at least a millisecond.
+    pub(crate) fn retry_pause(&self) -> Duration {
+        let s = self.state.lock();
+        (s.ttl.min(s.granted) / 10).max(Duration::from_millis(1))
     }
 
     /// Asks for the next renewal soon: 10 ms from now, doubling each time

@@ -9,7 +9,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Lease, State};
+use super::{Lease, State, TakeUp};
 
 /// Where a guard's lease stands, as far as this process can tell. Read it
 /// with [`Guard::state`](crate::Guard::state), wait for it to change with
@@ -52,6 +52,10 @@ pub enum LeaseState {
     /// that comes first. Only a guard whose watchdog renews it can be
     /// overdue; with [`Builder::watchdog`](crate::Builder::watchdog) off,
     /// only a failed [`extend`](crate::Guard::extend) puts a lease in doubt.
+    /// A hand-over's short claim, returned before its watchdog took it up
+    /// (see [`Guard::valid_until`](crate::Guard::valid_until)), is not
+    /// overdue before that take-up: held until it is confirmed, lost at the
+    /// claim's deadline if it never is, in doubt only if it fails.
     InDoubt,
     /// The lease can no longer be promised: its deadline passed without a
     /// confirmed renewal, or Redis showed the key deleted or someone
@@ -231,7 +235,7 @@ impl State {
     /// The next moment time alone changes the state, if any.
     fn next_change_at(&self) -> Option<Instant> {
         match self.phase {
-            LeaseState::Held if self.renewed && !self.taking_up => Some(self.overdue_at()),
+            LeaseState::Held if self.renewed && self.taking_up.is_none() => Some(self.overdue_at()),
             LeaseState::Held | LeaseState::InDoubt => Some(self.valid_until),
             LeaseState::Lost => None,
         }
@@ -322,7 +326,7 @@ impl Lease {
     /// became true, in order: overdue (only with a watchdog), then the
     /// deadline.
     pub(super) fn refresh(&self, s: &mut State, now: Instant) {
-        if s.phase == LeaseState::Held && s.renewed && !s.taking_up {
+        if s.phase == LeaseState::Held && s.renewed && s.taking_up.is_none() {
             let at = s.overdue_at();
             if now >= at {
                 self.move_to(
@@ -340,9 +344,9 @@ impl Lease {
     }
 
     /// One change of state (none out of `Lost`, which is final): recorded
-    /// for the callback (unless the guard is gone, or is a hand-over not
-    /// taken up yet, which its user has not seen), logged, and waiters
-    /// woken.
+    /// for the callback (unless the guard is gone, or is a hand-over taken
+    /// up before its return and not yet, which its user has not seen),
+    /// logged, and waiters woken.
     pub(super) fn move_to(
         &self,
         s: &mut State,
@@ -372,7 +376,7 @@ impl Lease {
             // `log_lost` tells a loss, at `error`.
             LeaseState::Lost => {}
         }
-        if s.on_change.is_some() && !s.stopped && !s.taking_up {
+        if s.on_change.is_some() && !s.stopped && s.taking_up != Some(TakeUp::Before) {
             s.pending.push(LeaseChange {
                 key: Arc::clone(&s.key),
                 from,
@@ -517,6 +521,7 @@ mod tests {
             claim,
             Duration::from_secs(60),
             None,
+            TakeUp::Before,
         );
         lease.watch("k", Some(OnChange::new(|_| {})), true);
         // Past half the claim, before its deadline: no renewal was due.
@@ -528,6 +533,39 @@ mod tests {
         lease.note_failed();
         assert_eq!(lease.state(), InDoubt);
         assert_eq!(told(&lease).len(), 1);
+    }
+
+    /// A claim returned before its take-up: held, not overdue, until its
+    /// deadline, then lost (never held past it); its take-up due at once,
+    /// retried within the claim; its changes told (its user saw it).
+    #[test]
+    fn a_claim_returned_before_its_take_up_is_held_only_until_its_deadline() {
+        let (claim, ttl) = (Duration::from_millis(300), Duration::from_secs(60));
+        let sent = Instant::now() - Duration::from_millis(200);
+        let lease = Lease::claimed(sent, claim, ttl, None, TakeUp::Behind);
+        lease.watch("k", Some(OnChange::new(|_| {})), true);
+        assert_eq!(lease.renewal_due(), sent, "the take-up is due at once");
+        assert_eq!(lease.retry_pause(), claim / 10);
+        let deadline = lease.valid_until();
+        assert!(deadline <= sent + claim);
+        // Past half the claim, before its deadline: held.
+        assert_eq!(lease.state(), Held);
+        let far = Instant::now() + Duration::from_secs(60);
+        assert_eq!(lease.wait_change(Held, far), Lost);
+        assert!(Instant::now() >= deadline);
+        assert_eq!(
+            told(&lease),
+            [(Held, Lost, LeaseChangeReason::DeadlinePassed, deadline)]
+        );
+        // Taken up in time, it goes on as any lease.
+        let lease = Lease::claimed(Instant::now(), claim, ttl, None, TakeUp::Behind);
+        lease.watch("k", Some(OnChange::new(|_| {})), true);
+        let taken = Instant::now();
+        assert!(lease.confirm(taken, ttl));
+        assert_eq!(lease.state(), Held);
+        assert!(told(&lease).is_empty(), "held to held is no change");
+        assert_eq!(lease.renewal_due(), taken + ttl / 3);
+        assert_eq!(lease.retry_pause(), ttl / 10);
     }
 
     #[test]

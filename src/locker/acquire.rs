@@ -11,7 +11,7 @@ use crate::backoff::jitter_seed;
 use crate::config::waiter_stay;
 use crate::defaults::{MAX_QUEUED_PAUSE, MAX_TTL};
 use crate::guard::Guard;
-use crate::lease::Lease;
+use crate::lease::{Lease, TakeUp};
 use crate::raw::{Acquisition, Outcome, Queue};
 use crate::time;
 use crate::Error;
@@ -204,6 +204,13 @@ impl Locker {
                 // finds it ours and takes it up.
                 if self.shared.takes_handed(&acquisition, fence, sent, claim) {
                     waited(first, "handed over", attempts, start);
+                    if self.shared.takes_up_behind(&acquisition) {
+                        // Returned at once; its watchdog takes it up.
+                        let lease = self.claim_lease(sent, claim, TakeUp::Behind);
+                        let guard = self.guard(acquisition, fence, lease)?;
+                        self.shared.stats.granted(&guard, start, true);
+                        return Ok(guard);
+                    }
                     match self.take_up(Arc::clone(&acquisition), sent, fence, claim) {
                         // The claim ran out before the take-up was
                         // confirmed (a slow round trip); the guard's drop
@@ -244,13 +251,20 @@ impl Locker {
         self.guard(a, fence, Lease::new(sent, config.ttl, config.drift))
     }
 
+    /// The lease of a lock handed over as a claim of `claim`, counted from
+    /// `sent`, taken up to the TTL `when` says.
+    fn claim_lease(&self, sent: Instant, claim: Duration, when: TakeUp) -> Lease {
+        let config = &self.shared.config;
+        Lease::claimed(sent, claim, config.ttl, config.drift, when)
+    }
+
     /// Turns a lock handed over to `a` (a claim of `claim`, counted from
     /// `sent`) into a guard, and takes it up to the full TTL with one
-    /// renewal before returning it: a guard is never handed to its user
-    /// with only the claim's few seconds left, which would look like a lease
-    /// about to run out. When that renewal fails, the guard is dropped (its
-    /// keys deleted if still ours) and the error returned; the caller waits
-    /// on after [`Error::Lost`] (the claim ran out first).
+    /// renewal before returning it, where it cannot be taken up behind its
+    /// return (see `RawLock::takes_up_behind`). When that renewal fails,
+    /// the guard is dropped (its keys deleted if still ours) and the error
+    /// returned; the caller waits on after [`Error::Lost`] (the claim ran
+    /// out first).
     fn take_up(
         &self,
         a: Arc<Acquisition>,
@@ -259,7 +273,7 @@ impl Locker {
         claim: Duration,
     ) -> Result<Guard, Error> {
         let config = &self.shared.config;
-        let lease = Lease::claimed(sent, claim, config.ttl, config.drift);
+        let lease = self.claim_lease(sent, claim, TakeUp::Before);
         let mut guard = self.guard(a, fence, lease)?;
         // A take-up that fails is no grant: its hold and loss are not counted.
         guard.count_in_stats(false);
@@ -268,6 +282,8 @@ impl Locker {
         Ok(guard)
     }
 
+    /// The guard of `a`, granted with `fence` and `lease` (its watchdog
+    /// started, if on).
     fn guard(&self, a: Arc<Acquisition>, fence: u64, lease: Lease) -> Result<Guard, Error> {
         let a = a.granted_permit()?;
         if self.shared.config.watchdog {

@@ -34,9 +34,13 @@ use crate::protocol::keys::{Hold, LockKeys};
 use crate::time;
 
 /// The script `lua/<name>.lua`, after the helpers it names from `lua/lib/`
-/// (in that order, which its `-- Helpers:` line repeats), assembled at
-/// compile time into one [`Lua`] (paths from the crate's root, so that the
-/// files under `scripts/` use it too).
+/// (in that order, which its `-- Helpers:` line repeats), put together into
+/// one [`Lua`] (paths from the crate's root, so that the files under
+/// `scripts/` use it too). After a second `;`, more helpers, put inside the
+/// script right after its `-- Helpers here:` line (which names them in
+/// that order): a script's common case, written before that line, then
+/// runs without defining the helpers only its other cases use (defining a
+/// function costs a script about a tenth of a µs, every run).
 macro_rules! script {
     ($name:literal) => {
         Lua::new(include_str!(concat!(
@@ -57,7 +61,27 @@ macro_rules! script {
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/protocol/lua/", $name, ".lua"))
         ))
     };
+    ($name:literal; $($lib:literal),*; $($later:literal),+) => {
+        Lua::with_helpers_inside(
+            concat!($(include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/src/protocol/lua/lib/",
+                $lib,
+                ".lua"
+            )),)*),
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/protocol/lua/", $name, ".lua")),
+            concat!($(include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/src/protocol/lua/lib/",
+                $later,
+                ".lua"
+            )),)*),
+        )
+    };
 }
+
+/// The line of a script after which its later helpers go (see `script!`).
+const HELPERS_HERE: &str = "-- Helpers here: ";
 
 /// One of the crate's scripts: its source, and the SHA1 that `EVALSHA`
 /// names it by.
@@ -71,6 +95,21 @@ impl Lua {
         let source = source.into();
         let sha = Script::new(&source).get_hash().to_owned();
         Lua { source, sha }
+    }
+
+    /// `before`, then `script` with `later` put right after its `-- Helpers
+    /// here:` line (before the script's first line, if it has none: the
+    /// unit test below says so).
+    fn with_helpers_inside(before: &str, script: &str, later: &str) -> Lua {
+        let at = script
+            .find(&format!("\n{HELPERS_HERE}"))
+            .and_then(|i| {
+                let line = i + 1;
+                script.get(line..)?.find('\n').map(|end| line + end + 1)
+            })
+            .unwrap_or(0);
+        let (head, tail) = script.split_at_checked(at).unwrap_or(("", script));
+        Lua::new([before, head, later, tail].concat())
     }
 
     /// A call of this script, without keys or arguments yet.
@@ -169,12 +208,13 @@ impl Call {
 /// key, keeps waiters in a first-come, first-served queue. Its KEYS/ARGV contract and replies open
 /// `lua/acquire.lua`.
 pub(crate) static ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| script!("acquire"; "owned", "mint", "live_head", "join", "delay"));
+    LazyLock::new(|| script!("acquire"; "mint"; "owned", "live_head", "join", "delay"));
 
 /// Leaves the queue: a waiter that gave up. Its KEYS/ARGV contract and replies open
 /// `lua/dequeue.lua`.
-pub(crate) static DEQUEUE: LazyLock<Lua> =
-    LazyLock::new(|| script!("dequeue"; "owned", "mint", "live_head", "give", "hand_over"));
+pub(crate) static DEQUEUE: LazyLock<Lua> = LazyLock::new(
+    || script!("dequeue"; "owned", "mint", "live_head", "publish", "give", "hand_over"),
+);
 
 /// Takes one permit of a semaphore, first come, first served with the
 /// other waiters, and mints a fencing token. Its KEYS/ARGV contract and replies open
@@ -197,19 +237,20 @@ pub(crate) static READ_RENEW: LazyLock<Lua> =
 /// Releases a read hold; the last one frees the writer key. Its KEYS/ARGV contract and replies open
 /// `lua/read_release.lua`.
 pub(crate) static READ_RELEASE: LazyLock<Lua> = LazyLock::new(
-    || script!("read_release"; "owned", "mint", "live_head", "readers", "give", "writer_hand", "delay"),
+    || script!("read_release"; "owned", "mint", "live_head", "readers", "publish", "give", "writer_hand", "delay"),
 );
 
 /// Releases the write hold. Its KEYS/ARGV contract and replies open
 /// `lua/write_release.lua`.
 pub(crate) static WRITE_RELEASE: LazyLock<Lua> = LazyLock::new(
-    || script!("write_release"; "owned", "mint", "live_head", "give", "writer_hand", "delay"),
+    || script!("write_release"; "owned", "mint", "live_head", "publish", "give", "writer_hand", "delay"),
 );
 
 /// Leaves the queue of a read-write lock (a waiter that gave up). Its KEYS/ARGV contract and replies open
 /// `lua/rw_dequeue.lua`.
-pub(crate) static RW_DEQUEUE: LazyLock<Lua> =
-    LazyLock::new(|| script!("rw_dequeue"; "owned", "mint", "live_head", "give", "writer_hand"));
+pub(crate) static RW_DEQUEUE: LazyLock<Lua> = LazyLock::new(
+    || script!("rw_dequeue"; "owned", "mint", "live_head", "publish", "give", "writer_hand"),
+);
 
 /// Redlock: raises a counter to at least a floor after a grant, and takes
 /// the lock keys that are missing here. Its KEYS/ARGV contract and replies open
@@ -220,13 +261,13 @@ pub(crate) static RAISE_FENCE: LazyLock<Lua> =
 /// Sets the TTL of every lock key, only if all of them are ours. Its KEYS/ARGV contract and replies open
 /// `lua/renew.lua`.
 pub(crate) static RENEW: LazyLock<Lua> =
-    LazyLock::new(|| script!("renew"; "owned", "mint", "delay", "marks"));
+    LazyLock::new(|| script!("renew"; "owned"; "mint", "delay", "marks"));
 
 /// Deletes the lock keys that are ours; announces them, and hands a single
 /// key to the first live waiter. Its KEYS/ARGV contract and replies open
 /// `lua/release.lua`.
 pub(crate) static RELEASE: LazyLock<Lua> = LazyLock::new(
-    || script!("release"; "owned", "mint", "live_head", "give", "hand_over", "delay"),
+    || script!("release"; "owned", "publish"; "mint", "live_head", "give", "hand_over", "delay"),
 );
 
 mod election;
@@ -545,17 +586,28 @@ mod tests {
         let mut names: Vec<&str> = scripts.iter().map(|(name, _)| *name).collect();
         names.sort_unstable();
         assert_eq!(files, names);
+        let helpers = |names: &str| -> String {
+            names
+                .split_whitespace()
+                .filter(|h| *h != "(none)")
+                .map(|h| fs::read_to_string(dir.join(format!("lib/{h}.lua"))).unwrap())
+                .collect()
+        };
         for (name, lua) in scripts {
             let script = fs::read_to_string(dir.join(format!("{name}.lua"))).unwrap();
-            let helpers = script
+            let first = script
                 .lines()
                 .find_map(|l| l.strip_prefix("-- Helpers: "))
                 .unwrap_or_else(|| panic!("{name}.lua has no `-- Helpers:` line"));
-            let mut assembled = String::new();
-            for helper in helpers.split_whitespace().filter(|h| *h != "(none)") {
-                assembled += &fs::read_to_string(dir.join(format!("lib/{helper}.lua"))).unwrap();
+            let mut assembled = helpers(first);
+            // The script, with the helpers of its `-- Helpers here:` line
+            // (if any) right after that line.
+            for line in script.split_inclusive('\n') {
+                assembled += line;
+                if let Some(later) = line.strip_prefix(HELPERS_HERE) {
+                    assembled += &helpers(later);
+                }
             }
-            assembled += &script;
             assert_eq!(lua.source, assembled, "{name}.lua");
             assert_eq!(lua.sha, Script::new(&assembled).get_hash(), "{name}.lua");
         }

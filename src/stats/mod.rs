@@ -33,7 +33,9 @@ use recorder::bucket_top;
 ///   try-lock, permit, read or write hold), hand-overs included;
 /// - [`hand_overs`](Stats::hand_overs): those grants that a release handed
 ///   to a waiter of this locker, taken up as such (counted on the waiter's
-///   side; a permit handed over, or any hand-over with
+///   side, when its call returns the guard, before its watchdog's take-up:
+///   a take-up that then fails counts as a loss; a permit handed over, or
+///   any hand-over with
 ///   [`Builder::min_replicas`](crate::Builder::min_replicas), is taken by
 ///   the waiter's next attempt and counts as a plain grant);
 /// - [`busy`](Stats::busy): one-attempt calls (`try_lock`, `try_lock_all`,

@@ -53,7 +53,14 @@ pub fn take(
             return Err(gave_up(locker, args, start, last.as_ref()));
         }
         let error = match locker.lock_or_stop(key, left, stop) {
-            Ok(guard) => return Ok(guard),
+            Ok(guard) => match full_lease(&guard, args.ttl) {
+                Ok(()) => return Ok(guard),
+                // The claim ran out, or was taken, before its take-up: the
+                // guard goes (released if still ours), the wait goes on.
+                Err(e @ Error::Lost { .. }) => e,
+                Err(e) if e.is_connection() => e,
+                Err(e) => return Err(failed(&e, &shown(&args.server))),
+            },
             Err(Error::Timeout { .. }) => return Err(gave_up(locker, args, start, last.as_ref())),
             Err(Error::Cancelled { .. }) => return Err(signalled(signals)),
             Err(e) if e.is_connection() => e,
@@ -75,6 +82,21 @@ pub fn take(
         }
         pause = (pause * 2).min(MOST_PAUSE);
     }
+}
+
+/// A lock handed over by a release comes with the hand-over's short claim
+/// (a few seconds), which the guard's watchdog takes up to the TTL right
+/// after `lock` returns. The job must not start on the claim (the kill
+/// grace and margin are counted from the TTL, and a claim that is not
+/// taken up ends within seconds), so a guard with less than two thirds of
+/// the TTL left is taken up here first: one renewal to the TTL, confirmed
+/// before the job starts.
+fn full_lease(guard: &Guard, ttl: Duration) -> Result<(), Error> {
+    let full = Instant::now().checked_add(ttl * 2 / 3);
+    if full.is_some_and(|full| guard.valid_until() >= full) {
+        return Ok(());
+    }
+    guard.extend(ttl)
 }
 
 /// The wait ran out without the lock: the conflict code, saying how long it

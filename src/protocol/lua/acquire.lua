@@ -32,7 +32,18 @@
 -- attempt; a third element, 1, when the wait is a lock-delay, whose ms
 -- left the first gives: come back then.
 --
--- Helpers: owned mint live_head join delay
+-- Helpers: mint
+-- The common case first, in as few calls as it takes, before the helpers
+-- of the others are defined: a single key (with its marks, five keys),
+-- free, nobody queued, no lock-delay marked (one `EXISTS`); with no
+-- lock-delay of this holder's to record, granted at once.
+local free = #KEYS == 5 and redis.call('EXISTS', KEYS[4], KEYS[2], KEYS[5]) == 0
+if free and not ARGV[9] then
+  local fence = mint(KEYS[1], ARGV[7], ARGV[8])
+  redis.call('SET', KEYS[4], ARGV[1] .. ':' .. fence .. ':' .. ARGV[3], 'PX', ARGV[2])
+  return fence
+end
+-- Helpers here: owned live_head join delay
 local last = 3 + (#KEYS - 3) / 2
 -- The lock-delay marks of lock key `i`.
 local function marks(i) return KEYS[i + last - 3] end
@@ -47,11 +58,7 @@ local function grant()
   end
   return fence
 end
--- The common case first, in one call: a single free key, nobody queued,
--- no lock-delay marked.
-if last == 4 and redis.call('EXISTS', KEYS[4], queue, marks(4)) == 0 then
-  return grant()
-end
+if free then return grant() end
 local busy, mine, wait = nil, true, nil
 for i = 4, last do
   local v = redis.pcall('GET', KEYS[i])

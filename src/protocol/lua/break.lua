@@ -55,7 +55,7 @@
 -- may be handed to) and the place of the prefix it was broken under, and
 -- after a hand-over the grantee's owner token and fencing token too.
 --
--- Helpers: mint live_head waiting readers give hand_over writer_hand delay log whose
+-- Helpers: mint live_head waiting readers publish give hand_over writer_hand delay log whose
 local v = redis.pcall('GET', KEYS[1])
 if not v then return {} end
 local pttl = redis.call('PTTL', KEYS[1])

@@ -7,7 +7,7 @@
 --
 -- Replies: how many keys handed over to it were freed.
 --
--- Helpers: owned mint live_head give hand_over
+-- Helpers: owned mint live_head publish give hand_over
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 local n = 0

@@ -18,7 +18,7 @@
 -- that number, the grantee's owner token and its fencing token (as
 -- `release.lua`'s).
 --
--- Helpers: owned mint live_head readers give writer_hand delay
+-- Helpers: owned mint live_head readers publish give writer_hand delay
 local n = 0
 local counted = redis.call('SREM', KEYS[2], KEYS[1]) == 1
 if owned(KEYS[1], ARGV[1]) then

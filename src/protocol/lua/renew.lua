@@ -15,7 +15,14 @@
 -- none was touched; instead of 0, the reason an operator gave when the
 -- hold was broken (`break.lua`): then a missing key is not put back.
 --
--- Helpers: owned mint delay marks
+-- Helpers: owned
+-- The common case first, before the helpers of the others are defined:
+-- one key (and the broken holds' marks), no lock-delay, not Redlock, ours.
+if #KEYS == 2 and ARGV[3] == '0' and not ARGV[4] and owned(KEYS[1], ARGV[1]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+-- Helpers here: mint delay marks
 local value = ARGV[4]
 local delay = tonumber(ARGV[3] or '0')
 local broken = KEYS[#KEYS]

@@ -18,7 +18,7 @@
 -- 1 when it was, and was freed; after a hand-over, an array of 1, the
 -- grantee's owner token and its fencing token.
 --
--- Helpers: owned mint live_head give hand_over log delay
+-- Helpers: owned mint live_head publish give hand_over log delay
 local v = redis.pcall('GET', KEYS[1])
 if not ours(v, ARGV[1]) then return 0 end
 if ARGV[5] == '1' then unmark(KEYS[6], KEYS[1]) end

@@ -9,7 +9,7 @@
 --
 -- Replies: 1 when a writer key handed over to it was freed, else 0.
 --
--- Helpers: owned mint live_head give writer_hand
+-- Helpers: owned mint live_head publish give writer_hand
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
 if owned(KEYS[1], ARGV[1]) then

@@ -23,7 +23,7 @@
 -- when it was not (nothing is changed), or instead of 0 the reason an
 -- operator gave when the hold was broken (`break.lua`).
 --
--- Helpers: owned mint readers give delay marks
+-- Helpers: owned mint readers publish delay marks
 local v = redis.pcall('GET', KEYS[1])
 if not ours(v, ARGV[1]) then return lost(KEYS[7], ARGV[1]) end
 local metadata = string.match(v, '^[^:]*:[^:]*:(.*)$') or ''

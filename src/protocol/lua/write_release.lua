@@ -7,7 +7,7 @@
 --
 -- Replies: as `read_release.lua`'s.
 --
--- Helpers: owned mint live_head give writer_hand delay
+-- Helpers: owned mint live_head publish give writer_hand delay
 if not owned(KEYS[1], ARGV[1]) then return 0 end
 if ARGV[3] == '1' then unmark(KEYS[5], KEYS[1]) end
 local head, fence = hand_to_writer(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])

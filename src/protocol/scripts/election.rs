@@ -11,7 +11,7 @@ use crate::time;
 /// Resigns an election's leadership: a release that hands over and logs
 /// the change. Its KEYS/ARGV contract and replies open `lua/resign.lua`.
 pub(crate) static RESIGN: LazyLock<Lua> = LazyLock::new(
-    || script!("resign"; "owned", "mint", "live_head", "give", "hand_over", "log", "delay"),
+    || script!("resign"; "owned", "mint", "live_head", "publish", "give", "hand_over", "log", "delay"),
 );
 
 /// Logs an election's new leader. Its KEYS/ARGV contract and replies open

@@ -21,7 +21,7 @@ pub(crate) static SCAN: LazyLock<Lua> = LazyLock::new(|| script!("scan"));
 /// Breaks a hold for an operator: marks it, frees it as a release would.
 /// Its KEYS/ARGV contract and replies open `lua/break.lua`.
 pub(crate) static BREAK: LazyLock<Lua> = LazyLock::new(|| {
-    script!("break"; "mint", "live_head", "waiting", "readers", "give", "hand_over",
+    script!("break"; "mint", "live_head", "waiting", "readers", "publish", "give", "hand_over",
         "writer_hand", "delay", "log", "whose")
 });
 

@@ -8,8 +8,9 @@ use crate::protocol::keys::{Hold, LockKeys};
 
 /// Turns the write hold into a read hold in one step. Its KEYS/ARGV
 /// contract and replies open `lua/rw_downgrade.lua`.
-pub(crate) static RW_DOWNGRADE: LazyLock<Lua> =
-    LazyLock::new(|| script!("rw_downgrade"; "owned", "mint", "readers", "give", "delay", "marks"));
+pub(crate) static RW_DOWNGRADE: LazyLock<Lua> = LazyLock::new(
+    || script!("rw_downgrade"; "owned", "mint", "readers", "publish", "delay", "marks"),
+);
 
 /// [`RW_DOWNGRADE`] of the write hold `write` (owned by `token`) into the
 /// read hold `read` (owned by `read_token`) for `ttl_ms`, the release

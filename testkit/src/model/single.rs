@@ -37,6 +37,12 @@
 //! - *claim*: a lock handed to a waiter that is gone (and so never takes
 //!   it up) lasts at most the claim window (the waiter's stay), never the
 //!   TTL;
+//! - *claim believed within it*: a waiter that hears of a hand-over holds
+//!   (its `lock` returns) at once, before its watchdog's take-up is
+//!   confirmed; until then it believes it holds only up to the claim's
+//!   deadline (counted from its last attempt), within the server's claim
+//!   even when the key goes early, and no renewal of it is overdue (the
+//!   library's `Lease::claimed`): never `Held` past that deadline;
 //! - *stay*: while the lock is free, a dead waiter's place in the queue
 //!   (which refuses the lock to those behind it) ends within its stay,
 //!   which is bounded whatever the backoff;
@@ -44,8 +50,10 @@
 //!   `delay` after the deadline of any other client that still believes
 //!   it holds the lock (one paused past its lease: its late writes land
 //!   within `delay` of its deadline), as long as that client took its
-//!   lease up (a claim not taken up is never returned to its user); with a
-//!   delay of 0 this is exclusion at the moment of the grant;
+//!   lease up (with a lock-delay, a claim is taken up before `lock`
+//!   returns: one not taken up is never returned to its user); with a
+//!   delay of 0 this is exclusion at the moment of the grant, claims
+//!   included;
 //! - *liveness*, under fair scheduling (see [`Fair`]): a waiter that stays
 //!   is granted within a bound;
 //! - *in doubt*: a holder whose lease is in doubt (its renewal timed out,
@@ -85,6 +93,10 @@ pub enum Flaw {
     UnguardedWrite,
     /// An acquire that ignores the lock-delay mark.
     IgnoresDelay,
+    /// A hand-over's guard, returned before its take-up is confirmed,
+    /// believed for the whole TTL from the waiter's last attempt, as if the
+    /// take-up had been.
+    TrustedClaim,
 }
 
 /// What a holder believes of its lease: the library's `LeaseState`.
@@ -188,8 +200,9 @@ pub struct Client {
     pub grants: u8,
     /// Guarded writes this client sent (a bound).
     pub writes: u8,
-    /// Ghost: it holds a claim it has not taken up (renewed) yet, which the
-    /// library never returns to its user.
+    /// Ghost: it holds a claim it has not taken up (renewed) yet: its
+    /// `lock` returned it, and its watchdog's take-up is not confirmed (with
+    /// a lock-delay, `lock` has not returned yet).
     pub claim: bool,
 }
 
@@ -395,14 +408,34 @@ impl Protocol {
         self.flaw != Some(Flaw::IgnoresDelay) && s.server.mark.is_some_and(|till| till > s.now)
     }
 
+    /// A waiter that heard of a hand-over at `now`, after its attempt sent
+    /// at `sent`: it holds the claim, believed until the claim's deadline,
+    /// with no renewal overdue before its take-up (the watchdog sends that
+    /// at once; the library's `Lease::claimed`).
+    fn claimed(&self, fence: u64, sent: u64, now: u64) -> Phase {
+        let length = match self.flaw {
+            Some(Flaw::TrustedClaim) => self.ttl,
+            _ => self.claim(),
+        };
+        let deadline = self.deadline(sent, length);
+        Phase::Holding {
+            fence,
+            deadline,
+            since: now,
+            overdue: deadline,
+            belief: Belief::Held,
+        }
+    }
+
     /// The ghost check at a fresh grant: every other client that believes
-    /// it holds the lock (its lease taken up) has its deadline at least
-    /// the delay behind.
+    /// it holds the lock (its lease taken up; without a lock-delay, a claim
+    /// too, returned before its take-up) has its deadline at least the
+    /// delay behind.
     fn check_delay(&self, s: &mut State, c: usize) {
         let now = s.now;
         s.delay_kept &= s.clients.iter().enumerate().all(|(i, cl)| {
             i == c
-                || cl.claim
+                || (cl.claim && self.delay > 0)
                 || !matches!(cl.phase, Phase::Holding { deadline, .. } if deadline + self.delay > now)
         });
     }
@@ -777,7 +810,7 @@ impl Model for Protocol {
                 s.clients[c].phase = if fence > floor && (s.now - sent) * 3 < self.claim() {
                     s.clients[c].grants += 1;
                     s.clients[c].claim = true;
-                    self.holding(fence, sent, self.claim(), s.now)
+                    self.claimed(fence, sent, s.now)
                 } else {
                     Phase::Waiting {
                         sent,
@@ -836,6 +869,22 @@ impl Model for Protocol {
                     } => belief != Belief::Held || s.now < overdue,
                     _ => true,
                 })
+            }),
+            Property::always("claim believed within it", |m: &Protocol, s: &State| {
+                // A claim believed, not taken up yet: the server's key
+                // is its own, and cannot go (early or not) before the
+                // believer's deadline.
+                m.restores
+                    || s.clients.iter().enumerate().all(|(c, cl)| match cl.phase {
+                        Phase::Holding {
+                            deadline, belief, ..
+                        } if cl.claim && belief != Belief::Lost => s
+                            .server
+                            .lock
+                            .as_ref()
+                            .is_some_and(|l| l.owner == c && deadline + m.skew <= l.expires),
+                        _ => true,
+                    })
             }),
             Property::always("guarded writes held", |m: &Protocol, s: &State| {
                 m.restores || s.writes_held

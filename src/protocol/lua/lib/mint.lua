@@ -18,6 +18,13 @@
 -- are compared as decimal strings of the same form (no sign, no leading
 -- zero), longer meaning larger, so no number is formatted; integers stay
 -- below 2^53, where Lua's numbers are exact, for thousands of years.
+-- `micros` (optional): the server clock in µs, when the caller read it
+-- already (one `TIME` a script).
+--
+-- The counter is read and written in one call (`SET ... GET`, Redis 6.2):
+-- the clock is almost always past it; when it is not (two grants in one
+-- µs, a clock that went back, a Redlock proposal ahead of this clock),
+-- the counter is put back and raised by one.
 --
 -- Expects in scope: nothing but Redis's `redis`.
 -- What this file defines, a script may leave unused (luacheck is told so):
@@ -32,8 +39,11 @@ end
 local function above(a, b)
   return #a > #b or (#a == #b and a > b)
 end
-local function mint(counter, at_least, lead)
-  local _, _, micros = clock()
+local function mint(counter, at_least, lead, micros)
+  if not micros then
+    local _
+    _, _, micros = clock()
+  end
   if at_least and above(at_least, micros) then
     -- At most `lead` µs ahead of this server's clock (exact below 2^53).
     local most = tonumber(micros) + (tonumber(lead) or 0)
@@ -43,12 +53,13 @@ local function mint(counter, at_least, lead)
       micros = string.format('%.0f', most)
     end
   end
-  local last = redis.call('GET', counter)
+  local last = redis.call('SET', counter, micros, 'GET')
   if last and not above(micros, last) then
+    -- One above the counter as it was, exactly: INCR on its own digits.
+    redis.call('SET', counter, last)
     redis.call('INCR', counter)
-    return redis.call('GET', counter)
+    micros = redis.call('GET', counter)
   end
-  redis.call('SET', counter, micros)
   return micros
 end
 -- luacheck: pop
