@@ -67,6 +67,9 @@ fn a_take_up_that_ends_lost_checks_the_stop_flag_before_retrying() {
         .ttl(Duration::from_millis(500))
         .backoff(Backoff::fixed(Duration::from_secs(60)))
         .io_timeout(Duration::from_secs(10))
+        // Without a watchdog `lock` takes the claim up before it returns
+        // (with one, it returns the claim and its watchdog takes it up).
+        .watchdog(false)
         .build()
         .unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -111,6 +114,9 @@ fn a_take_up_that_ends_lost_past_the_deadline_times_out() {
         .ttl(Duration::from_millis(500))
         .backoff(Backoff::fixed(Duration::from_secs(60)))
         .io_timeout(Duration::from_secs(10))
+        // Without a watchdog `lock` takes the claim up before it returns
+        // (with one, it returns the claim and its watchdog takes it up).
+        .watchdog(false)
         .build()
         .unwrap();
     let wait = Duration::from_millis(2500);
