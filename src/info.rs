@@ -485,3 +485,20 @@ impl Leader {
         self.ttl
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    #[test]
+    fn rfc3339_times() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_795_671_238_320);
+        assert_eq!(rfc3339(t), "2026-11-26T05:33:58.320Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+        let end = UNIX_EPOCH + Duration::from_millis(4_102_444_799_999); // 2099-12-31
+        assert_eq!(rfc3339(end), "2099-12-31T23:59:59.999Z");
+    }
+}
