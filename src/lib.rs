@@ -185,6 +185,3 @@ pub use r2d2;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
-
-#[doc = include_str!("../RELIABILITY.md")]
-pub mod reliability {}
