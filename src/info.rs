@@ -280,7 +280,7 @@ impl LockInfo {
 /// ```no_run
 /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
 /// for e in locker.audit(None)? {
-///     println!("{:?} {} {} {} by {:?}: {}", e.time(), e.action(), e.kind().as_str(), e.key(), e.metadata(), e.reason());
+///     println!("{} {} {} {} by {:?}: {}", e.time_rfc3339(), e.action(), e.kind().as_str(), e.key(), e.metadata(), e.reason());
 /// }
 /// # Ok::<(), redmutex::Error>(())
 /// ```
@@ -308,11 +308,27 @@ impl AuditEntry {
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
     /// # let e = locker.audit(None)?.remove(0);
-    /// println!("{:?}", e.time());
+    /// let age = std::time::SystemTime::now().duration_since(e.time()).unwrap_or_default();
+    /// println!("{} ({age:.0?} ago)", e.time_rfc3339());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn time(&self) -> SystemTime {
         self.time
+    }
+
+    /// [`time`](AuditEntry::time) as an RFC 3339 timestamp in UTC, to the
+    /// millisecond (`2026-11-26T03:02:11.412Z`), as `redmutex audit` prints
+    /// it: for a log line or a report, without a date-time crate.
+    ///
+    /// ```no_run
+    /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
+    /// for e in locker.audit(None)? {
+    ///     println!("{} {} {}", e.time_rfc3339(), e.action(), e.key());
+    /// }
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn time_rfc3339(&self) -> String {
+        rfc3339(self.time)
     }
 
     /// The hold's name under the prefix of the trail
@@ -483,5 +499,52 @@ impl Leader {
     /// ```
     pub fn ttl(&self) -> Duration {
         self.ttl
+    }
+}
+
+/// `t` as `YYYY-MM-DDTHH:MM:SS.mmmZ` (RFC 3339, UTC); a time before 1970
+/// as 1970-01-01 (a server's clock never gives one).
+fn rfc3339(t: SystemTime) -> String {
+    let since = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil(i64::try_from(days).unwrap_or(0));
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        since.subsec_millis()
+    )
+}
+
+/// The date `days` after 1970-01-01 (Howard Hinnant's `civil_from_days`).
+fn civil(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    #[test]
+    fn rfc3339_times() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_795_671_238_320);
+        assert_eq!(rfc3339(t), "2026-11-26T05:33:58.320Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+        let end = UNIX_EPOCH + Duration::from_millis(4_102_444_799_999); // 2099-12-31
+        assert_eq!(rfc3339(end), "2099-12-31T23:59:59.999Z");
     }
 }

@@ -181,10 +181,9 @@ pub use redis;
 /// ```
 pub use r2d2;
 
-/// The README's Rust examples, compiled as doctests so they stay true.
+/// The README's Rust examples, compiled as doctests so they stay true: a
+/// README code block that stops compiling fails `cargo test --doc`. They
+/// are whole programs (`fn main`), with no hidden lines to show on GitHub.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
-
-#[doc = include_str!("../RELIABILITY.md")]
-pub mod reliability {}

@@ -227,7 +227,7 @@ impl Locker {
     /// use std::time::{Duration, SystemTime};
     /// let hour_ago = SystemTime::now() - Duration::from_secs(3600);
     /// for e in locker.audit(Some(hour_ago))? {
-    ///     println!("{:?} {} {} {}", e.time(), e.action(), e.key(), e.reason());
+    ///     println!("{} {} {} {}", e.time_rfc3339(), e.action(), e.key(), e.reason());
     /// }
     /// # Ok::<(), redmutex::Error>(())
     /// ```

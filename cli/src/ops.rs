@@ -2,7 +2,7 @@
 //! written for people (a table, a line) or programs (`--json`), each hold
 //! and event with its prefix; and where else a name is held.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use redmutex::{AuditEntry, LockInfo};
 
@@ -119,7 +119,7 @@ pub fn audit_text(events: &[AuditEntry]) -> String {
     for e in events {
         out.push_str(&format!(
             "{} {} {} {} {} {:?} {} {}\n",
-            utc(e.time()),
+            e.time_rfc3339(),
             column(e.prefix()),
             e.action(),
             e.kind().as_str(),
@@ -156,7 +156,7 @@ pub fn audit_json(events: &[AuditEntry]) -> String {
             format!(
                 "{{\"time\":\"{}\",\"prefix\":{},\"action\":{},\"kind\":\"{}\",\"key\":{},\
                  \"holder\":{},\"fencing_token\":{},\"reason\":{}}}",
-                utc(e.time()),
+                e.time_rfc3339(),
                 json_prefix(e.prefix()),
                 string(e.action()),
                 e.kind().as_str(),
@@ -231,48 +231,5 @@ fn millis(d: Duration) -> String {
         "-".to_owned()
     } else {
         d.as_millis().to_string()
-    }
-}
-
-/// `t` as `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC).
-fn utc(t: SystemTime) -> String {
-    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil(i64::try_from(days).unwrap_or(0));
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60,
-        since.subsec_millis()
-    )
-}
-
-/// The date `days` after 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utc_times() {
-        assert_eq!(utc(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-        let t = UNIX_EPOCH + Duration::from_millis(1_795_671_238_320);
-        assert_eq!(utc(t), "2026-11-26T05:33:58.320Z");
-        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
-        assert_eq!(utc(leap), "2000-02-29T00:00:00.000Z");
     }
 }
