@@ -285,6 +285,7 @@ fn a_watcher_that_reads_its_deadline_late_still_kills_the_job_before_the_key_exp
     signal(run.id(), "STOP");
     // The watcher comes back late (a controlled stall, not a wait for an
     // event), and reads the deadline the supervisor sent before it stopped.
+    #[allow(clippy::disallowed_methods)] // the stall is what is tested
     std::thread::sleep(Duration::from_millis(1500));
     signal(watcher, "CONT");
     let mut conn = s.conn();
