@@ -158,7 +158,13 @@ fn a_job_started_in_the_background_reads_the_terminal_after_fg() {
         "redmutex stopped with its job, for the shell to see",
         || state(supervisor) == Some('T'),
     );
-    input.write_all(b"fg\n").unwrap();
+    // `fg` only once the shell has seen its job stop too (it learns of it
+    // from its own SIGCHLD, which a loaded machine can delay past our
+    // look at the process): bash's `fg` of a job it believes running sends
+    // it no SIGCONT, and redmutex would stay stopped.
+    input
+        .write_all(b"until [ -n \"$(jobs -s)\" ]; do sleep 0.05; done; fg\n")
+        .unwrap();
     input.flush().unwrap();
     wait_for("the job resumed", || {
         state(leader).is_some_and(|c| c != 'T')
