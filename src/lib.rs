@@ -28,6 +28,8 @@
 // config.rs           the frozen `Config`, the `Topology` decided once, the duration checks
 // defaults.rs         every default and limit (`DEFAULT_*`, `MAX_TTL`, ...); imports nothing
 // error.rs            `Error`, with `is_timeout` / `is_connection`
+//   error/refusal.rs  a server's refusal read from its words (handshake,
+//                     database, credentials)
 // open.rs             URLs checked and told in words, the server and password check of `open`,
 //                     the Sentinel and Cluster pools
 // backoff.rs          `Backoff`, retry delays as pure functions
@@ -39,6 +41,8 @@
 //   election.rs       an election's keys, its candidates, its log (announce, proclaim, observe)
 //   renew.rs          a granted hold's renewal, and its expiry
 //   release.rs        a granted hold's release, and the waiters it wakes here
+//   handed.rs         a lock handed over to a waiter: taken as granted or up
+//                     behind its return, and the claim it comes with
 //   guarded.rs        a granted hold's guarded write: commands run only while it holds
 //   redlock.rs        Redlock only: the proposal, the write-back, the breaker, the fan-out
 //   later.rs          Redlock: releases sent again to a master that missed them
@@ -64,10 +68,11 @@
 //   named.rs          the holds a listing names, and the names it gives them
 //   scripts.rs        every Lua script's handle (EVALSHA, NOSCRIPT -> EVAL) and typed caller
 //   scripts/          those of an operator's view, an election, guarded writes, a
-//                     read-write lock's downgrade
+//                     read-write lock's holds and downgrade
 //   lua/*.lua         every Lua script, opening with its KEYS/ARGV contract and replies
 //   lua/lib/*.lua     the helpers scripts share, put before them at compile time
-//   replies.rs        every script reply parsed; the lock value built and parsed
+//   replies.rs        every script reply parsed
+//   value.rs          the lock value built and parsed
 //   slots.rs          cluster hash slots and hash tags
 //   commands.rs       a caller's commands for a script: their args, their keys (COMMAND
 //                     GETKEYS, asked in one script), the script's replies read back
@@ -102,7 +107,8 @@
 // One import still runs upward, for a stated reason: `Locker::new` and
 // `Locker::builder` return a `Builder` (the API's entry point, as r2d2's
 // `Pool::builder`). A server's refusal (`auth_reason`, `handshake_unknown`,
-// `database_refused`) is read in error.rs, where its errors become ours.
+// `database_refused`) is read in error/refusal.rs, beside error.rs where its
+// errors become ours.
 
 mod backoff;
 mod builder;

@@ -222,36 +222,6 @@ pub(crate) static DEQUEUE: LazyLock<Lua> = LazyLock::new(
 pub(crate) static PERMIT_ACQUIRE: LazyLock<Lua> =
     LazyLock::new(|| script!("permit_acquire"; "owned", "mint", "live_head", "join", "delay"));
 
-/// Takes a read or the write hold of a read-write lock, with writer
-/// preference, and mints a fencing token. Its KEYS/ARGV contract and replies open
-/// `lua/rw_acquire.lua`.
-pub(crate) static RW_ACQUIRE: LazyLock<Lua> = LazyLock::new(
-    || script!("rw_acquire"; "owned", "mint", "live_head", "join", "readers", "delay"),
-);
-
-/// Renews a read hold. Its KEYS/ARGV contract and replies open
-/// `lua/read_renew.lua`.
-pub(crate) static READ_RENEW: LazyLock<Lua> =
-    LazyLock::new(|| script!("read_renew"; "owned", "readers", "mint", "delay", "marks"));
-
-/// Releases a read hold; the last one frees the writer key. Its KEYS/ARGV contract and replies open
-/// `lua/read_release.lua`.
-pub(crate) static READ_RELEASE: LazyLock<Lua> = LazyLock::new(
-    || script!("read_release"; "owned", "mint", "live_head", "readers", "publish", "give", "writer_hand", "delay"),
-);
-
-/// Releases the write hold. Its KEYS/ARGV contract and replies open
-/// `lua/write_release.lua`.
-pub(crate) static WRITE_RELEASE: LazyLock<Lua> = LazyLock::new(
-    || script!("write_release"; "owned", "mint", "live_head", "publish", "give", "writer_hand", "delay"),
-);
-
-/// Leaves the queue of a read-write lock (a waiter that gave up). Its KEYS/ARGV contract and replies open
-/// `lua/rw_dequeue.lua`.
-pub(crate) static RW_DEQUEUE: LazyLock<Lua> = LazyLock::new(
-    || script!("rw_dequeue"; "owned", "mint", "live_head", "publish", "give", "writer_hand"),
-);
-
 /// Redlock: raises a counter to at least a floor after a grant, and takes
 /// the lock keys that are missing here. Its KEYS/ARGV contract and replies open
 /// `lua/raise_fence.lua`.
@@ -377,30 +347,6 @@ pub(crate) fn dequeue(keys: &LockKeys, token: &str, channel: &str) -> Call {
         .key(&*keys.locks)
         .arg(token)
         .arg(channel);
-    call
-}
-
-/// `script` (one of the read-write lock's) with `KEYS`: `writer`, the
-/// fencing counter, the queue and its waiters; `ARGV`: `token`, `channel`;
-/// with `unmark`, `KEYS[5]` the lock-delay marks and `ARGV[3]` `1`.
-fn rw_call(
-    script: &'static Lua,
-    keys: &LockKeys,
-    writer: &[String],
-    token: &str,
-    channel: &str,
-    unmark: bool,
-) -> Call {
-    let mut call = script.call();
-    call.key(writer)
-        .key(&keys.fence)
-        .key(&keys.queue)
-        .key(&keys.waiters)
-        .arg(token)
-        .arg(channel);
-    if unmark {
-        call.key(&*keys.delays).arg("1");
-    }
     call
 }
 

@@ -10,7 +10,8 @@
 //! is its own: `mutex.rs` (a lock's keys, its holder), `permits.rs` (a
 //! semaphore's permits), `rw.rs` (a read-write lock's holds); what a
 //! granted hold does is in `renew.rs` and `release.rs` (with the release's
-//! announcement to this locker's waiters); `redlock.rs` holds the
+//! announcement to this locker's waiters), and what a waiter makes of a
+//! lock handed over to it in `handed.rs`; `redlock.rs` holds the
 //! Redlock-only parts (the fan-out, each master's breaker, the
 //! proposal and the write-back), and `later.rs` the releases sent again;
 //! `audit.rs` writes the audit trail's events on a thread of its own;
@@ -313,55 +314,6 @@ impl RawLock {
         }
     }
 
-    /// Whether a lock handed over to `a`, with fencing token `fence`, may be
-    /// taken as granted without an attempt: it was handed over after the
-    /// latest refused attempt (sent at `sent`), whose claim (see
-    /// [`RawLock::claim`]) then still has most of its length, and no replica
-    /// must acknowledge it first.
-    pub(crate) fn takes_handed(
-        &self,
-        a: &Acquisition,
-        fence: u64,
-        sent: Instant,
-        claim: Duration,
-    ) -> bool {
-        // A permit handed over is taken up by the next attempt, which says
-        // which permit it is; of a read-write lock, only the writer key is
-        // handed over (to a writer).
-        matches!(
-            a.keys.hold,
-            Hold::Lock | Hold::Write { .. } | Hold::Leader { .. }
-        ) && self.config.min_replicas == 0
-            && fence > a.floor.load(Ordering::SeqCst)
-            && sent.elapsed() < claim / 3
-    }
-
-    /// Whether a claim handed over to `a` is returned to its caller at once,
-    /// held until the claim's deadline, and taken up to the TTL by its
-    /// guard's watchdog right after (no round trip of the waiter's own
-    /// between the announcement and the return), rather than taken up
-    /// before it is returned. It is, but: without a watchdog (nothing would
-    /// take it up); with a lock-delay (a claim has no lock-delay mark until
-    /// its take-up writes one, so a claim returned before it and ended by a
-    /// pause would let the next holder in without the delay); and for an
-    /// election's candidate (its campaign's announcement, which follows,
-    /// tells observers of a leader whose key has its full TTL).
-    pub(crate) fn takes_up_behind(&self, a: &Acquisition) -> bool {
-        matches!(a.keys.hold, Hold::Lock | Hold::Write { .. })
-            && self.config.watchdog
-            && self.lock_delay(&a.keys).is_zero()
-    }
-
-    /// The claim a release hands over to a waiter that stays queued for
-    /// `stay`: the TTL or the stay, whichever is shorter, in whole
-    /// milliseconds as the scripts see them.
-    pub(crate) fn claim(&self, stay: Duration) -> Duration {
-        let ms = time::millis_ceil(stay)
-            .max(1)
-            .min(time::millis_ceil(self.config.ttl));
-        Duration::from_millis(ms)
-    }
-
     /// Runs one operation on instance `i`, bounded by the checkout and I/O
     /// timeouts.
     fn run_on(&self, i: usize, op: Op<'_>) -> Result<Value, Error> {
@@ -594,6 +546,7 @@ impl Acquisition {
 mod audit;
 mod election;
 mod guarded;
+mod handed;
 mod held;
 mod later;
 mod mutex;

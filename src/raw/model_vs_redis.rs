@@ -40,7 +40,7 @@ use stateright::Model;
 use super::{Acquisition, Outcome, Queue, RawLock};
 use crate::lease::watchdog::Renewal;
 use crate::lease::Lease;
-use crate::protocol::replies::LockValue;
+use crate::protocol::value::LockValue;
 use crate::Locker;
 
 /// One model millisecond on the server: an hour, so that nothing expires

@@ -9,8 +9,9 @@ use redis::Value;
 
 use crate::lease::watchdog::Renewal;
 use crate::lease::Lease;
-use crate::protocol::replies::{self, LockValue};
+use crate::protocol::replies;
 use crate::protocol::scripts;
+use crate::protocol::value::LockValue;
 use crate::quorum::{self, RenewDecision};
 use crate::stats::recorder::Loss;
 use crate::time;
