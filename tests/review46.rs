@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{key, Server};
-use redmutex::{Guard, Locker};
-use redmutex_testkit::proxy::Proxy;
+use redmutex::{Backoff, Guard, LeaseState, Locker};
+use redmutex_testkit::proxy::{Mode, Proxy};
 
 /// The key's value and PTTL, read in one script, with the moment after
 /// the reply: the key expires no later than `after + pttl + 1 ms`.
@@ -172,4 +172,129 @@ fn short_ttl_rounds(ttl: Duration, delay: Option<Duration>) {
         sections.lock().unwrap().len(),
         valid.len()
     );
+}
+
+/// The claim of a `slow_link_waiter`: its stay, a second of backoff (its
+/// longest queued pause) plus 2 s of checkout and I/O timeouts.
+const CLAIM: Duration = Duration::from_secs(3);
+
+/// A locker whose every round trip crosses `proxy` (150 ms each way), with
+/// a minute of backoff (queued, only a release gets it the lock soon), the
+/// audit trail on, and its lease changes recorded in `changes`.
+fn slow_link_waiter(proxy: &Proxy, changes: &Changes) -> Locker {
+    let changes = Arc::clone(changes);
+    Locker::builder(redmutex::pool(&proxy.url()).unwrap())
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .audit(true)
+        .on_lease_change(move |c| changes.lock().unwrap().push((c.from(), c.to(), c.reason())))
+        .build()
+        .unwrap()
+}
+
+type Changes = Arc<Mutex<Vec<(LeaseState, LeaseState, redmutex::LeaseChangeReason)>>>;
+
+/// What a handed-over waiter saw as `lock` returned (before `then` ran on
+/// its thread): its guard, when, and the claim's deadline.
+struct Claimed {
+    guard: Guard,
+    at: Instant,
+    claim_until: Instant,
+}
+
+/// `holder` holds `k` (through `take`), a waiter of `waiter` queues behind
+/// it, the holder releases; the waiter runs `then` on its guard the moment
+/// `lock` returns. `None` unless the lock was handed over to it by that
+/// release and returned as a bare claim (a precondition: try again).
+fn claimed(
+    server: &Server,
+    holder: &Locker,
+    waiter: &Locker,
+    take: &(dyn Fn(&Locker) -> Guard + Sync),
+    queue: &str,
+    then: &(dyn Fn(&Guard) + Sync),
+) -> Option<Claimed> {
+    let held = take(holder);
+    let before = waiter.stats().hand_overs();
+    let got = std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            let guard = take(waiter);
+            let at = Instant::now();
+            let claim_until = guard.valid_until();
+            if claim_until.saturating_duration_since(at) < CLAIM {
+                then(&guard);
+            }
+            Claimed {
+                guard,
+                at,
+                claim_until,
+            }
+        });
+        common::wait_until("the waiter is queued", Duration::from_secs(10), || {
+            common::queued_in(server, queue) == 1
+        });
+        held.unlock().unwrap();
+        t.join().unwrap()
+    });
+    let bare = got.claim_until.saturating_duration_since(got.at) < CLAIM;
+    (waiter.stats().hand_overs() > before && bare).then_some(got)
+}
+
+/// [`claimed`] on the keys `<name>-<round>` until one is (four rounds).
+fn first_claimed(
+    server: &Server,
+    holder: &Locker,
+    waiter: &Locker,
+    name: &str,
+    then: &(dyn Fn(&Guard) + Sync),
+) -> (String, Claimed) {
+    for round in 0..4 {
+        let k = key(&format!("{name}-{round}"));
+        let queue = common::queue_keys(None, &k).0;
+        let take = |l: &Locker| l.lock(&k).unwrap();
+        if let Some(c) = claimed(server, holder, waiter, &take, &queue, then) {
+            return (k, c);
+        }
+    }
+    panic!("no round of four returned a bare claim");
+}
+/// A take-up whose reply never comes (the server applies it, its replies
+/// stall): the claim is held until its deadline, then lost, told and
+/// counted as expired, even when the guard ends while the server still
+/// does not answer.
+#[test]
+fn a_take_up_whose_reply_never_comes_is_lost_at_the_claims_deadline_and_counted() {
+    let server = Server::start();
+    let proxy = Proxy::with_delay(server.port(), Duration::from_millis(150));
+    let changes = Changes::default();
+    let (holder, waiter) = (server.locker(), slow_link_waiter(&proxy, &changes));
+    let stall = || proxy.set(Mode::StallReplies);
+    let (_, c) = first_claimed(&server, &holder, &waiter, "stalled-take-up", &|_| stall());
+    assert!(c.guard.wait_lost(Duration::from_secs(20)));
+    assert!(Instant::now() >= c.claim_until);
+    assert_eq!(
+        c.guard.valid_until(),
+        c.claim_until,
+        "a take-up was confirmed"
+    );
+    assert_eq!(
+        c.guard.lost_reason().as_deref(),
+        Some("its deadline passed without a confirmed renewal")
+    );
+    common::wait_until("the loss is told", Duration::from_secs(10), || {
+        changes
+            .lock()
+            .unwrap()
+            .last()
+            .is_some_and(|c| c.1 == LeaseState::Lost)
+    });
+    // Ended while the server still does not answer.
+    let unlocked = c.guard.unlock();
+    assert!(unlocked.is_err(), "{unlocked:?}");
+    let s = waiter.stats();
+    assert_eq!(
+        (s.hand_overs(), s.losses_expired()),
+        (1, 1),
+        "a claim lost at its deadline, ended: {s}"
+    );
+    proxy.set(Mode::Pass);
 }
