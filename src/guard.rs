@@ -424,11 +424,17 @@ impl Guard {
         let Some(mut held) = self.held.take() else {
             return Err(self.lost());
         };
-        if !held.release(&self.lease, self.fence, true)? {
+        let released = held.release(&self.lease, self.fence, true);
+        if matches!(released, Ok(false)) {
             self.lease.mark_lost();
         }
+        // A lease known lost is counted whatever the release met: a server
+        // that still does not answer must not hide it from the stats.
         if self.lease.is_lost() {
             held.count_loss(&self.lease);
+        }
+        released?;
+        if self.lease.is_lost() {
             Err(self.lost())
         } else {
             Ok(())
