@@ -298,3 +298,172 @@ fn a_take_up_whose_reply_never_comes_is_lost_at_the_claims_deadline_and_counted(
     );
     proxy.set(Mode::Pass);
 }
+
+/// An operator's break while the claim's take-up is on its way (150 ms to
+/// the server): the guard `lock` returned is lost as broken (its reason,
+/// the stats, the callback), and the trail has the claim's grant, then
+/// the break, of its fencing token.
+#[test]
+fn a_break_before_the_take_up_is_told_as_a_break_and_the_trail_has_the_grant() {
+    let server = Server::start();
+    let proxy = Proxy::with_delay(server.port(), Duration::from_millis(150));
+    let changes = Changes::default();
+    let holder = server.builder().audit(true).build().unwrap();
+    let waiter = slow_link_waiter(&proxy, &changes);
+    let breaker = server.builder().audit(true).build().unwrap();
+    let (k, c) = first_claimed(&server, &holder, &waiter, "broken-claim", &|g| {
+        let _ = breaker.break_lock(g.keys()[0].as_str(), "review").unwrap();
+    });
+    assert!(c.guard.wait_lost(Duration::from_secs(20)));
+    assert_eq!(
+        c.guard.lost_reason().as_deref(),
+        Some("broken by an operator: review")
+    );
+    let s = waiter.stats();
+    assert_eq!(
+        (s.hand_overs(), s.losses_broken(), s.losses()),
+        (1, 1, 1),
+        "{s}"
+    );
+    common::wait_until("the break is told", Duration::from_secs(10), || {
+        changes
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|c| c.2 == redmutex::LeaseChangeReason::Broken)
+    });
+    let fence = c.guard.fencing_token();
+    assert!(c.guard.unlock().is_err());
+    let trail: Vec<(String, u64)> = breaker
+        .audit(None)
+        .unwrap()
+        .iter()
+        .filter(|e| e.key() == k && e.fencing_token() == fence)
+        .map(|e| (e.action().to_owned(), e.fencing_token()))
+        .collect();
+    assert_eq!(
+        trail,
+        [("grant".to_owned(), fence), ("break".to_owned(), fence)]
+    );
+}
+
+/// `extend` called the moment a bare claim is returned (before its
+/// take-up): the lease keeps the extended TTL whichever of the two comes
+/// first, in Redis and in the guard.
+#[test]
+fn an_extend_during_the_claim_is_kept_by_the_take_up() {
+    let server = Server::start();
+    let proxy = Proxy::with_delay(server.port(), Duration::from_millis(150));
+    let changes = Changes::default();
+    let (holder, waiter) = (server.locker(), slow_link_waiter(&proxy, &changes));
+    let long = Duration::from_secs(120);
+    // The scripts run on the server before the extend and the take-up: both
+    // cross the proxy (150 ms), so neither has arrived when it is read.
+    let before = Mutex::new(0);
+    let (k, c) = first_claimed(&server, &holder, &waiter, "extended-claim", &|g| {
+        *before.lock().unwrap() = server.evalsha_calls();
+        g.extend(long).unwrap();
+    });
+    let before = *before.lock().unwrap();
+    common::wait_until(
+        "the extend and the take-up ran",
+        Duration::from_secs(10),
+        || server.evalsha_calls() >= before + 2,
+    );
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(&k)
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(pttl > 100_000, "PTTL {pttl} ms after extend(120 s)");
+    assert!(c.guard.valid_until() > Instant::now() + Duration::from_secs(100));
+    assert_eq!(c.guard.state(), LeaseState::Held);
+    c.guard.unlock().unwrap();
+}
+
+/// A writer handed the write hold as a bare claim downgrades it at once
+/// (before its take-up): the read hold has a full lease, and no writer
+/// comes in meanwhile.
+#[test]
+fn a_write_claim_downgraded_before_its_take_up_gives_a_full_read_hold() {
+    let server = Server::start();
+    let proxy = Proxy::with_delay(server.port(), Duration::from_millis(150));
+    let changes = Changes::default();
+    let (holder, waiter) = (server.locker(), slow_link_waiter(&proxy, &changes));
+    let other = server.locker();
+    for round in 0..4 {
+        let name = key(&format!("downgraded-claim-{round}"));
+        let queue = format!("__redmutex__:rw-queue:{name}");
+        let take = |l: &Locker| l.rwlock(&name).unwrap().write().unwrap();
+        let Some(c) = claimed(&server, &holder, &waiter, &take, &queue, &|_| {}) else {
+            continue;
+        };
+        // Before its take-up has come back (150 ms each way).
+        let read = c.guard.downgrade().unwrap();
+        assert!(
+            read.valid_until() > Instant::now() + Duration::from_secs(20),
+            "the read hold has {:?}",
+            read.valid_until().saturating_duration_since(Instant::now())
+        );
+        let rw = other.rwlock(&name).unwrap();
+        let busy = std::thread::scope(|s| s.spawn(|| rw.try_write().unwrap().is_none()).join());
+        assert!(busy.unwrap(), "a writer came in over the read hold");
+        assert_eq!(read.state(), LeaseState::Held);
+        drop(read);
+        return;
+    }
+    panic!("no round of four returned a bare claim");
+}
+
+/// The chosen candidate is gone (its stay ran out long ago, its entry
+/// left in the queue ahead of a live candidate): it is not chosen,
+/// `hand_over_to` says so, and the live candidate leads.
+#[test]
+fn hand_over_to_a_candidate_that_is_gone_gives_the_lead_to_the_live_head() {
+    let server = Server::start();
+    let name = key("gone-candidate");
+    let leadership = server
+        .locker()
+        .election(&name)
+        .unwrap()
+        .campaign("v1")
+        .unwrap();
+    let (queue, waiters) = (
+        format!("__redmutex__:election-queue:{name}"),
+        format!("__redmutex__:election-waiters:{name}"),
+    );
+    let slow = server
+        .builder()
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .build()
+        .unwrap();
+    let election = slow.election(&name).unwrap();
+    let live = std::thread::spawn(move || {
+        election
+            .campaign_timeout("other", Duration::from_secs(20))
+            .unwrap()
+    });
+    common::wait_until("the live candidate queued", Duration::from_secs(10), || {
+        common::queued_in(&server, &queue) == 1
+    });
+    let mut c = server.conn();
+    let _: () = redis::cmd("ZADD")
+        .arg(&queue)
+        .arg(1)
+        .arg("gone")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(&waiters)
+        .arg("gone")
+        .arg("1000:2256:30000:v2")
+        .query(&mut c)
+        .unwrap();
+    assert!(!leadership.hand_over_to("v2").unwrap());
+    let next = live.join().unwrap();
+    let leader = server.locker().election(&name).unwrap().leader().unwrap();
+    assert_eq!(
+        leader.map(|l| l.value().to_owned()).as_deref(),
+        Some("other")
+    );
+    next.resign().unwrap();
+}
