@@ -491,3 +491,59 @@ fn hand_over_to_a_candidate_that_is_gone_gives_the_lead_to_the_live_head() {
     );
     next.resign().unwrap();
 }
+
+/// Writers hammer a read-write lock (each writes its own mark under its
+/// write hold) while one thread writes its mark and downgrades, again and
+/// again: under the read hold the mark is still its own every time (no
+/// writer came in between), and the read's token is above the write's.
+#[test]
+fn no_writer_comes_in_between_a_downgrade_under_heavy_contention() {
+    let server = Server::start();
+    let name = key("downgrade-heavy");
+    let mark = key("downgrade-heavy-mark");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..3)
+        .map(|i| {
+            let (locker, name, mark) = (server.locker(), name.clone(), mark.clone());
+            let stop = Arc::clone(&stop);
+            let mut conn = server.conn();
+            std::thread::Builder::new()
+                .spawn(move || {
+                    let rw = locker.rwlock(&name).unwrap();
+                    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                        let w = rw.write().unwrap();
+                        let _: () = redis::cmd("SET")
+                            .arg(&mark)
+                            .arg(format!("writer-{i}"))
+                            .query(&mut conn)
+                            .unwrap();
+                        drop(w);
+                    }
+                })
+                .unwrap()
+        })
+        .collect();
+    let locker = server.locker();
+    let rw = locker.rwlock(&name).unwrap();
+    let mut conn = server.conn();
+    for round in 0..40 {
+        let w = rw.write().unwrap();
+        let mine = format!("downgrader-{round}");
+        let _: () = redis::cmd("SET")
+            .arg(&mark)
+            .arg(&mine)
+            .query(&mut conn)
+            .unwrap();
+        let wfence = w.fencing_token();
+        let r = w.downgrade().unwrap();
+        assert!(r.fencing_token() > wfence);
+        let seen: String = redis::cmd("GET").arg(&mark).query(&mut conn).unwrap();
+        assert!(!r.is_lost());
+        assert_eq!(seen, mine, "a writer came in between (round {round})");
+        drop(r);
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for w in writers {
+        w.join().unwrap();
+    }
+}
