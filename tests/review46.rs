@@ -182,14 +182,12 @@ fn contend(lockers: &[Locker], k: &str, server: Option<&Server>) {
         .collect();
     valid.sort_by_key(|s| s.start);
     for pair in valid.windows(2) {
+        let [a, b] = pair else { continue };
         assert!(
-            pair[0].end < pair[1].start,
+            a.end < b.start,
             "two holders at once: {pair:?} ({handed} hand-overs)"
         );
-        assert!(
-            pair[0].fence < pair[1].fence,
-            "fencing tokens went back: {pair:?}"
-        );
+        assert!(a.fence < b.fence, "fencing tokens went back: {pair:?}");
     }
     eprintln!(
         "{} sections, {} never lost, {handed} hand-overs",
