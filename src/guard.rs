@@ -428,17 +428,13 @@ impl Guard {
         if matches!(released, Ok(false)) {
             self.lease.mark_lost();
         }
-        // A lease known lost is counted whatever the release met: a server
-        // that still does not answer must not hide it from the stats.
-        if self.lease.is_lost() {
+        // Counted even when the release got no answer (a server still hung).
+        let lost = self.lease.is_lost();
+        if lost {
             held.count_loss(&self.lease);
         }
         released?;
-        if self.lease.is_lost() {
-            Err(self.lost())
-        } else {
-            Ok(())
-        }
+        lost.then(|| self.lost()).map_or(Ok(()), Err)
     }
 
     /// Ends the hold at `at` instead of now: stops the watchdog and sets
