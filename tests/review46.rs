@@ -213,6 +213,17 @@ fn slow_link_waiter(proxy: &Proxy, changes: &Changes) -> Locker {
         .unwrap()
 }
 
+/// A proxy 150 ms away from `server`, a holder on `server` itself and a
+/// `slow_link_waiter` across the proxy (both audited), and the waiter's
+/// lease changes.
+fn slow_pair(server: &Server) -> (Proxy, Changes, Locker, Locker) {
+    let proxy = Proxy::with_delay(server.port(), Duration::from_millis(150));
+    let changes = Changes::default();
+    let holder = server.builder().audit(true).build().unwrap();
+    let waiter = slow_link_waiter(&proxy, &changes);
+    (proxy, changes, holder, waiter)
+}
+
 type Changes = Arc<Mutex<Vec<(LeaseState, LeaseState, redmutex::LeaseChangeReason)>>>;
 
 /// What a handed-over waiter saw as `lock` returned (before `then` ran on
@@ -286,9 +297,7 @@ fn first_claimed(
 #[test]
 fn a_take_up_whose_reply_never_comes_is_lost_at_the_claims_deadline_and_counted() {
     let server = Server::start();
-    let proxy = Proxy::with_delay(server.port(), Duration::from_millis(150));
-    let changes = Changes::default();
-    let (holder, waiter) = (server.locker(), slow_link_waiter(&proxy, &changes));
+    let (proxy, changes, holder, waiter) = slow_pair(&server);
     let stall = || proxy.set(Mode::StallReplies);
     let (_, c) = first_claimed(&server, &holder, &waiter, "stalled-take-up", &|_| stall());
     assert!(c.guard.wait_lost(Duration::from_secs(20)));
@@ -328,10 +337,7 @@ fn a_take_up_whose_reply_never_comes_is_lost_at_the_claims_deadline_and_counted(
 #[test]
 fn a_break_before_the_take_up_is_told_as_a_break_and_the_trail_has_the_grant() {
     let server = Server::start();
-    let proxy = Proxy::with_delay(server.port(), Duration::from_millis(150));
-    let changes = Changes::default();
-    let holder = server.builder().audit(true).build().unwrap();
-    let waiter = slow_link_waiter(&proxy, &changes);
+    let (_proxy, changes, holder, waiter) = slow_pair(&server);
     let breaker = server.builder().audit(true).build().unwrap();
     let (k, c) = first_claimed(&server, &holder, &waiter, "broken-claim", &|g| {
         let _ = breaker.break_lock(g.keys()[0].as_str(), "review").unwrap();
@@ -375,9 +381,7 @@ fn a_break_before_the_take_up_is_told_as_a_break_and_the_trail_has_the_grant() {
 #[test]
 fn an_extend_during_the_claim_is_kept_by_the_take_up() {
     let server = Server::start();
-    let proxy = Proxy::with_delay(server.port(), Duration::from_millis(150));
-    let changes = Changes::default();
-    let (holder, waiter) = (server.locker(), slow_link_waiter(&proxy, &changes));
+    let (_proxy, _changes, holder, waiter) = slow_pair(&server);
     let long = Duration::from_secs(120);
     // The scripts run on the server before the extend and the take-up: both
     // cross the proxy (150 ms), so neither has arrived when it is read.
@@ -408,9 +412,7 @@ fn an_extend_during_the_claim_is_kept_by_the_take_up() {
 #[test]
 fn a_write_claim_downgraded_before_its_take_up_gives_a_full_read_hold() {
     let server = Server::start();
-    let proxy = Proxy::with_delay(server.port(), Duration::from_millis(150));
-    let changes = Changes::default();
-    let (holder, waiter) = (server.locker(), slow_link_waiter(&proxy, &changes));
+    let (_proxy, _changes, holder, waiter) = slow_pair(&server);
     let other = server.locker();
     for round in 0..4 {
         let name = key(&format!("downgraded-claim-{round}"));
