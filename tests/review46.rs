@@ -362,6 +362,8 @@ fn a_break_before_the_take_up_is_told_as_a_break_and_the_trail_has_the_grant() {
     });
     let fence = c.guard.fencing_token();
     assert!(c.guard.unlock().is_err());
+    // Each read waits for its own locker's queued events.
+    waiter.audit(None).unwrap();
     let trail: Vec<(String, u64)> = breaker
         .audit(None)
         .unwrap()
@@ -546,4 +548,37 @@ fn no_writer_comes_in_between_a_downgrade_under_heavy_contention() {
     for w in writers {
         w.join().unwrap();
     }
+}
+
+/// A bare claim unlocked while its take-up is on its way: `unlock` is
+/// `Ok`, nothing is counted lost, the key is freed, and the trail has the
+/// claim's grant and release.
+#[test]
+fn a_claim_unlocked_before_its_take_up_is_released_cleanly() {
+    let server = Server::start();
+    let (_proxy, changes, holder, waiter) = slow_pair(&server);
+    let (k, c) = first_claimed(&server, &holder, &waiter, "unlocked-claim", &|_| {});
+    let fence = c.guard.fencing_token();
+    c.guard.unlock().unwrap();
+    let exists: bool = redis::cmd("EXISTS")
+        .arg(&k)
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(!exists, "the claim's key outlived its unlock");
+    let s = waiter.stats();
+    assert_eq!((s.hand_overs(), s.losses()), (1, 0), "{s}");
+    assert!(
+        changes.lock().unwrap().is_empty(),
+        "{:?}",
+        changes.lock().unwrap()
+    );
+    // Read through the waiter: a read waits for its own locker's queued events.
+    let trail: Vec<String> = waiter
+        .audit(None)
+        .unwrap()
+        .iter()
+        .filter(|e| e.key() == k && e.fencing_token() == fence)
+        .map(|e| e.action().to_owned())
+        .collect();
+    assert_eq!(trail, ["grant", "release"]);
 }
