@@ -330,6 +330,26 @@ fn a_take_up_whose_reply_never_comes_is_lost_at_the_claims_deadline_and_counted(
     proxy.set(Mode::Pass);
 }
 
+/// The same stalled take-up, unlocked while the server still does not
+/// answer: `unlock` says the lease was lost (its docs: the section may have
+/// overlapped another holder), as `downgrade` of a lost hold does, rather
+/// than the release's timeout, which hides the loss from a caller that
+/// checks for `Error::Lost`.
+#[test]
+fn unlock_of_a_claim_lost_at_its_deadline_says_lost_while_the_server_hangs() {
+    let server = Server::start();
+    let (proxy, _changes, holder, waiter) = slow_pair(&server);
+    let stall = || proxy.set(Mode::StallReplies);
+    let (_, c) = first_claimed(&server, &holder, &waiter, "stalled-unlock", &|_| stall());
+    assert!(c.guard.wait_lost(Duration::from_secs(20)));
+    let unlocked = c.guard.unlock();
+    assert!(
+        matches!(unlocked, Err(redmutex::Error::Lost { .. })),
+        "unlock of a lost lease: {unlocked:?}"
+    );
+    proxy.set(Mode::Pass);
+}
+
 /// An operator's break while the claim's take-up is on its way (150 ms to
 /// the server): the guard `lock` returned is lost as broken (its reason,
 /// the stats, the callback), and the trail has the claim's grant, then
