@@ -290,6 +290,17 @@ fn first_claimed(
     }
     panic!("no round of four returned a bare claim");
 }
+/// A bare claim returned to a `slow_link_waiter` whose replies then stall
+/// (its take-up is applied, never confirmed), once the claim is lost: the
+/// proxy, the changes told, the waiter's locker and the claim.
+fn stalled_claim(server: &Server, name: &str) -> (Proxy, Changes, Locker, Claimed) {
+    let (proxy, changes, holder, waiter) = slow_pair(server);
+    let stall = || proxy.set(Mode::StallReplies);
+    let (_, c) = first_claimed(server, &holder, &waiter, name, &|_| stall());
+    assert!(c.guard.wait_lost(Duration::from_secs(20)));
+    (proxy, changes, waiter, c)
+}
+
 /// A take-up whose reply never comes (the server applies it, its replies
 /// stall): the claim is held until its deadline, then lost, told and
 /// counted as expired, even when the guard ends while the server still
@@ -297,10 +308,7 @@ fn first_claimed(
 #[test]
 fn a_take_up_whose_reply_never_comes_is_lost_at_the_claims_deadline_and_counted() {
     let server = Server::start();
-    let (proxy, changes, holder, waiter) = slow_pair(&server);
-    let stall = || proxy.set(Mode::StallReplies);
-    let (_, c) = first_claimed(&server, &holder, &waiter, "stalled-take-up", &|_| stall());
-    assert!(c.guard.wait_lost(Duration::from_secs(20)));
+    let (proxy, changes, waiter, c) = stalled_claim(&server, "stalled-take-up");
     assert!(Instant::now() >= c.claim_until);
     assert_eq!(
         c.guard.valid_until(),
@@ -338,10 +346,7 @@ fn a_take_up_whose_reply_never_comes_is_lost_at_the_claims_deadline_and_counted(
 #[test]
 fn unlock_of_a_claim_lost_at_its_deadline_says_lost_while_the_server_hangs() {
     let server = Server::start();
-    let (proxy, _changes, holder, waiter) = slow_pair(&server);
-    let stall = || proxy.set(Mode::StallReplies);
-    let (_, c) = first_claimed(&server, &holder, &waiter, "stalled-unlock", &|_| stall());
-    assert!(c.guard.wait_lost(Duration::from_secs(20)));
+    let (proxy, _changes, _waiter, c) = stalled_claim(&server, "stalled-unlock");
     let unlocked = c.guard.unlock();
     assert!(
         matches!(unlocked, Err(redmutex::Error::Lost { .. })),
