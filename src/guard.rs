@@ -407,9 +407,9 @@ impl Guard {
     /// - [`Error::Lost`] when the lease was lost at some point (a key was no
     ///   longer ours, or the lease ran out unrenewed): the critical section
     ///   may have overlapped another holder. Keys still ours are deleted
-    ///   anyway.
-    /// - [`Error::Redis`], [`Error::Pool`] when Redis fails: the keys stay
-    ///   until their TTL runs out (the watchdog is stopped either way).
+    ///   anyway. Said first, even when the release got no answer.
+    /// - [`Error::Redis`], [`Error::Pool`] when Redis fails on a lease not known
+    ///   lost: the keys stay until their TTL runs out (the watchdog stops anyway).
     ///
     /// ```no_run
     /// # let locker = redmutex::Locker::open("redis://127.0.0.1/")?;
@@ -424,15 +424,17 @@ impl Guard {
         let Some(mut held) = self.held.take() else {
             return Err(self.lost());
         };
-        if !held.release(&self.lease, self.fence, true)? {
+        let released = held.release(&self.lease, self.fence, true);
+        if matches!(released, Ok(false)) {
             self.lease.mark_lost();
         }
-        if self.lease.is_lost() {
+        // Counted even when the release got no answer (a server still hung).
+        let lost = self.lease.is_lost();
+        if lost {
             held.count_loss(&self.lease);
-            Err(self.lost())
-        } else {
-            Ok(())
         }
+        // A loss first: the section may have overlapped another holder.
+        lost.then(|| self.lost()).map_or(released.map(drop), Err)
     }
 
     /// Ends the hold at `at` instead of now: stops the watchdog and sets
