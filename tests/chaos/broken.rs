@@ -64,7 +64,13 @@ impl Flaw {
     }
 }
 
-const COUNTER: &str = "broken-fence";
+/// The prefix's own fencing counter, as redmutex names it: an operator's
+/// break (`Locker::break_lock`) takes a hold for its prefix's only once
+/// that prefix's counter has reached the hold's token, and refuses the
+/// key of a hold no prefix could have written (a counter of its own made
+/// every break of a broken locker's hold a refusal: its control never
+/// tripped).
+const COUNTER: &str = "__redmutex__:fence";
 
 /// 1 when KEYS[1] holds ARGV[1] (and gets ARGV[2] ms), else 0.
 const RENEW: &str = r"

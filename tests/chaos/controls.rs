@@ -24,8 +24,8 @@ const CONTROLS: [(Flaw, &[Kind], &str); 8] = [
     (Flaw::NeverReportsLoss, &TAMPERS, rule::LOSS_REPORT),
     // A holder never told of an operator's break: twice the breaks of the
     // scenario, since a break that finds its holder about to release (or
-    // renewing as it lands) leaves nobody with time left to be told; with
-    // four, a run on a loaded machine now and then had none that did.
+    // renewing as it lands) leaves nobody with time left to be told (one
+    // run of eight breaks had two that did).
     (Flaw::NeverReportsLoss, &[Kind::Break; 8], rule::LOSS_REPORT),
     (
         Flaw::RenewsThroughThePool,
