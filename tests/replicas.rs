@@ -13,7 +13,16 @@ use redmutex::Error;
 fn an_acknowledged_acquisition_succeeds() {
     let master = Server::start();
     let _replica = Server::replica_of(&master);
-    let locker = master.builder().min_replicas(1).build().unwrap();
+    // The replica's acknowledgement may take a while on a loaded machine
+    // (the default wait for it is 250 ms): what is shown here is that one
+    // that comes is enough, not how soon.
+    let locker = master
+        .builder()
+        .min_replicas(1)
+        .io_timeout(Duration::from_secs(10))
+        .replica_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
     let k = key("acked");
     let g = locker.lock(&k).unwrap();
     g.unlock().unwrap();

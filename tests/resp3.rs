@@ -15,15 +15,21 @@ use redis::sentinel::{
 };
 use redmutex::Locker;
 
-/// Whether the pool's connections speak RESP3 (`CLIENT INFO` says `resp=3`),
-/// so that a test of it cannot pass on RESP2.
+/// Whether the pool's connections speak RESP3, so that a test of it cannot
+/// pass on RESP2: `CONFIG GET` replies with a map in RESP3, a flat array in
+/// RESP2 (`CLIENT INFO`'s `resp=` field would say it too, but only from
+/// Redis 7.0 on).
 fn speaks_resp3<M>(pool: &r2d2::Pool<M>) -> bool
 where
     M: r2d2::ManageConnection<Connection = redis::Connection>,
 {
     let mut conn = pool.get_timeout(Duration::from_secs(10)).unwrap();
-    let info: String = redis::cmd("CLIENT").arg("INFO").query(&mut *conn).unwrap();
-    info.split_whitespace().any(|field| field == "resp=3")
+    let reply: redis::Value = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory")
+        .query(&mut *conn)
+        .unwrap();
+    matches!(reply, redis::Value::Map(_))
 }
 
 /// `holder` holds two keys; `waiter` (another locker, as another process)
