@@ -12,7 +12,8 @@
 #![allow(
     clippy::unwrap_used,
     clippy::indexing_slicing,
-    clippy::disallowed_methods
+    clippy::disallowed_methods,
+    clippy::panic
 )] // test helpers fail loudly, and tests spawn threads directly: that is the point
 
 mod common;
@@ -145,19 +146,28 @@ fn refused_more(cluster: &Cluster, before: u64, n: u64, done: &dyn Fn() -> bool)
 /// 300 ms each), so it is the wait that goes on, not one call.
 #[test]
 fn a_wait_goes_on_through_a_migration_of_its_slot() {
+    waits_through_a_migration("migrating-wait", Duration::from_millis(300), None);
+}
+
+/// A `lock` of a waiter whose checkout and I/O timeouts are `bound` each,
+/// on a free key (of tag `tag`) whose slot is in migration, its keys split
+/// between the two masters (another lock held in the slot, one of its keys
+/// moved), while the two nodes of the migration answer within `slow` (see
+/// [`Slow`]) if given: the wait goes on for three calls' bounds at least,
+/// refused, and gets the lock once the slot is given to the target.
+fn waits_through_a_migration(tag: &str, bound: Duration, slow: Option<Duration>) {
     let cluster = Cluster::start();
-    let short = Duration::from_millis(300);
     let (owner, waiter) = (
         locker(&cluster, Duration::from_secs(60)),
         Locker::builder(redmutex::cluster_pool(cluster.urls()).unwrap())
             .ttl(Duration::from_secs(60))
-            .checkout_timeout(short)
-            .io_timeout(short)
+            .checkout_timeout(bound)
+            .io_timeout(bound)
             .backoff(Backoff::fixed(Duration::from_millis(100)))
             .build()
             .unwrap(),
     );
-    let tag = key("migrating-wait");
+    let tag = key(tag);
     let k = in_slot(&tag);
     // Keys in the slot to move: another lock held there (its key, the
     // prefix's counter in the slot).
@@ -171,6 +181,7 @@ fn a_wait_goes_on_through_a_migration_of_its_slot() {
         .unwrap();
     let migration = Migration::start(&cluster, cluster.slot_of(&k("a")));
     assert!(migration.move_keys(1) == 1, "the slot's keys split");
+    let slow = slow.map(|each| Slow::nodes(&cluster, &[migration.from, migration.to], each));
     let before = tryagains(&cluster);
     let started = Instant::now();
     let t = {
@@ -178,9 +189,10 @@ fn a_wait_goes_on_through_a_migration_of_its_slot() {
         std::thread::spawn(move || waiter.lock(&key))
     };
     refused_more(&cluster, before, 3, &|| t.is_finished());
-    wait_until("three calls' bounds", Duration::from_secs(10), || {
-        t.is_finished() || started.elapsed() > 6 * short
+    wait_until("three calls' bounds", Duration::from_secs(30), || {
+        t.is_finished() || started.elapsed() > 6 * bound
     });
+    drop(slow);
     migration.finish();
     let got = t.join().unwrap();
     let guard = got.unwrap_or_else(|e| panic!("the wait ended in the migration: {e:?}"));
@@ -309,4 +321,60 @@ fn try_lock_waits_out_a_migration_within_its_bound() {
     migration.finish();
     let got = t.join().unwrap();
     assert!(matches!(got, Ok(true)), "{got:?}");
+}
+
+/// Has nodes `nodes` of `cluster` answer slowly until dropped: each loops
+/// `DEBUG SLEEP` of `each`, 30 ms apart (a reply waits for the sleep under
+/// way, `each` at most).
+struct Slow {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Slow {
+    fn nodes(cluster: &Cluster, nodes: &[usize], each: Duration) -> Slow {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let threads = nodes
+            .iter()
+            .map(|&i| {
+                let (mut c, stop) = (cluster.conn(i), stop.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::SeqCst) {
+                        let _: () = redis::cmd("DEBUG")
+                            .arg("SLEEP")
+                            .arg(each.as_secs_f64())
+                            .query(&mut c)
+                            .unwrap();
+                        let (_tx, rx) = std::sync::mpsc::channel::<()>();
+                        let _ = rx.recv_timeout(Duration::from_millis(30));
+                    }
+                })
+            })
+            .collect();
+        Slow { stop, threads }
+    }
+}
+
+impl Drop for Slow {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A call refused while its slot moves is sent again within its bound
+/// with half its I/O timeout a try at least: while the two nodes of the
+/// migration take up to 300 ms to answer (less than a third of the
+/// waiter's I/O timeout of 1 s), the wait goes on through the migration
+/// and gets the lock once it ends. Before, a call sent again near the end
+/// of its bound had 40 to 130 ms a try whatever the I/O timeout, timed out
+/// there, and the timeout ended the wait (as a loaded machine made it
+/// happen on Valkey 9.1 in `a_wait_goes_on_through_a_migration_of_its_slot`).
+#[test]
+fn a_call_sent_again_in_a_migration_keeps_its_io_timeout() {
+    let (bound, slow) = (Duration::from_secs(1), Duration::from_millis(300));
+    waits_through_a_migration("migrating-slow", bound, Some(slow));
 }

@@ -57,7 +57,9 @@ const HANDSHAKE_REPLIES: u32 = 3;
 /// those in a slot whose keys are split between two nodes: `TRYAGAIN`),
 /// and a redirection can outlast the one retry (`MOVED`, `ASK`): the
 /// locker then sends the call again itself, after 10 ms, doubling to
-/// 160 ms, within the call's bound. A wait ([`Locker::lock`],
+/// 160 ms, within the call's bound, while what is left of it gives each
+/// try half the I/O timeout at least (a node that answers within the I/O
+/// timeout never times a call sent again out). A wait ([`Locker::lock`],
 /// [`Locker::lock_timeout`]) goes on through a longer migration, or a
 /// `CLUSTERDOWN` while a master fails over, as through a busy lock (within
 /// its wait, and for a TTL at most), and a renewal refused so is a failed
@@ -250,17 +252,22 @@ pub(crate) fn slot_moving(e: &Error) -> bool {
 }
 
 /// The least a call must have left of its bound, after a pause, to be sent
-/// again by [`pause_for_slot`]: its client's two tries and their pause.
+/// again by [`pause_for_slot`], however short its I/O timeout: its
+/// client's two tries and their pause.
 const LEAST_FOR_A_TRY: Duration = Duration::from_millis(100);
 
 /// Waits before a call refused by [`slot_moving`] for the `refusals`th time
 /// is sent again: 10 ms, doubling up to 160 ms. False, at once, when what is
-/// `left` of its bound would not leave it a try after the pause.
-pub(super) fn pause_for_slot(refusals: u32, left: Duration) -> bool {
+/// `left` of its bound after the pause would give its client's tries less
+/// than half the I/O timeout `io` each (their socket timeouts share what is
+/// left): a node that answers within the I/O timeout must not time a call
+/// sent again out, and a timeout, unlike a refusal, ends a wait.
+pub(super) fn pause_for_slot(refusals: u32, left: Duration, io: Duration) -> bool {
     let pause = CLUSTER_MOVING_PAUSE
         .saturating_mul(1 << refusals.min(8))
         .min(CLUSTER_MOVING_PAUSE_MAX);
-    if left < pause + LEAST_FOR_A_TRY {
+    let least = io.saturating_add(CLUSTER_RETRY_WAIT).max(LEAST_FOR_A_TRY);
+    if left < pause.saturating_add(least) {
         return false;
     }
     // A wait on a condition variable nobody signals: a pause, never a sleep.

@@ -471,7 +471,9 @@ where
         loop {
             let done = run_on_conn(&mut conn, io, left_of(start, checkout, io), op);
             let moving = matches!(&done, (Err(e), After::Fine) if cluster::slot_moving(e));
-            if !(ours && moving && cluster::pause_for_slot(refusals, left_of(start, checkout, io)))
+            if !(ours
+                && moving
+                && cluster::pause_for_slot(refusals, left_of(start, checkout, io), io))
             {
                 return done_with(&self.pool, conn, checkout, io, done, undo);
             }
