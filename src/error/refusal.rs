@@ -89,3 +89,34 @@ pub(crate) fn auth_reason_in_text(text: &str) -> Option<&'static str> {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Valkey answers NOAUTH to a command it does not know before AUTH: to
+    /// a renamed HELLO too, the command that sends the URL's password with
+    /// `protocol=resp3`. Its reason must name that case beside the missing
+    /// password.
+    #[test]
+    fn noauth_names_a_hello_the_server_does_not_know() {
+        let e = redis::make_extension_error(
+            "NOAUTH".to_owned(),
+            Some("Authentication required.".to_owned()),
+        );
+        let texts = [
+            auth_reason(&e),
+            auth_reason_in_text(
+                "timed out waiting for connection: \"NOAUTH\": Authentication required.",
+            ),
+        ];
+        for reason in texts {
+            let reason = reason.unwrap_or_default();
+            assert!(reason.contains("requires a password"), "{reason}");
+            assert!(
+                reason.contains("HELLO") && reason.contains("protocol=resp3"),
+                "{reason}"
+            );
+        }
+    }
+}
