@@ -195,6 +195,9 @@ pub enum Error {
 
     /// The server refused the credentials: it requires a password and got
     /// none, or the user name or password is wrong (or the user disabled).
+    /// Valkey also says so (NOAUTH) when it does not know HELLO (renamed),
+    /// which sends the password under `protocol=resp3`: the reason names
+    /// that case, where Redis gives [`Error::Unsupported`].
     ///
     /// Returned by [`Locker::open`](crate::Locker::open) at once (it
     /// connects once to check), and by every method that talks to Redis:

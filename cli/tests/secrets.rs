@@ -37,8 +37,10 @@ fn a_percent_encoded_password_parameter_is_not_shown() {
 
 /// A server that does not know HELLO (renamed away; or older than
 /// Redis 6) answers `protocol=resp3`'s `HELLO 3 AUTH <user> <password>`
-/// with an error that quotes its arguments. The command's own message
-/// leaves them out; its `-v` log lines (r2d2's connection errors) must too.
+/// with an error that quotes its arguments (Redis), or with NOAUTH
+/// (Valkey, to any command it does not know before AUTH). The command's
+/// own message leaves the arguments out and names HELLO; its `-v` log
+/// lines (r2d2's connection errors) must leave them out too.
 #[test]
 fn the_server_quoting_the_handshake_is_not_repeated_by_verbose() {
     let s = setup("secrets-verbose");

@@ -50,6 +50,13 @@ pub(crate) fn database_refused(text: &str) -> Option<&'static str> {
 /// Said when a server wants a password and got none.
 const REQUIRES: &str = "the server requires a password (redis://:password@host/, or \
                         redis://user:password@host/ for an ACL user)";
+/// Said for NOAUTH, which also answers a URL with a password: Valkey says
+/// it to any command it does not know before AUTH, a renamed HELLO among
+/// them (where Redis says "unknown command", read above).
+const REQUIRES_OR_NO_HELLO: &str = "the server requires a password (redis://:password@host/, or \
+                                    redis://user:password@host/ for an ACL user); with one in \
+                                    the URL, it does not know HELLO, which sends it under \
+                                    `protocol=resp3` (the command renamed): leave that out";
 /// Said when a server refused the one it got.
 const REFUSED: &str = "wrong user name or password, or a disabled user";
 /// Said when redis-rs reports a refused `AUTH` without the server's words:
@@ -64,7 +71,7 @@ const NOAUTH_WORDS: &str = "Authentication required";
 /// Why the server refused to authenticate, when `e` says it did.
 pub(crate) fn auth_reason(e: &RedisError) -> Option<&'static str> {
     match e.code() {
-        Some("NOAUTH") => Some(REQUIRES),
+        Some("NOAUTH") => Some(REQUIRES_OR_NO_HELLO),
         Some("WRONGPASS") => Some(REFUSED),
         _ if e.kind() == ErrorKind::AuthenticationFailed => Some(REFUSED_OR_NONE),
         // Redis's answer to a long command before AUTH (it then closes).
@@ -79,7 +86,9 @@ pub(crate) fn auth_reason(e: &RedisError) -> Option<&'static str> {
 /// The same, from the text r2d2 keeps of the last connection error (the
 /// text of a redis-rs error; a password is never part of it).
 pub(crate) fn auth_reason_in_text(text: &str) -> Option<&'static str> {
-    if text.contains("NOAUTH") || text.contains("unauthenticated") || text.contains(NOAUTH_WORDS) {
+    if text.contains("NOAUTH") {
+        Some(REQUIRES_OR_NO_HELLO)
+    } else if text.contains("unauthenticated") || text.contains(NOAUTH_WORDS) {
         Some(REQUIRES)
     } else if text.contains("WRONGPASS") {
         Some(REFUSED)
@@ -87,5 +96,36 @@ pub(crate) fn auth_reason_in_text(text: &str) -> Option<&'static str> {
         Some(REFUSED_OR_NONE)
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Valkey answers NOAUTH to a command it does not know before AUTH: to
+    /// a renamed HELLO too, the command that sends the URL's password with
+    /// `protocol=resp3`. Its reason must name that case beside the missing
+    /// password.
+    #[test]
+    fn noauth_names_a_hello_the_server_does_not_know() {
+        let e = redis::make_extension_error(
+            "NOAUTH".to_owned(),
+            Some("Authentication required.".to_owned()),
+        );
+        let texts = [
+            auth_reason(&e),
+            auth_reason_in_text(
+                "timed out waiting for connection: \"NOAUTH\": Authentication required.",
+            ),
+        ];
+        for reason in texts {
+            let reason = reason.unwrap_or_default();
+            assert!(reason.contains("requires a password"), "{reason}");
+            assert!(
+                reason.contains("HELLO") && reason.contains("protocol=resp3"),
+                "{reason}"
+            );
+        }
     }
 }
