@@ -169,37 +169,14 @@ fn the_lock_is_held_until_the_whole_group_has_exited() {
 #[test]
 fn a_supervisor_killed_with_sigkill_leaves_no_job_past_the_lease() {
     let s = setup("sigkill");
-    let job = "trap '' TERM; sleep 1000 & echo $! > \"$OUT\"; ".to_owned() + RUNS;
-    let run = s
-        .cmd(&["run", "--ttl", "3s", "kkey", "--", "sh", "-c", &job])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for("the child started", || s.file("ready").exists());
-    let leader = job_pid(&s);
-    let background: u32 = std::fs::read_to_string(s.file("out"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let (run, leader, background) = stubborn_job(&s, "3s", "kkey");
     let sent = std::process::Command::new("kill")
         .args(["-KILL", &run.id().to_string()])
         .status()
         .unwrap();
     assert!(sent.success());
     assert_eq!(finish_within(run).code(), None, "killed");
-    let mut conn = s.conn();
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        let pttl: i64 = redis::cmd("PTTL").arg("kkey").query(&mut conn).unwrap();
-        let running = [leader, background].map(alive);
-        if pttl == -2 {
-            assert_eq!(running, [false, false], "the job outlived the key");
-            break;
-        }
-        assert!(Instant::now() < end, "the key never expired");
-    }
+    gone_before_the_key_expires(&s, "kkey", [leader, background]);
 }
 
 /// The supervisor stopped with SIGSTOP (alive, renewing nothing): the
@@ -207,36 +184,13 @@ fn a_supervisor_killed_with_sigkill_leaves_no_job_past_the_lease() {
 #[test]
 fn a_supervisor_stopped_with_sigstop_leaves_no_job_past_the_lease() {
     let s = setup("sigstop");
-    let job = "trap '' TERM; sleep 1000 & echo $! > \"$OUT\"; ".to_owned() + RUNS;
-    let run = s
-        .cmd(&["run", "--ttl", "3s", "kkey", "--", "sh", "-c", &job])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for("the child started", || s.file("ready").exists());
-    let leader = job_pid(&s);
-    let background: u32 = std::fs::read_to_string(s.file("out"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let (run, leader, background) = stubborn_job(&s, "3s", "kkey");
     let sent = std::process::Command::new("kill")
         .args(["-STOP", &run.id().to_string()])
         .status()
         .unwrap();
     assert!(sent.success());
-    let mut conn = s.conn();
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        let pttl: i64 = redis::cmd("PTTL").arg("kkey").query(&mut conn).unwrap();
-        let running = [leader, background].map(alive);
-        if pttl == -2 {
-            assert_eq!(running, [false, false], "the job outlived the key");
-            break;
-        }
-        assert!(Instant::now() < end, "the key never expired");
-    }
+    gone_before_the_key_expires(&s, "kkey", [leader, background]);
     let _ = std::process::Command::new("kill")
         .args(["-CONT", &run.id().to_string()])
         .status();
@@ -253,24 +207,11 @@ fn a_supervisor_stopped_with_sigstop_leaves_no_job_past_the_lease() {
 #[test]
 fn a_watcher_that_reads_its_deadline_late_still_kills_the_job_before_the_key_expires() {
     let s = setup("late-watcher");
-    let job = "trap '' TERM; sleep 1000 & echo $! > \"$OUT\"; ".to_owned() + RUNS;
     // A TTL of 6 s: renewals every 2 s, a kill margin of 600 ms and a kill
     // grace of 2 s; while the supervisor runs, its lease ends more than
     // 2.6 s ahead, so a watcher back 1.5 s after the supervisor stopped
     // still has 500 ms before its kill margin.
-    let run = s
-        .cmd(&["run", "--ttl", "6s", "lkey", "--", "sh", "-c", &job])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for("the child started", || s.file("ready").exists());
-    let leader = job_pid(&s);
-    let background: u32 = std::fs::read_to_string(s.file("out"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let (run, leader, background) = stubborn_job(&s, "6s", "lkey");
     let mut watchers = Vec::new();
     wait_for("the watcher found", || {
         watchers = watchers_of(run.id());
@@ -288,20 +229,48 @@ fn a_watcher_that_reads_its_deadline_late_still_kills_the_job_before_the_key_exp
     #[allow(clippy::disallowed_methods)] // the stall is what is tested
     std::thread::sleep(Duration::from_millis(1500));
     signal(watcher, "CONT");
+    gone_before_the_key_expires(&s, "lkey", [leader, background]);
+    signal(run.id(), "CONT");
+    let status = finish_within(run);
+    assert_eq!(status.code(), Some(70), "{status:?}");
+}
+
+/// Starts `redmutex run --ttl <ttl> <key>` on a job that ignores SIGTERM
+/// and leaves a background process in its group: the run, the job's
+/// leader and that background process, once the job has started.
+fn stubborn_job(s: &Setup, ttl: &str, key: &str) -> (std::process::Child, u32, u32) {
+    let job = "trap '' TERM; sleep 1000 & echo $! > \"$OUT\"; ".to_owned() + RUNS;
+    let run = s
+        .cmd(&["run", "--ttl", ttl, key, "--", "sh", "-c", &job])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the child started", || s.file("ready").exists());
+    let leader = job_pid(s);
+    let background: u32 = std::fs::read_to_string(s.file("out"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (run, leader, background)
+}
+
+/// Waits (20 s at most) for `key` to expire on the server, and asserts
+/// that none of `pids` is alive once it has: read after the key was seen
+/// gone, a process alive then outlived the lease.
+fn gone_before_the_key_expires(s: &Setup, key: &str, pids: [u32; 2]) {
     let mut conn = s.conn();
     let end = Instant::now() + Duration::from_secs(20);
     loop {
-        let pttl: i64 = redis::cmd("PTTL").arg("lkey").query(&mut conn).unwrap();
-        let running = [leader, background].map(alive);
+        let pttl: i64 = redis::cmd("PTTL").arg(key).query(&mut conn).unwrap();
+        let running = pids.map(alive);
         if pttl == -2 {
             assert_eq!(running, [false, false], "the job outlived the key");
             break;
         }
         assert!(Instant::now() < end, "the key never expired");
     }
-    signal(run.id(), "CONT");
-    let status = finish_within(run);
-    assert_eq!(status.code(), Some(70), "{status:?}");
 }
 
 /// Sends `kill -<name>` to `pid`.
@@ -362,20 +331,7 @@ fn watchers_of(run: u32) -> Vec<u32> {
 #[test]
 fn a_watcher_killed_alone_does_not_leave_the_job_unwatched() {
     let s = setup("watcher-killed");
-    let job = "trap '' TERM; sleep 1000 & echo $! > \"$OUT\"; ".to_owned() + RUNS;
-    let run = s
-        .cmd(&["run", "--ttl", "3s", "wkey", "--", "sh", "-c", &job])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for("the child started", || s.file("ready").exists());
-    let leader = job_pid(&s);
-    let background: u32 = std::fs::read_to_string(s.file("out"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let (run, leader, background) = stubborn_job(&s, "3s", "wkey");
     let first = watchers_of(run.id());
     assert_eq!(first.len(), 1, "one watcher: {first:?}");
     let sent = std::process::Command::new("kill")
